@@ -1,0 +1,160 @@
+"""Benchmark the control loop: real-time factor, cost split per step, and the physics floor.
+
+    python experiments/bench.py                       # default scenario list, 5 runs each
+    python experiments/bench.py scenarios/iiwa14_docking.yaml --runs 7 --json bench.json
+
+Each run happens in a FRESH process with single-threaded BLAS (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS,
+MKL_NUM_THREADS = 1 in the child's environment), telemetry on. Per scenario the table gives the
+median and min–max over runs of: wall time, simulated time, real-time factor (sim / wall), and µs per
+control step split into physics (MuJoCo substeps), dynamics (the Pinocchio pass), controller
+(wrench pipeline + planner + control law incl. QP + clipping), telemetry, and other (loop
+bookkeeping). The split comes from a second, profiled pass in the same process (timers cost a little,
+so the unprofiled wall time is the headline). The **floor** is the cost of the same number of
+``mj_step`` calls plus one Pinocchio pass per step with nothing else, on the same assembled model;
+``loop/floor`` is the unprofiled µs per step divided by the floor's.
+
+Machines are shared and noisy: quote medians and ratios, never a single run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_SCENARIOS = [
+    "scenarios/iiwa14_docking.yaml",
+    "scenarios/fr3_docking.yaml",
+    "scenarios/iiwa14_docking_hqp.yaml",
+    "scenarios/fr3_docking_hqp.yaml",
+    "scenarios/iiwa14_docking_se3.yaml",
+    "scenarios/fr3_docking_se3.yaml",
+    "scenarios/iiwa14_tracking.yaml",
+    "scenarios/fr3_tracking.yaml",
+]
+SINGLE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def measure_once(scenario_path: str) -> dict:
+    """Run one scenario (unprofiled, then profiled) plus the floor; return the numbers."""
+    import mujoco
+
+    from sim.loop import build, simulate
+    from sim.scenario import load_scenario
+
+    sc = load_scenario(scenario_path)
+    setup = build(sc)
+    tel, status, _, timing = simulate(setup)
+    steps = timing["steps"]
+    out = {
+        "scenario": sc.name,
+        "status": status,
+        "wall_s": timing["wall_s"],
+        "sim_s": timing["sim_s"],
+        "rtf": timing["real_time_factor"],
+        "us_per_step": timing["us_per_step"],
+    }
+    setup = build(sc)
+    _, _, _, prof = simulate(setup, profile=True)
+    n = max(prof["steps"], 1)
+    parts = {k: 1e6 * prof[f"t_{k}"] / n for k in ("physics", "dynamics", "controller", "telemetry")}
+    parts["other"] = max(prof["us_per_step"] - sum(parts.values()), 0.0)
+    out["split_us"] = parts
+    # floor: same number of mj_step calls + one Pinocchio pass per step, nothing else
+    setup = build(sc)
+    m, d = setup.asm.model, setup.data
+    nsub = int(round(sc.sim.control_period / sc.sim.timestep))
+    qa, da = setup.asm.qpos_adr, setup.asm.dof_adr
+    dyn = setup.dynamics
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        dyn.update(d.qpos[qa], d.qvel[da])
+        for _ in range(nsub):
+            mujoco.mj_step(m, d)
+    floor = time.perf_counter() - t0
+    out["floor_us_per_step"] = 1e6 * floor / max(steps, 1)
+    out["loop_over_floor"] = out["us_per_step"] / out["floor_us_per_step"]
+    return out
+
+
+def _stats(values: list[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
+
+
+def run_bench(scenarios: list[str], runs: int) -> list[dict]:
+    env = {**os.environ, **SINGLE_THREAD_ENV}
+    results = []
+    for path in scenarios:
+        if not (REPO / path).is_file() and not Path(path).is_file():
+            print(f"skip {path}: not found", file=sys.stderr)
+            continue
+        samples = []
+        for _ in range(runs):
+            proc = subprocess.run(
+                [sys.executable, str(Path(__file__).resolve()), "--worker", path],
+                capture_output=True, text=True, env=env, cwd=REPO,
+            )
+            if proc.returncode != 0:
+                print(f"{path}: worker failed:\n{proc.stderr}", file=sys.stderr)
+                break
+            samples.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        if not samples:
+            continue
+        agg = {"scenario": samples[0]["scenario"], "file": path, "runs": len(samples)}
+        for key in ("wall_s", "sim_s", "rtf", "us_per_step", "floor_us_per_step", "loop_over_floor"):
+            agg[key] = _stats([s[key] for s in samples])
+        agg["split_us"] = {k: statistics.median([s["split_us"][k] for s in samples]) for k in samples[0]["split_us"]}
+        results.append(agg)
+    return results
+
+
+def format_table(results: list[dict]) -> str:
+    head = ("| scenario | runs | wall s | sim s | real-time factor | µs/step | physics | dynamics | controller "
+            "| telemetry | other | floor µs/step | loop/floor |")
+    lines = [head, "|" + "---|" * 13]
+    for r in results:
+        def mm(key, fmt="{:.2f}"):
+            med, lo, hi = r[key]
+            return f"{fmt.format(med)} ({fmt.format(lo)}–{fmt.format(hi)})"
+
+        sp = r["split_us"]
+        lines.append(
+            f"| {r['scenario']} | {r['runs']} | {mm('wall_s')} | {r['sim_s'][0]:.2f} | {mm('rtf', '{:.1f}')}× "
+            f"| {mm('us_per_step', '{:.1f}')} | {sp['physics']:.1f} | {sp['dynamics']:.1f} | {sp['controller']:.1f} "
+            f"| {sp['telemetry']:.1f} | {sp['other']:.1f} | {mm('floor_us_per_step', '{:.1f}')} "
+            f"| {mm('loop_over_floor', '{:.2f}')} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="benchmark the dockbench control loop")
+    ap.add_argument("scenarios", nargs="*", help="scenario files (default: the standard list)")
+    ap.add_argument("--runs", type=int, default=5, help="runs per scenario, each in a fresh process")
+    ap.add_argument("--json", default=None, help="write the results as JSON to this file")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        print(json.dumps(measure_once(args.worker)))
+        return 0
+    results = run_bench(args.scenarios or DEFAULT_SCENARIOS, args.runs)
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+    print(f"dockbench bench — commit {rev or 'unknown'}, {args.runs} runs/scenario, BLAS single-threaded, "
+          "median (min–max)")
+    print(format_table(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"commit": rev, "results": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

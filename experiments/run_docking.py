@@ -1,0 +1,113 @@
+"""Run one docking (or tracking) scenario and write its run folder.
+
+    python experiments/run_docking.py --scenario scenarios/iiwa14_docking.yaml
+
+Exit codes: 0 = all gates pass, 2 = a gate fails or the run is incomplete, 1 = error (the message is
+printed without a traceback; a diverged run still writes its telemetry).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # allow `python experiments/run_docking.py` from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sim.errors import DockbenchError  # noqa: E402
+
+
+def _progress_bar(stream):
+    state = {"last": -1}
+
+    def cb(t: float, duration: float) -> None:
+        pct = int(100 * t / duration) if duration > 0 else 100
+        if pct != state["last"]:
+            state["last"] = pct
+            bar = "#" * (pct // 4)
+            stream.write(f"\r  [{bar:<25}] {pct:3d}%  t = {t:6.2f} / {duration:.2f} s")
+            stream.flush()
+
+    return cb
+
+
+def format_summary(result, scenario) -> str:
+    """The end-of-run table: timing, key metrics, gate verdicts."""
+    lines = []
+    tm = result.timing
+    lines.append(f"scenario   {scenario.name}  ({scenario.robot.type}, planner {scenario.planner.type}, "
+                 f"controller {scenario.controller.type})")
+    lines.append(f"status     {result.status}   simulated {tm.get('sim_s', 0):.3f} s in {tm.get('wall_s', 0):.2f} s "
+                 f"wall  →  {tm.get('real_time_factor', 0):.1f}× real time")
+    keys = [
+        "docking.depth", "docking.lateral", "docking.tilt_deg", "contact.peak_force_truth",
+        "contact.peak_force_ft", "contact.steady_axial_force_truth", "tracking.pos_rms", "tracking.pos_peak",
+        "tracking.rot_rms_deg", "safety.saturation_ratio",
+    ]
+    from telemetry.metrics import METRICS
+
+    for k in keys:
+        if k in result.metrics:
+            lines.append(f"  {k:<36} {result.metrics[k]:>12.6g} {METRICS[k][0]}")
+    if result.gates:
+        lines.append("gates")
+        for g in result.gates:
+            bound = " ".join(x for x in (f"min {g['min']}" if g["min"] is not None else "",
+                                         f"max {g['max']}" if g["max"] is not None else "") if x)
+            val = "n/a" if g["value"] is None else f"{g['value']:.6g}"
+            lines.append(f"  {g['verdict']:<10} {g['metric']:<36} {val:>12}  ({bound}) {g['reason']}")
+    lines.append(f"verdict    {result.verdict}")
+    if result.run_dir:
+        lines.append(f"run folder {result.run_dir}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenario", required=True, help="scenario YAML file")
+    ap.add_argument("--out", default="runs", help="parent folder of run folders (default: runs)")
+    ap.add_argument("--duration", type=float, default=None, help="override the run length [s]")
+    ap.add_argument("--controller", default=None, help="override controller.type (its keys take defaults)")
+    ap.add_argument("--planner", default=None, help="override planner.type (its keys take defaults)")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--plot", action="store_true", help="write figures into the run folder at the end")
+    ap.add_argument("--video", default=None, help="render a video of the run to this .mp4/.gif path")
+    args = ap.parse_args(argv)
+
+    from sim.loop import run
+    from sim.scenario import load_scenario
+
+    try:
+        overrides = {}
+        if args.controller:
+            overrides["controller"] = {"type": args.controller}
+        if args.planner:
+            overrides["planner"] = {"type": args.planner}
+        scenario = load_scenario(args.scenario, overrides or None)
+        progress = None if args.no_progress or not sys.stderr.isatty() else _progress_bar(sys.stderr)
+        result = run(scenario, out_root=args.out, duration=args.duration, progress=progress)
+        if progress is not None:
+            sys.stderr.write("\n")
+        print(format_summary(result, scenario))
+        if args.plot and result.run_dir is not None:
+            from experiments.plot_telemetry import plot_run
+
+            files = plot_run(result.run_dir)
+            print(f"figures    {len(files)} written to {result.run_dir}")
+        if args.video and result.run_dir is not None:
+            from telemetry.video import render_run_video
+
+            path = render_run_video(result.run_dir, args.video)
+            print(f"video      {path}")
+    except DockbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 1
+    return 0 if result.verdict == "PASS" else 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

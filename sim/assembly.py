@@ -1,0 +1,123 @@
+"""Assembly: robot MJCF + tool (or hand) + target → one MjModel (via MjSpec), and the arm's
+Pinocchio model built from that same compiled model.
+
+The tool is added as a child body of the robot's flange body at the ``attachment_site`` pose; an
+F/T ``force``/``torque`` sensor pair sits on the tool's ``ft_sensor`` site. The target is a static
+body in the world. Physics options come from the scenario's ``sim:`` block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+import pinocchio as pin
+
+from sim.dynamics import pinocchio_model_from_mujoco
+from sim.errors import ModelError
+from sim.interfaces import TARGETS, TOOLS, Target, Tool
+from sim.robots import RobotSpec, get_robot
+from sim.scenario import Scenario
+
+_INTEGRATORS = {
+    "euler": mujoco.mjtIntegrator.mjINT_EULER,
+    "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
+    "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
+    "rk4": mujoco.mjtIntegrator.mjINT_RK4,
+}
+_CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
+
+FORCE_SENSOR = "ft_force"
+TORQUE_SENSOR = "ft_torque"
+
+
+@dataclass
+class Assembly:
+    """The assembled plant.
+
+    Attributes:
+        spec: the MjSpec (kept for saving the assembled XML into a run folder).
+        model: compiled MjModel.
+        pin_model: the arm's Pinocchio model (tool inertia lumped onto the last link).
+        frame_ids: Pinocchio frame ids of the ``ee`` and ``ft_sensor`` sites.
+        robot: the robot catalogue entry.
+        tool, target: the built end effector and target (target may be None).
+        qpos_adr, dof_adr: (nv,) MuJoCo qpos / dof addresses of the arm joints.
+        act_ids: (nv,) MuJoCo actuator ids of the arm motors.
+        ee_site, sensor_site: MuJoCo site ids.
+    """
+
+    spec: mujoco.MjSpec
+    model: mujoco.MjModel
+    pin_model: pin.Model
+    frame_ids: dict[str, int]
+    robot: RobotSpec
+    tool: Tool
+    target: Target | None
+    qpos_adr: np.ndarray
+    dof_adr: np.ndarray
+    act_ids: np.ndarray
+    ee_site: int
+    sensor_site: int
+
+
+def assemble(scenario: Scenario) -> Assembly:
+    """Build the MjModel and the Pinocchio model for ``scenario``.
+
+    Raises:
+        ModelError: the model does not compile or a named element is missing.
+    """
+    robot = get_robot(scenario.robot.type)
+    spec = mujoco.MjSpec.from_file(robot.model_path())
+    s = scenario.sim
+    spec.option.timestep = s.timestep
+    spec.option.gravity = list(s.gravity)
+    spec.option.integrator = _INTEGRATORS[s.integrator]
+    spec.option.cone = _CONES[s.cone]
+    spec.option.iterations = s.iterations
+    spec.option.ls_iterations = s.ls_iterations
+
+    site = spec.site(robot.attachment_site)
+    if site is None:
+        raise ModelError(f"{robot.name}: attachment site {robot.attachment_site!r} missing")
+    flange_body = site.parent
+    tool_cls = TOOLS.get(scenario.tool.type)
+    tool = tool_cls(scenario.tool.config)
+    tool.build(spec, flange_body, np.array(site.pos), np.array(site.quat))
+    spec.add_sensor(name=FORCE_SENSOR, type=mujoco.mjtSensor.mjSENS_FORCE,
+                    objtype=mujoco.mjtObj.mjOBJ_SITE, objname=tool.sensor_site)
+    spec.add_sensor(name=TORQUE_SENSOR, type=mujoco.mjtSensor.mjSENS_TORQUE,
+                    objtype=mujoco.mjtObj.mjOBJ_SITE, objname=tool.sensor_site)
+
+    target = None
+    if scenario.target is not None:
+        tool_radius = getattr(scenario.tool.config, "radius", 0.0)
+        target = TARGETS.get(scenario.target.type)(scenario.target.config, tool_radius)
+        target.build(spec)
+    try:
+        model = spec.compile()
+    except Exception as exc:  # mujoco raises ValueError with the compiler's message
+        raise ModelError(f"assembled model failed to compile: {exc}") from exc
+
+    pin_model, frame_ids = pinocchio_model_from_mujoco(
+        model, robot.joint_names, (tool.ee_site, tool.sensor_site)
+    )
+    jids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot.joint_names]
+    act_ids = np.array([mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in robot.actuator_names])
+    if np.any(act_ids < 0):
+        raise ModelError(f"{robot.name}: actuators {robot.actuator_names} not all found")
+    return Assembly(
+        spec=spec,
+        model=model,
+        pin_model=pin_model,
+        frame_ids=frame_ids,
+        robot=robot,
+        tool=tool,
+        target=target,
+        qpos_adr=np.array([model.jnt_qposadr[j] for j in jids]),
+        dof_adr=np.array([model.jnt_dofadr[j] for j in jids]),
+        act_ids=act_ids,
+        ee_site=mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, tool.ee_site),
+        sensor_site=mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, tool.sensor_site),
+    )

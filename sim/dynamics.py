@@ -1,0 +1,246 @@
+"""Arm dynamics: the Pinocchio model built from the assembled MjModel, and the per-step snapshot.
+
+Source of truth: the compiled :class:`mujoco.MjModel`. :func:`pinocchio_model_from_mujoco` walks its
+body tree and builds a :class:`pinocchio.Model` with the same joint placements, axes, inertias,
+armature and gravity, so MuJoCo and Pinocchio describe one plant (tested to 1e-9 in
+``tests/test_dynamics_consistency.py``). Bodies rigidly attached to the arm (tool, sensor, hand
+links held kinematically) are lumped into the arm link that carries them, at the pose they have in a
+reference ``qpos`` (which is exact for welded bodies).
+
+One :meth:`Dynamics.update` per control step fills a preallocated :class:`Snapshot`:
+
+* ``M`` (nv, nv) joint-space inertia incl. armature, ``Minv`` its inverse, ``h = C q̇ + g`` (nle);
+* ``J_ee_lwa`` (6, nv): EE Jacobian, LOCAL_WORLD_ALIGNED (origin at the EE, world axes), [v; ω];
+* ``J_ee_body`` (6, nv): EE Jacobian, LOCAL (body) frame, [v; ω];
+* ``dJdq_ee_lwa`` (6,): classical acceleration drift [p̈; ω̇] at q̈ = 0 (world axes);
+* ``dJdq_ee_body`` (6,): body-twist derivative at q̈ = 0 (J̇_b q̇);
+* ``T_world_ee`` (4, 4), ``p_ee_in_world`` (3,), ``R_world_ee`` (3, 3);
+* ``twist_ee_lwa`` (6,) = J_ee_lwa q̇, ``twist_ee_body`` (6,) = J_ee_body q̇;
+* ``T_world_sensor`` (4, 4): pose of the F/T sensor site;
+* ``manipulability`` w = sqrt(det(J Jᵀ)) of the LWA Jacobian.
+
+Controllers read the snapshot and never call Pinocchio or MuJoCo themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mujoco
+import numpy as np
+import pinocchio as pin
+
+from sim.errors import ModelError
+
+LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+LOCAL = pin.ReferenceFrame.LOCAL
+
+
+def _se3(R: np.ndarray, p: np.ndarray) -> pin.SE3:
+    return pin.SE3(np.array(R, dtype=float), np.array(p, dtype=float))
+
+
+def _quat_to_R(q: np.ndarray) -> np.ndarray:
+    R = np.zeros(9)
+    mujoco.mju_quat2Mat(R, np.asarray(q, dtype=float))
+    return R.reshape(3, 3)
+
+
+def _body_inertia(m: mujoco.MjModel, b: int) -> pin.Inertia:
+    """Inertia of MuJoCo body ``b`` expressed in its body frame (COM offset + rotated tensor)."""
+    R = _quat_to_R(m.body_iquat[b])
+    I_com = R @ np.diag(m.body_inertia[b]) @ R.T
+    return pin.Inertia(float(m.body_mass[b]), np.array(m.body_ipos[b]), I_com)
+
+
+def pinocchio_model_from_mujoco(
+    m: mujoco.MjModel,
+    arm_joints: Sequence[str],
+    frame_sites: Sequence[str],
+    qpos_ref: np.ndarray | None = None,
+) -> tuple[pin.Model, dict[str, int]]:
+    """Build the arm's Pinocchio model from a compiled MjModel.
+
+    Args:
+        m: the assembled model.
+        arm_joints: names of the hinge joints the controller actuates, base to tip (each on its own
+            body, joint origin at the body origin).
+        frame_sites: MuJoCo site names to add as Pinocchio operational frames (same names).
+        qpos_ref: configuration used to place bodies whose joints are NOT arm joints (e.g. hand
+            fingers held kinematically); default ``m.qpos0``.
+
+    Returns:
+        (model, frame ids by site name).
+
+    Raises:
+        ModelError: unknown joint/site, non-hinge arm joint, joint not at the body origin.
+    """
+    jids = []
+    for name in arm_joints:
+        j = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name)
+        if j < 0:
+            raise ModelError(f"arm joint {name!r} not in the assembled model")
+        if m.jnt_type[j] != mujoco.mjtJoint.mjJNT_HINGE:
+            raise ModelError(f"arm joint {name!r} must be a hinge")
+        if np.any(np.abs(m.jnt_pos[j]) > 0):
+            raise ModelError(f"arm joint {name!r} must sit at its body origin (jnt_pos = 0)")
+        jids.append(j)
+    arm_body_of_joint = {int(m.jnt_bodyid[j]): j for j in jids}
+
+    # Poses of every body at the reference configuration (for lumping non-arm bodies).
+    d = mujoco.MjData(m)
+    d.qpos[:] = m.qpos0 if qpos_ref is None else qpos_ref
+    mujoco.mj_kinematics(m, d)
+
+    model = pin.Model()
+    model.name = "dockbench_arm"
+    model.gravity.linear = np.array(m.opt.gravity, dtype=float)
+    # carrier[b] = (pin joint id, placement of body b in that joint's frame) for bodies on the arm.
+    carrier: dict[int, tuple[int, pin.SE3]] = {}
+    first_arm_body = int(m.jnt_bodyid[jids[0]])
+    # The arm base: every ancestor of the first arm body is fixed to the world.
+    b = first_arm_body
+    chain = []
+    while b != 0:
+        chain.append(b)
+        b = int(m.body_parentid[b])
+    for b in reversed(chain[1:]):
+        carrier[b] = (0, _se3(d.xmat[b].reshape(3, 3), d.xpos[b]))
+
+    for b in range(1, m.nbody):
+        parent = int(m.body_parentid[b])
+        if b in carrier:
+            continue
+        if parent not in carrier and b != first_arm_body:
+            continue  # not part of the arm (target, world clutter)
+        if b == first_arm_body:
+            parent_joint, T_parent = 0, _se3(d.xmat[parent].reshape(3, 3), d.xpos[parent])
+            if parent == 0:
+                T_parent = pin.SE3.Identity()
+        else:
+            parent_joint, T_parent = carrier[parent]
+        if b in arm_body_of_joint:
+            j = arm_body_of_joint[b]
+            placement = T_parent * _se3(_quat_to_R(m.body_quat[b]), m.body_pos[b])
+            axis = np.array(m.jnt_axis[j], dtype=float)
+            name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j)
+            if np.allclose(axis, [0, 0, 1]):
+                jm = pin.JointModelRZ()
+            elif np.allclose(axis, [1, 0, 0]):
+                jm = pin.JointModelRX()
+            elif np.allclose(axis, [0, 1, 0]):
+                jm = pin.JointModelRY()
+            else:
+                jm = pin.JointModelRevoluteUnaligned(axis / np.linalg.norm(axis))
+            jid = model.addJoint(parent_joint, jm, placement, name)
+            iq = model.joints[jid].idx_q
+            model.lowerPositionLimit[iq] = m.jnt_range[j, 0]
+            model.upperPositionLimit[iq] = m.jnt_range[j, 1]
+            model.armature[model.joints[jid].idx_v] = float(m.dof_armature[m.jnt_dofadr[j]])
+            model.appendBodyToJoint(jid, _body_inertia(m, b), pin.SE3.Identity())
+            carrier[b] = (jid, pin.SE3.Identity())
+        else:
+            if m.body_jntnum[b] > 0 and m.body_dofnum[b] > 0:
+                # A non-arm joint (e.g. a hand finger): lump at its pose in qpos_ref.
+                T_rel = _se3(d.xmat[parent].reshape(3, 3), d.xpos[parent]).actInv(
+                    _se3(d.xmat[b].reshape(3, 3), d.xpos[b])
+                )
+            else:
+                T_rel = _se3(_quat_to_R(m.body_quat[b]), m.body_pos[b])
+            placement = T_parent * T_rel
+            model.appendBodyToJoint(parent_joint, _body_inertia(m, b), placement)
+            carrier[b] = (parent_joint, placement)
+
+    frame_ids: dict[str, int] = {}
+    for site in frame_sites:
+        s = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, site)
+        if s < 0:
+            raise ModelError(f"site {site!r} not in the assembled model")
+        b = int(m.site_bodyid[s])
+        if b not in carrier:
+            raise ModelError(f"site {site!r} is not on the arm")
+        jid, T_body = carrier[b]
+        placement = T_body * _se3(_quat_to_R(m.site_quat[s]), m.site_pos[s])
+        frame = pin.Frame(site, jid, placement, pin.FrameType.OP_FRAME)
+        frame_ids[site] = model.addFrame(frame)
+    if model.nv != len(arm_joints):
+        raise ModelError(f"Pinocchio model has nv={model.nv}, expected {len(arm_joints)}")
+    return model, frame_ids
+
+
+class Snapshot:
+    """Everything a control step needs, computed once (see module docstring for frames/units).
+
+    Arrays are preallocated and overwritten in place by :meth:`Dynamics.update`; copy them before
+    storing.
+    """
+
+    def __init__(self, nv: int):
+        self.nv = nv
+        self.t = 0.0
+        self.q = np.zeros(nv)
+        self.v = np.zeros(nv)
+        self.M = np.zeros((nv, nv))
+        self.Minv = np.zeros((nv, nv))
+        self.h = np.zeros(nv)
+        self.J_ee_lwa = np.zeros((6, nv))
+        self.J_ee_body = np.zeros((6, nv))
+        self.dJdq_ee_lwa = np.zeros(6)
+        self.dJdq_ee_body = np.zeros(6)
+        self.T_world_ee = np.eye(4)
+        self.p_ee_in_world = self.T_world_ee[:3, 3]
+        self.R_world_ee = self.T_world_ee[:3, :3]
+        self.twist_ee_lwa = np.zeros(6)
+        self.twist_ee_body = np.zeros(6)
+        self.T_world_sensor = np.eye(4)
+        self.manipulability = 0.0
+
+
+class Dynamics:
+    """One Pinocchio pass per control step → :class:`Snapshot`.
+
+    Args:
+        model: the arm model (from :func:`pinocchio_model_from_mujoco`).
+        ee_frame: frame id of the EE (tool tip) site.
+        sensor_frame: frame id of the F/T sensor site.
+    """
+
+    def __init__(self, model: pin.Model, ee_frame: int, sensor_frame: int):
+        self.model = model
+        self.data = model.createData()
+        self.ee_frame = ee_frame
+        self.sensor_frame = sensor_frame
+        self.snap = Snapshot(model.nv)
+        self._zero = np.zeros(model.nv)
+        self._JJt = np.zeros((6, 6))
+        self._il = np.tril_indices(model.nv, -1)
+
+    def update(self, q: np.ndarray, v: np.ndarray, t: float = 0.0) -> Snapshot:
+        """Compute the snapshot at joint positions ``q`` [rad] and velocities ``v`` [rad/s]."""
+        model, data, s = self.model, self.data, self.snap
+        s.t = t
+        s.q[:] = q
+        s.v[:] = v
+        # Kinematics with q̈ = 0: placements, velocities and the drift accelerations J̇q̇.
+        pin.forwardKinematics(model, data, s.q, s.v, self._zero)
+        pin.computeJointJacobians(model, data)
+        pin.updateFramePlacements(model, data)
+        fid = self.ee_frame
+        s.J_ee_lwa[:] = pin.getFrameJacobian(model, data, fid, LWA)
+        s.J_ee_body[:] = pin.getFrameJacobian(model, data, fid, LOCAL)
+        s.dJdq_ee_lwa[:] = pin.getFrameClassicalAcceleration(model, data, fid, LWA).vector
+        s.dJdq_ee_body[:] = pin.getFrameAcceleration(model, data, fid, LOCAL).vector
+        s.T_world_ee[:] = data.oMf[fid].homogeneous
+        s.T_world_sensor[:] = data.oMf[self.sensor_frame].homogeneous
+        np.dot(s.J_ee_lwa, s.v, out=s.twist_ee_lwa)
+        np.dot(s.J_ee_body, s.v, out=s.twist_ee_body)
+        # Mass matrix (upper triangle from CRBA, incl. armature) and bias h = C q̇ + g.
+        M = pin.crba(model, data, s.q)  # upper triangle filled
+        s.M[:] = M
+        s.M[self._il] = M.T[self._il]
+        s.h[:] = pin.nonLinearEffects(model, data, s.q, s.v)
+        s.Minv[:] = np.linalg.inv(s.M)
+        np.dot(s.J_ee_lwa, s.J_ee_lwa.T, out=self._JJt)
+        det = np.linalg.det(self._JJt)
+        s.manipulability = float(np.sqrt(det)) if det > 0 else 0.0
+        return s

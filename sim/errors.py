@@ -1,0 +1,42 @@
+"""The one exception hierarchy of dockbench.
+
+Every error the framework raises on purpose derives from :class:`DockbenchError`, so a CLI can catch
+it, print the message without a traceback and exit 1.
+"""
+
+from __future__ import annotations
+
+
+class DockbenchError(Exception):
+    """Root of every error dockbench raises on purpose."""
+
+
+class ScenarioError(DockbenchError):
+    """Bad scenario input. The message names the file, the key path and the allowed values,
+    e.g. ``scenarios/x.yaml: controller.k: must be > 0, got -5``."""
+
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None):
+        self.file = file
+        self.key = key
+        prefix = ""
+        if file:
+            prefix += f"{file}: "
+        if key:
+            prefix += f"{key}: "
+        super().__init__(prefix + message)
+
+
+class ModelError(DockbenchError):
+    """A model could not be built, compiled or is inconsistent (MJCF, Pinocchio, IK)."""
+
+
+class SolverError(DockbenchError):
+    """A numerical solver (QP, IK) failed in a way the caller must handle."""
+
+
+class HandCommandError(DockbenchError):
+    """A G20 hand command was rejected whole (bad length, non-numeric, NaN/Inf, unknown joint)."""
+
+
+class SimulationDiverged(DockbenchError):
+    """The state became NaN/Inf; the run stops and the telemetry up to the bad step is kept."""

@@ -1,0 +1,397 @@
+"""The control loop: ``run(scenario) → RunResult`` (DESIGN.md "One control cycle").
+
+Per control step (period T_c = k · timestep)::
+
+    snap  = dynamics.update(q, v)          # one Pinocchio pass
+    w     = wrench.update(data, snap)      # F/T + truth (sensors of the last MuJoCo step)
+    planner.evaluate(t, ref)               # world-frame reference
+    controller.compute(snap, ref, w, cmd)  # τ (+ diagnostics)
+    τ_applied = clip(τ, ±τ_max)            # per-joint actuator limits (or scenario max_torque)
+    k × mj_step                            # the plant
+    record                                 # preallocated telemetry
+
+The run folder is written at the end, also when the state goes NaN/Inf (status ``diverged``) or on
+Ctrl-C (status ``interrupted``): whatever was recorded is kept.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import platform
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from controllers.base import CONTROLLERS, Controller, PlantInfo
+from planners.base import PLANNERS, Planner, PlannerContext, Reference
+from sim.assembly import Assembly, assemble
+from sim.dynamics import Dynamics
+from sim.errors import ScenarioError, SimulationDiverged
+from sim.ik import solve_ik
+from sim.scenario import Scenario
+from sim.wrench import WrenchPipeline
+from telemetry.gates import evaluate_gates
+from telemetry.log import Telemetry
+from telemetry.metrics import compute_metrics
+from telemetry.run import write_json
+
+
+@dataclass
+class RunResult:
+    """Outcome of one run.
+
+    Attributes:
+        status: ``completed`` | ``diverged`` | ``interrupted``.
+        verdict: PASS / FAIL / INCOMPLETE.
+        metrics: computed metrics.
+        gates: per-gate results (dicts).
+        telemetry: the recorded channels (views).
+        meta: run metadata (also in meta.json).
+        run_dir: the run folder, if one was written.
+        message: diagnostic for a diverged run.
+    """
+
+    status: str
+    verdict: str
+    metrics: dict[str, Any]
+    gates: list[dict[str, Any]]
+    telemetry: dict[str, np.ndarray]
+    meta: dict[str, Any]
+    run_dir: Path | None = None
+    message: str = ""
+    timing: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Setup:
+    """Everything built from a scenario before the first step (exposed for tests and tools)."""
+
+    scenario: Scenario
+    asm: Assembly
+    data: mujoco.MjData
+    q0: np.ndarray
+    planner: Planner
+    controller: Controller
+    plant: PlantInfo
+    dynamics: Dynamics
+    wrench: WrenchPipeline
+    T_world_goal: np.ndarray
+    T_world_start: np.ndarray
+    approach_axis: np.ndarray
+    duration: float
+
+
+def _start_and_goal(scenario: Scenario, asm: Assembly, q_home: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(T_world_start, T_world_goal, approach axis) from the believed target pose, or from the
+    robot's initial configuration when there is no target."""
+    if asm.target is None:
+        import pinocchio as pin
+
+        q = np.array(scenario.robot.q_init if scenario.robot.q_init is not None else q_home)
+        data = asm.pin_model.createData()
+        pin.framesForwardKinematics(asm.pin_model, data, q)
+        oMf = data.oMf[asm.frame_ids[asm.tool.ee_site]]
+        T = np.eye(4)
+        T[:3, :3] = oMf.rotation
+        T[:3, 3] = oMf.translation + np.array(scenario.start.offset)
+        return T, T.copy(), np.array([0.0, 0.0, 1.0])
+    Tb = asm.target.T_world_believed
+    T_goal = Tb @ asm.target.goal_in_target()
+    axis = Tb[:3, 2].copy()
+    T_start = T_goal.copy()
+    T_start[:3, 3] = Tb[:3, 3] + scenario.start.standoff * axis + np.array(scenario.start.offset)
+    return T_start, T_goal, axis
+
+
+def build(scenario: Scenario) -> Setup:
+    """Assemble the plant, solve the initial configuration and build planner and controller."""
+    asm = assemble(scenario)
+    m = asm.model
+    robot = asm.robot
+    nv = len(robot.joint_names)
+    q_home = robot.home if scenario.robot.q_guess is None else np.array(scenario.robot.q_guess)
+    T_start, T_goal, axis = _start_and_goal(scenario, asm, q_home)
+    if scenario.robot.q_init is not None:
+        q0 = np.array(scenario.robot.q_init, dtype=float)
+    else:
+        q0 = solve_ik(asm.pin_model, asm.frame_ids[asm.tool.ee_site], T_start, q_home)
+    if asm.target is None:
+        q0 = np.array(scenario.robot.q_init if scenario.robot.q_init is not None else q_home, dtype=float)
+
+    data = mujoco.MjData(m)
+    data.qpos[asm.qpos_adr] = q0
+    mujoco.mj_forward(m, data)
+
+    ctx = PlannerContext(T_world_start=T_start, T_world_goal=T_goal, approach_axis_world=axis)
+    planner = PLANNERS.get(scenario.planner.type)(scenario.planner.config, ctx)
+
+    tau_max = np.array([m.actuator_ctrlrange[a, 1] for a in asm.act_ids])
+    if scenario.robot.max_torque is not None:
+        tau_max = np.minimum(tau_max, scenario.robot.max_torque)
+    jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot.joint_names]
+    plant = PlantInfo(
+        nv=nv,
+        joint_names=robot.joint_names,
+        tau_max=tau_max,
+        q_min=np.array([m.jnt_range[j, 0] for j in jids]),
+        q_max=np.array([m.jnt_range[j, 1] for j in jids]),
+        v_max=robot.velocity_limit.copy(),
+        dof_damping=np.array(m.dof_damping[asm.dof_adr]),
+        dof_frictionloss=np.array(m.dof_frictionloss[asm.dof_adr]),
+        control_period=scenario.sim.control_period,
+        q_home=q0.copy(),
+    )
+    controller = CONTROLLERS.get(scenario.controller.type)(scenario.controller.config, plant, planner)
+    dyn = Dynamics(asm.pin_model, asm.frame_ids[asm.tool.ee_site], asm.frame_ids[asm.tool.sensor_site])
+    from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
+
+    wp = WrenchPipeline(m, asm.tool.sensor_site, FORCE_SENSOR, TORQUE_SENSOR, asm.tool.root_body,
+                        inertial_compensation=scenario.wrench.inertial_compensation)
+    duration = scenario.sim.duration if scenario.sim.duration is not None else planner.duration + scenario.sim.settle_time
+    return Setup(scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration)
+
+
+def _git_revision() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _versions() -> dict[str, str]:
+    import pinocchio
+    import scipy
+
+    return {
+        "python": platform.python_version(),
+        "mujoco": mujoco.__version__,
+        "pinocchio": pinocchio.__version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+    }
+
+
+def simulate(
+    setup: Setup,
+    duration: float | None = None,
+    progress: Callable[[float, float], None] | None = None,
+    profile: bool = False,
+) -> tuple[Telemetry, str, str, dict[str, float]]:
+    """Run the control loop. Returns (telemetry, status, message, timing).
+
+    With ``profile=True`` the timing also holds the wall time [s] spent in each phase
+    (``t_physics``, ``t_dynamics``, ``t_controller`` incl. planner, wrench and clipping,
+    ``t_telemetry``); the results are identical either way.
+    """
+    sc = setup.scenario
+    m, d = setup.asm.model, setup.data
+    T_c = sc.sim.control_period
+    nsub = int(round(T_c / sc.sim.timestep))
+    duration = setup.duration if duration is None else duration
+    n_steps = int(math.floor(duration / T_c + 1e-9)) + 1
+    ctrl = setup.controller
+    extra = {f"ctrl_{n}": "" for n in ctrl.diag_names}
+    tel = Telemetry(n_steps, setup.plant.nv, extra)
+    diag_arrays = [tel.arrays[f"ctrl_{n}"] for n in ctrl.diag_names]
+
+    qadr, dadr, aids = setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids
+
+    def _slice(idx: np.ndarray) -> slice | np.ndarray:
+        if len(idx) and np.all(np.diff(idx) == 1):
+            return slice(int(idx[0]), int(idx[-1]) + 1)
+        return idx
+
+    qs, vs, as_ = _slice(qadr), _slice(dadr), _slice(aids)
+    dyn, wp, planner = setup.dynamics, setup.wrench, setup.planner
+    ref = Reference()
+    cmd = ctrl.make_command()
+    tau_max = setup.plant.tau_max
+    tau = np.zeros(setup.plant.nv)
+    use_truth = sc.wrench.force_source == "truth"
+    quat = np.zeros(4)
+    quat_des = np.zeros(4)
+    mj_step = mujoco.mj_step
+    mju_mat2Quat = mujoco.mju_mat2Quat
+    record = sc.telemetry.enabled
+    w_qpos = d.warning[mujoco.mjtWarning.mjWARN_BADQPOS]
+    w_qvel = d.warning[mujoco.mjtWarning.mjWARN_BADQVEL]
+    w_qacc = d.warning[mujoco.mjtWarning.mjWARN_BADQACC]
+
+    snap = dyn.update(d.qpos[qs], d.qvel[vs], 0.0)
+    planner.evaluate(0.0, ref)
+    ctrl.reset(snap, ref)
+
+    status, message = "completed", ""
+    clock = time.perf_counter
+    t_phys = t_dyn = t_ctrl = t_tel = 0.0
+    t_wall0 = time.perf_counter()
+    i = 0
+    report_every = max(1, n_steps // 50)
+    try:
+        for i in range(n_steps):
+            t = i * T_c
+            if profile:
+                c0 = clock()
+            snap = dyn.update(d.qpos[qs], d.qvel[vs], t)
+            if profile:
+                c1 = clock()
+                t_dyn += c1 - c0
+            w = wp.update(d, snap.T_world_ee)
+            if use_truth:
+                w.ext_world[:] = w.truth_world
+                w.ext_body[:] = w.truth_body
+            planner.evaluate(t, ref)
+            ctrl.compute(snap, ref, w, cmd)
+            np.clip(cmd.tau, -tau_max, tau_max, out=tau)
+            d.ctrl[as_] = tau
+            if profile:
+                c2 = clock()
+                t_ctrl += c2 - c1
+            if record:
+                tel.t[i] = t
+                tel.q[i] = snap.q
+                tel.v[i] = snap.v
+                tel.tau_cmd[i] = cmd.tau
+                tel.tau_applied[i] = tau
+                tel.saturated[i] = bool(np.any(np.abs(cmd.tau) > tau_max))
+                tel.ee_pos[i] = snap.p_ee_in_world
+                mju_mat2Quat(quat, snap.R_world_ee.ravel())
+                tel.ee_quat[i] = quat
+                tel.ee_vel[i] = snap.twist_ee_lwa
+                tel.ee_pos_des[i] = ref.pos
+                tel.ee_vel_des[i] = ref.vel
+                tel.ee_acc_des[i] = ref.acc
+                mju_mat2Quat(quat_des, ref.R.ravel())
+                tel.ee_quat_des[i] = quat_des
+                tel.ee_omega_des[i] = ref.omega
+                tel.wrench_ext_world[i] = wp.state.ext_world if not use_truth else wp.state.truth_world
+                tel.wrench_ext_body[i] = wp.state.ext_body if not use_truth else wp.state.truth_body
+                tel.wrench_truth_world[i] = wp.state.truth_world
+                tel.wrench_truth_body[i] = wp.state.truth_body
+                tel.wrench_used_world[i] = w.ext_world
+                tel.contact_count[i] = wp.state.contact_count
+                tel.contact_count_all[i] = d.ncon
+                tel.manipulability[i] = snap.manipulability
+                for k, arr in enumerate(diag_arrays):
+                    arr[i] = cmd.diag[k]
+            tel.n = i + 1
+            if profile:
+                c3 = clock()
+                t_tel += c3 - c2
+            for _ in range(nsub):
+                mj_step(m, d)
+            if profile:
+                t_phys += clock() - c3
+            # MuJoCo resets the state (and counts a warning) when it meets NaN/Inf, so check both.
+            if not (math.isfinite(d.qvel.sum()) and math.isfinite(d.qpos.sum())) or (
+                w_qpos.number + w_qvel.number + w_qacc.number
+            ):
+                status = "diverged"
+                message = (f"state became NaN/Inf after t = {t:.4f} s (step {i}); last commanded torque "
+                           f"{np.array2string(cmd.tau, precision=2)} N·m; telemetry up to this step is kept")
+                break
+            if progress is not None and i % report_every == 0:
+                progress(t, duration)
+    except KeyboardInterrupt:
+        status, message = "interrupted", f"interrupted by the user at step {i}"
+    except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
+        status = "diverged"
+        message = (f"numerical failure at t = {i * T_c:.4f} s (step {i}): {exc}; the state was "
+                   f"q = {np.array2string(d.qpos[qs], precision=3)}; telemetry up to this step is kept")
+    wall = time.perf_counter() - t_wall0
+    sim_time = tel.n * T_c
+    timing = {"wall_s": wall, "sim_s": sim_time, "real_time_factor": sim_time / wall if wall > 0 else float("inf"),
+              "steps": tel.n, "us_per_step": 1e6 * wall / max(tel.n, 1)}
+    if profile:
+        timing.update(t_physics=t_phys, t_dynamics=t_dyn, t_controller=t_ctrl, t_telemetry=t_tel)
+    return tel, status, message, timing
+
+
+def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -> dict[str, Any]:
+    asm = setup.asm
+    return {
+        "scenario": setup.scenario.to_dict(),
+        "scenario_file": setup.scenario.source_file,
+        "status": status,
+        "versions": _versions(),
+        "git_revision": _git_revision(),
+        "seed": setup.scenario.sim.seed,
+        "timing": timing,
+        "robot": asm.robot.name,
+        "joint_names": list(asm.robot.joint_names),
+        "q0": setup.q0,
+        "q_min": setup.plant.q_min,
+        "q_max": setup.plant.q_max,
+        "v_max": setup.plant.v_max,
+        "tau_max": setup.plant.tau_max,
+        "target_type": setup.scenario.target.type if setup.scenario.target else None,
+        "T_world_target": asm.target.T_world_target if asm.target else None,
+        "T_world_target_believed": asm.target.T_world_believed if asm.target else None,
+        "target_depth_total": asm.target.depth_total if asm.target else None,
+        "T_world_goal": setup.T_world_goal,
+        "T_world_start": setup.T_world_start,
+        "planner_duration": setup.planner.duration,
+        "duration": setup.duration,
+        "segments": [{"name": s.name, "t0": s.t0, "t1": s.t1} for s in setup.planner.segments],
+        "channel_units": tel.units,
+        "controller_summary": setup.controller.summary(),
+    }
+
+
+def run(
+    scenario: Scenario,
+    *,
+    out_root: str | Path | None = "runs",
+    duration: float | None = None,
+    progress: Callable[[float, float], None] | None = None,
+    setup: Setup | None = None,
+) -> RunResult:
+    """Build, simulate, score and (if ``out_root``) write the run folder.
+
+    Args:
+        scenario: a loaded scenario.
+        out_root: parent of ``<scenario>/<UTC timestamp>/``; None = write nothing.
+        duration: override of the run length [s] (a run shorter than the planner is INCOMPLETE).
+        progress: callback(t, duration) for progress bars.
+    """
+    if setup is None:
+        setup = build(scenario)
+    if duration is not None and duration <= 0:
+        raise ScenarioError(f"duration must be > 0, got {duration}", key="--duration")
+    tel, status, message, timing = simulate(setup, duration, progress)
+    meta = _meta(setup, timing, status, tel)
+    channels = tel.channels()
+    metrics = compute_metrics(channels, meta) if tel.n > 0 else {}
+    planned = setup.planner.duration
+    complete = status == "completed" and (tel.n - 1) * scenario.sim.control_period >= planned - 1e-9
+    verdict, gate_results = evaluate_gates(scenario.gates, metrics, complete)
+    gates = [g.to_dict() for g in gate_results]
+    run_dir = None
+    if out_root is not None:
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S_%fZ")
+        run_dir = Path(out_root) / scenario.name / stamp
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tel.save(run_dir / "telemetry.npz")
+        write_json(run_dir / "meta.json", meta)
+        write_json(run_dir / "summary.json", {
+            "scenario": scenario.name, "status": status, "message": message, "verdict": verdict,
+            "gates": gates, "metrics": metrics, "timing": timing,
+            "controller": setup.controller.summary(),
+        })
+        try:
+            (run_dir / "scene.xml").write_text(setup.asm.spec.to_xml())
+        except Exception:  # noqa: BLE001 - the XML dump is a convenience, never fatal
+            pass
+    result = RunResult(status, verdict, metrics, gates, channels, meta, run_dir, message, timing)
+    if status == "diverged":
+        raise SimulationDiverged(message + (f" (run folder: {run_dir})" if run_dir else ""))
+    return result

@@ -1,0 +1,299 @@
+"""Scenario schema and loader: one YAML file → one frozen, fully validated :class:`Scenario`.
+
+Top-level keys::
+
+    name, description, robot, sim, start, tool, target, planner, controller, wrench, telemetry, gates
+
+``tool``, ``target``, ``planner`` and ``controller`` are typed blocks: a ``type`` string chosen from a
+registry plus that type's own keys (its ``Config`` dataclass). Everything is checked at load time;
+every error names the file, the key path and the allowed values (see ``docs/scenarios.md``, which is
+generated from these records by ``python -m sim.scenario --docs``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from sim.config import config_to_dict, describe_config, param, parse_config
+from sim.errors import ScenarioError
+from sim.robots import get_robot, robot_names
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    type: str = param(doc="robot model: iiwa14 | fr3")
+    q_init: tuple[float, ...] | None = param(
+        None, unit="rad", doc="initial joint configuration; null = solve IK for the start pose"
+    )
+    q_guess: tuple[float, ...] | None = param(None, unit="rad", doc="IK seed; null = the robot's home pose")
+    max_torque: float | None = param(
+        None, unit="N·m", gt=0.0, doc="optional uniform torque limit, tighter than the actuators' own"
+    )
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    timestep: float = param(0.001, unit="s", gt=0.0, le=0.01, doc="MuJoCo integration step")
+    control_period: float = param(0.001, unit="s", gt=0.0, doc="controller period, an integer multiple of timestep")
+    duration: float | None = param(None, unit="s", gt=0.0, doc="run length; null = planner duration + settle_time")
+    settle_time: float = param(1.5, unit="s", ge=0.0, doc="time simulated after the planner ends")
+    gravity: tuple[float, float, float] = param((0.0, 0.0, 0.0), unit="m/s²", length=3, doc="gravity (both models)")
+    integrator: Literal["euler", "implicit", "implicitfast", "rk4"] = param("implicitfast", doc="MuJoCo integrator")
+    cone: Literal["pyramidal", "elliptic"] = param("pyramidal", doc="friction cone")
+    iterations: int = param(50, ge=1, doc="constraint solver iterations")
+    ls_iterations: int = param(20, ge=1, doc="solver line-search iterations")
+    seed: int = param(0, ge=0, doc="random seed (recorded in meta.json; the loop itself is deterministic)")
+
+    def validate(self) -> None:
+        ratio = self.control_period / self.timestep
+        if abs(ratio - round(ratio)) > 1e-9 or round(ratio) < 1:
+            raise ScenarioError(
+                f"must be an integer multiple (≥ 1) of sim.timestep={self.timestep}, got {self.control_period}",
+                key="control_period",
+            )
+
+
+@dataclass(frozen=True)
+class StartConfig:
+    standoff: float = param(0.10, unit="m", doc="start EE distance from the target mouth along its axis")
+    offset: tuple[float, float, float] = param(
+        (0.0, 0.0, 0.0), unit="m", length=3, doc="extra world-frame offset of the start EE position"
+    )
+
+
+@dataclass(frozen=True)
+class WrenchConfig:
+    inertial_compensation: bool = param(False, doc="subtract the tool's inertial load from the F/T signal")
+    force_source: Literal["sensor", "truth"] = param(
+        "sensor", doc="wrench fed to the controller: the F/T site sensor or the contact truth"
+    )
+
+
+@dataclass(frozen=True)
+class TelemetryConfig:
+    enabled: bool = param(True, doc="record telemetry channels every control step")
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    metric: str = param(doc="metric name (see docs/metrics.md)")
+    max: float | None = param(None, doc="upper bound (inclusive)")
+    min: float | None = param(None, doc="lower bound (inclusive)")
+
+    def validate(self) -> None:
+        from telemetry.metrics import METRICS
+
+        if self.metric not in METRICS:
+            raise ScenarioError(
+                f"unknown metric {self.metric!r}; known: {', '.join(sorted(METRICS))}", key="metric"
+            )
+        if self.max is None and self.min is None:
+            raise ScenarioError("a gate needs max and/or min", key="max")
+
+
+@dataclass(frozen=True)
+class TypedBlock:
+    """A registry-selected block: ``type`` plus that type's parsed ``config``."""
+
+    type: str
+    config: Any
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    robot: RobotConfig
+    sim: SimConfig
+    start: StartConfig
+    tool: TypedBlock
+    target: TypedBlock | None
+    planner: TypedBlock
+    controller: TypedBlock
+    wrench: WrenchConfig
+    telemetry: TelemetryConfig
+    gates: tuple[GateSpec, ...]
+    source_file: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved scenario (defaults filled in), JSON/YAML-serialisable."""
+        out: dict[str, Any] = {"name": self.name, "description": self.description}
+        for key in ("robot", "sim", "start", "wrench", "telemetry"):
+            out[key] = config_to_dict(getattr(self, key))
+        for key in ("tool", "target", "planner", "controller"):
+            block = getattr(self, key)
+            out[key] = None if block is None else {"type": block.type, **config_to_dict(block.config)}
+        out["gates"] = [config_to_dict(g) for g in self.gates]
+        return out
+
+    def replace(self, **changes: Any) -> Scenario:
+        return dataclasses.replace(self, **changes)
+
+
+_TOP_KEYS = (
+    "name", "description", "robot", "sim", "start", "tool", "target", "planner", "controller",
+    "wrench", "telemetry", "gates",
+)
+
+
+def _registries() -> dict[str, Any]:
+    # Imported here so every registered type is known (modules register on import).
+    import controllers  # noqa: F401
+    import planners  # noqa: F401
+    from controllers.base import CONTROLLERS
+    from planners.base import PLANNERS
+    from sim.interfaces import TARGETS, TOOLS
+
+    try:  # optional end effectors (the G20 hand) register on import
+        import hand.effector  # noqa: F401
+    except ImportError:
+        pass
+    return {"tool": TOOLS, "target": TARGETS, "planner": PLANNERS, "controller": CONTROLLERS}
+
+
+def parse_typed_block(kind: str, data: Any, file: str) -> TypedBlock:
+    """Parse ``{type: ..., <that type's keys>}`` for one of tool/target/planner/controller."""
+    reg = _registries()[kind]
+    if not isinstance(data, dict):
+        raise ScenarioError(f"expected a mapping with a 'type' key; known types: {', '.join(reg.names())}",
+                            file=file, key=kind)
+    if "type" not in data:
+        raise ScenarioError(f"missing 'type'; known: {', '.join(reg.names())}", file=file, key=f"{kind}.type")
+    type_name = data["type"]
+    if not isinstance(type_name, str):
+        raise ScenarioError(f"expected a string; known: {', '.join(reg.names())}", file=file, key=f"{kind}.type")
+    cls = reg.get(type_name, file=file, key=f"{kind}.type")
+    rest = {k: v for k, v in data.items() if k != "type"}
+    return TypedBlock(type_name, parse_config(cls.Config, rest, file=file, path=kind))
+
+
+def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
+    """Validate a scenario mapping (already read from YAML)."""
+    if not isinstance(data, dict):
+        raise ScenarioError("the scenario must be a YAML mapping", file=file)
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise ScenarioError(f"unknown top-level key {key!r}; allowed: {', '.join(_TOP_KEYS)}", file=file)
+    for key in ("name", "robot", "planner", "controller"):
+        if key not in data:
+            raise ScenarioError("required key missing", file=file, key=key)
+    name = data["name"]
+    if not isinstance(name, str) or not name or "/" in name:
+        raise ScenarioError(f"expected a non-empty string without '/', got {name!r}", file=file, key="name")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise ScenarioError(f"expected a string, got {description!r}", file=file, key="description")
+    robot = parse_config(RobotConfig, data["robot"], file=file, path="robot")
+    spec = get_robot(robot.type, file=file)
+    for key in ("q_init", "q_guess"):
+        q = getattr(robot, key)
+        if q is not None and len(q) != len(spec.joint_names):
+            raise ScenarioError(
+                f"expected {len(spec.joint_names)} joint values for {robot.type}, got {len(q)}",
+                file=file, key=f"robot.{key}",
+            )
+    gates_raw = data.get("gates", []) or []
+    if not isinstance(gates_raw, list):
+        raise ScenarioError("expected a list of {metric, max/min}", file=file, key="gates")
+    gates = tuple(parse_config(GateSpec, g, file=file, path=f"gates[{i}]") for i, g in enumerate(gates_raw))
+    tool_raw = data.get("tool", {"type": "probe"})
+    target_raw = data.get("target")
+    tool = parse_typed_block("tool", tool_raw, file)
+    target = None if target_raw is None else parse_typed_block("target", target_raw, file)
+    if target is not None:  # geometry that depends on both blocks is checked at load time too
+        try:
+            _registries()["target"].get(target.type)(target.config, getattr(tool.config, "radius", 0.0))
+        except ScenarioError as exc:
+            raise ScenarioError(str(exc), file=file) from None
+    return Scenario(
+        name=name,
+        description=description,
+        robot=robot,
+        sim=parse_config(SimConfig, data.get("sim"), file=file, path="sim"),
+        start=parse_config(StartConfig, data.get("start"), file=file, path="start"),
+        tool=tool,
+        target=target,
+        planner=parse_typed_block("planner", data["planner"], file),
+        controller=parse_typed_block("controller", data["controller"], file),
+        wrench=parse_config(WrenchConfig, data.get("wrench"), file=file, path="wrench"),
+        telemetry=parse_config(TelemetryConfig, data.get("telemetry"), file=file, path="telemetry"),
+        gates=gates,
+        source_file=file,
+    )
+
+
+def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
+    """Read and validate a scenario file.
+
+    Args:
+        path: the YAML file.
+        overrides: top-level replacements applied before validation, e.g.
+            ``{"controller": {"type": "hqp"}}`` (used by the CLI's --controller/--planner).
+
+    Raises:
+        ScenarioError: missing file, YAML syntax error, or any schema violation.
+    """
+    p = Path(path)
+    file = str(path)
+    if not p.is_file():
+        raise ScenarioError(f"scenario file not found (looked at {p.resolve()})", file=file)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"YAML syntax error: {exc}", file=file) from None
+    if isinstance(data, dict) and overrides:
+        data = {**data, **overrides}
+    return scenario_from_dict(data, file=file)
+
+
+def docs_markdown() -> str:
+    """docs/scenarios.md, generated from the typed configs (cannot drift from the code)."""
+    regs = _registries()
+    lines = [
+        "# Scenario reference",
+        "",
+        "Generated by `python -m sim.scenario --docs > docs/scenarios.md` from the typed configs;",
+        "`tests/test_scenario.py` fails when this file is out of date.",
+        "",
+        "Top-level keys: " + ", ".join(f"`{k}`" for k in _TOP_KEYS) + ".",
+        f"`robot.type`: {', '.join(robot_names())}.",
+        "",
+    ]
+
+    def table(title: str, cls: type, prefix: str) -> None:
+        lines.extend([f"## {title}", "", "| key | type / allowed | unit | default | meaning |",
+                      "|---|---|---|---|---|"])
+        for key, allowed, unit, default, doc in describe_config(cls, prefix):
+            lines.append(f"| `{key}` | {allowed} | {unit} | `{default}` | {doc} |")
+        lines.append("")
+
+    table("robot", RobotConfig, "robot.")
+    table("sim", SimConfig, "sim.")
+    table("start", StartConfig, "start.")
+    table("wrench", WrenchConfig, "wrench.")
+    table("telemetry", TelemetryConfig, "telemetry.")
+    table("gates (a list of)", GateSpec, "gates[].")
+    for kind in ("tool", "target", "planner", "controller"):
+        for name in regs[kind].names():
+            table(f"{kind}: type `{name}`", regs[kind].get(name).Config, f"{kind}.")
+    from telemetry.metrics import METRICS
+
+    lines.extend(["## Metric names for gates", "", "| metric | unit | meaning |", "|---|---|---|"])
+    for name, (unit, doc) in sorted(METRICS.items()):
+        lines.append(f"| `{name}` | {unit} | {doc} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover - docs generator
+    if "--docs" in sys.argv:
+        sys.stdout.write(docs_markdown())
+    else:
+        print("usage: python -m sim.scenario --docs > docs/scenarios.md")
+        raise SystemExit(1)

@@ -1,0 +1,1 @@
+"""Telemetry: preallocated channels (log), run folders (run), metrics, gates and plots."""

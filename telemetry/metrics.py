@@ -1,0 +1,300 @@
+"""Run metrics in three layers (MATH.md §7, after Ren & Shan Table 10), from telemetry alone.
+
+Inputs: the channels of :mod:`telemetry.log` and the run's ``meta`` (target pose, planner segments,
+joint limits). :func:`metrics_from_run` computes them from a run folder, :func:`compute_metrics` from
+in-memory channels (the control loop calls it at the end of a run). docs/metrics.md is the reference.
+
+Tracking (e = position error ``ee_pos − ee_pos_des`` [m], θ = angle of ``R_des Rᵀ`` [deg]):
+
+* over the planned motion (0 ≤ t ≤ planner_duration): RMS √(mean ‖e‖²), peak max ‖e‖, and the same
+  for θ;
+* per planner segment k (``meta["segments"]``, the half-open interval t0 ≤ t < t1; the segment that
+  ends last also includes its end point): RMS / peak of ‖e‖ and θ; ``tracking.max_segment_*`` is the
+  worst segment.
+
+Contact (from both the F/T pipeline, suffix ``_ft``, and the contact truth, suffix ``_truth``). The
+mating axis a is +z of the TRUE target frame D (+z out of the mouth); with no target, world +z.
+
+* axial force  f_a = fᵀa of the env-on-tool force in world axes (positive when the target pushes the
+  tool back out); peak = max |f_a|, steady = mean f_a over the final window;
+* lateral force ‖f − f_a a‖, steady = mean over the final window;
+* peak force ‖f‖; peak wrench norm ‖[f; n]‖ of the body wrench (EE axes, about the EE origin; mixed
+  units N and N·m, as in Ren & Shan);
+* peak axial moment max |nᵀ a| with n the body moment about the EE origin and a in EE axes;
+* ``contact.ft_truth_rms_diff`` = RMS ‖f_ft − f_truth‖ (the tool's inertial load in dynamic contact).
+
+Safety: joint position use max |q − q_mid| / (½ range) [%], velocity use max |q̇| / q̇_max [%], the
+minimum manipulability √det(J Jᵀ), and the saturation ratio = share of steps with any joint torque
+clipped [%]. Joints with an infinite range or velocity limit count 0 %.
+
+Docking (only for mating targets, :data:`MATING_TARGETS`; tip p and tool axis z_tool = EE +z), means
+over the final ``window`` seconds:
+
+* depth   = −z of the tip in D [m] (the mouth is z = 0);
+* lateral = √(x² + y²) of the tip in D [m];
+* tilt    = ∠(z_tool, −z_D) [deg].
+
+"steady" and docking values use the last ``window`` = 1 s of the run (t ≥ t_end − window).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: metric name → (unit, meaning). Gate specs are checked against these names at scenario load.
+METRICS: dict[str, tuple[str, str]] = {
+    "tracking.pos_rms": ("m", "EE position error RMS over the planned motion"),
+    "tracking.pos_peak": ("m", "EE position error peak over the planned motion"),
+    "tracking.rot_rms_deg": ("deg", "EE orientation error RMS over the planned motion"),
+    "tracking.rot_peak_deg": ("deg", "EE orientation error peak over the planned motion"),
+    "tracking.final_pos_error": ("m", "EE position error, mean over the final window"),
+    "tracking.max_segment_pos_rms": ("m", "worst per-segment position RMS"),
+    "tracking.max_segment_pos_peak": ("m", "worst per-segment position peak"),
+    "tracking.max_segment_rot_rms_deg": ("deg", "worst per-segment orientation RMS"),
+    "tracking.max_segment_rot_peak_deg": ("deg", "worst per-segment orientation peak"),
+    "contact.peak_force_truth": ("N", "peak |f| of the contact truth wrench"),
+    "contact.peak_force_ft": ("N", "peak |f| of the F/T wrench"),
+    "contact.peak_wrench_norm_truth": ("N|N·m", "peak ‖[f; n]‖ of the truth wrench (about the EE)"),
+    "contact.peak_wrench_norm_ft": ("N|N·m", "peak ‖[f; n]‖ of the F/T wrench (about the EE)"),
+    "contact.peak_axial_force_truth": ("N", "peak |axial contact force| (truth)"),
+    "contact.peak_axial_force_ft": ("N", "peak |axial contact force| (F/T)"),
+    "contact.steady_axial_force_truth": ("N", "mean axial force over the window (truth)"),
+    "contact.steady_axial_force_ft": ("N", "mean axial force over the window (F/T)"),
+    "contact.steady_lateral_force_truth": ("N", "mean lateral force magnitude over the window (truth)"),
+    "contact.steady_lateral_force_ft": ("N", "mean lateral force magnitude over the window (F/T)"),
+    "contact.peak_axial_moment_truth": ("N·m", "peak |moment about the mating axis| at the EE (truth)"),
+    "contact.peak_axial_moment_ft": ("N·m", "peak |moment about the mating axis| at the EE (F/T)"),
+    "contact.max_contacts": ("", "largest number of simultaneous tool contacts"),
+    "contact.ft_truth_rms_diff": ("N", "RMS of ‖f_ft − f_truth‖ over the run"),
+    "safety.joint_pos_use": ("%", "max |q − mid| / half-range over joints and time"),
+    "safety.joint_vel_use": ("%", "max |q̇| / q̇_max over joints and time"),
+    "safety.min_manipulability": ("", "minimum sqrt(det(J Jᵀ))"),
+    "safety.saturation_ratio": ("%", "share of steps with any torque clipped"),
+    "docking.depth": ("m", "insertion depth of the tip below the mouth (window mean)"),
+    "docking.lateral": ("m", "tip distance from the target axis (window mean)"),
+    "docking.tilt_deg": ("deg", "tool-axis tilt from the mating axis (window mean)"),
+}
+
+#: Target types (or type prefixes) with a mating axis, for which the docking layer is computed.
+MATING_TARGETS: tuple[str, ...] = ("drogue",)
+
+#: Default length [s] of the final window for steady and docking values.
+DEFAULT_WINDOW = 1.0
+
+
+def quat_to_matrix(q: np.ndarray) -> np.ndarray:
+    """(..., 4) (w, x, y, z) → (..., 3, 3) rotation matrices (the quaternion is normalised first)."""
+    q = np.asarray(q, dtype=float)
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    R = np.empty(q.shape[:-1] + (3, 3))
+    R[..., 0, 0] = 1 - 2 * (y * y + z * z)
+    R[..., 0, 1] = 2 * (x * y - w * z)
+    R[..., 0, 2] = 2 * (x * z + w * y)
+    R[..., 1, 0] = 2 * (x * y + w * z)
+    R[..., 1, 1] = 1 - 2 * (x * x + z * z)
+    R[..., 1, 2] = 2 * (y * z - w * x)
+    R[..., 2, 0] = 2 * (x * z - w * y)
+    R[..., 2, 1] = 2 * (y * z + w * x)
+    R[..., 2, 2] = 1 - 2 * (x * x + y * y)
+    return R
+
+
+def rotation_angle_between(qa: np.ndarray, qb: np.ndarray) -> np.ndarray:
+    """Angle [rad] of the relative rotation between quaternion arrays (N, 4): 2·acos|⟨q_a, q_b⟩|.
+
+    Uses ``2·atan2(‖q_a × q_b‖-part, |⟨q_a, q_b⟩|)`` so small angles keep full precision (acos loses
+    half the digits near 1).
+    """
+    qa = np.asarray(qa, dtype=float)
+    qb = np.asarray(qb, dtype=float)
+    qa = qa / np.linalg.norm(qa, axis=-1, keepdims=True)
+    qb = qb / np.linalg.norm(qb, axis=-1, keepdims=True)
+    dot = np.sum(qa * qb, axis=-1)
+    # vector part of conj(q_a) ⊗ q_b
+    wa, va = qa[..., 0], qa[..., 1:]
+    wb, vb = qb[..., 0], qb[..., 1:]
+    vec = wa[..., None] * vb - wb[..., None] * va - np.cross(va, vb)
+    return 2.0 * np.arctan2(np.linalg.norm(vec, axis=-1), np.abs(dot))
+
+
+def position_error(ch: dict[str, np.ndarray]) -> np.ndarray:
+    """(N,) ‖ee_pos − ee_pos_des‖ [m]."""
+    return np.linalg.norm(ch["ee_pos"] - ch["ee_pos_des"], axis=1)
+
+
+def orientation_error_deg(ch: dict[str, np.ndarray]) -> np.ndarray:
+    """(N,) angle of the orientation error between ``ee_quat`` and ``ee_quat_des`` [deg]."""
+    return np.degrees(rotation_angle_between(ch["ee_quat"], ch["ee_quat_des"]))
+
+
+def mating_axis(meta: dict[str, Any]) -> np.ndarray:
+    """(3,) +z of the true target frame in world axes; world +z when there is no target."""
+    T = meta.get("T_world_target")
+    return np.array([0.0, 0.0, 1.0]) if T is None else np.asarray(T, dtype=float)[:3, 2].copy()
+
+
+def axial_force(wrench_world: np.ndarray, meta: dict[str, Any]) -> np.ndarray:
+    """(N,) force along the mating axis (+z_D) [N] from an (N, 6) env-on-tool world wrench."""
+    return wrench_world[:, :3] @ mating_axis(meta)
+
+
+def is_mating_target(target_type: str | None) -> bool:
+    """True for target types that have a mating axis (docking metrics apply)."""
+    return bool(target_type) and any(str(target_type).startswith(p) for p in MATING_TARGETS)
+
+
+def segment_masks(t: np.ndarray, segments: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """name → boolean mask of the samples in each segment: t0 ≤ t < t1, and t ≤ t1 for the segment
+    that ends last (so the final sample of the motion is counted once)."""
+    if not segments:
+        return {}
+    t_last_end = max(float(s["t1"]) for s in segments)
+    eps = 1e-9
+    out = {}
+    for s in segments:
+        t0, t1 = float(s["t0"]), float(s["t1"])
+        upper = (t <= t1 + eps) if t1 >= t_last_end else (t < t1 - eps)
+        out[str(s["name"])] = (t >= t0 - eps) & upper
+    return out
+
+
+def final_window_mask(t: np.ndarray, window: float) -> np.ndarray:
+    """Samples with t ≥ t_end − window (the whole run when it is shorter than the window)."""
+    return t >= t[-1] - window - 1e-9
+
+
+def _rms(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(x)))) if x.size else float("nan")
+
+
+def _peak(x: np.ndarray) -> float:
+    return float(np.max(x)) if x.size else float("nan")
+
+
+def _use_percent(value_abs: np.ndarray, limit: np.ndarray) -> float:
+    """100 · max(value / limit) over finite, positive limits (0 when no limit applies)."""
+    limit = np.asarray(limit, dtype=float)
+    ok = np.isfinite(limit) & (limit > 0)
+    if not np.any(ok) or value_abs.size == 0:
+        return 0.0
+    return float(100.0 * np.max(value_abs[:, ok] / limit[ok]))
+
+
+def compute_metrics(
+    ch: dict[str, np.ndarray], meta: dict[str, Any], window: float = DEFAULT_WINDOW
+) -> dict[str, Any]:
+    """All metrics of :data:`METRICS` that apply to this run, plus per-segment tracking tables.
+
+    Args:
+        ch: telemetry channels (``Run.load(dir).channels`` or ``Telemetry.channels()``).
+        meta: run metadata with keys ``T_world_target`` (4x4 nested list or None), ``target_type``,
+            ``segments`` (list of {name, t0, t1} [s]), ``planner_duration`` [s], ``q_min``/``q_max``
+            [rad] and ``v_max`` [rad/s].
+        window: length [s] of the final window for steady and docking values.
+
+    Returns:
+        metric name → float (int for ``contact.max_contacts``), and ``"segments"`` → {segment name →
+        {pos_rms, pos_peak [m], rot_rms_deg, rot_peak_deg [deg], t0, t1 [s]}}. Metrics that do not apply
+        (docking without a mating target) are absent.
+    """
+    out: dict[str, Any] = {}
+    t = np.asarray(ch["t"], dtype=float)
+    if len(t) == 0:
+        return out
+    w_mask = final_window_mask(t, window)
+
+    # ---- tracking
+    pos_err = position_error(ch)
+    rot_err = orientation_error_deg(ch)
+    T_plan = float(meta.get("planner_duration", t[-1]))
+    motion = t <= T_plan + 1e-9
+    out["tracking.pos_rms"] = _rms(pos_err[motion])
+    out["tracking.pos_peak"] = _peak(pos_err[motion])
+    out["tracking.rot_rms_deg"] = _rms(rot_err[motion])
+    out["tracking.rot_peak_deg"] = _peak(rot_err[motion])
+    out["tracking.final_pos_error"] = float(np.mean(pos_err[w_mask]))
+    segs: dict[str, dict[str, float]] = {}
+    bounds = {str(s["name"]): (float(s["t0"]), float(s["t1"])) for s in meta.get("segments", [])}
+    for name, mask in segment_masks(t, meta.get("segments", [])).items():
+        if not np.any(mask):
+            continue
+        segs[name] = {
+            "t0": bounds[name][0],
+            "t1": bounds[name][1],
+            "pos_rms": _rms(pos_err[mask]),
+            "pos_peak": _peak(pos_err[mask]),
+            "rot_rms_deg": _rms(rot_err[mask]),
+            "rot_peak_deg": _peak(rot_err[mask]),
+        }
+    if segs:
+        out["segments"] = segs
+        out["tracking.max_segment_pos_rms"] = max(s["pos_rms"] for s in segs.values())
+        out["tracking.max_segment_pos_peak"] = max(s["pos_peak"] for s in segs.values())
+        out["tracking.max_segment_rot_rms_deg"] = max(s["rot_rms_deg"] for s in segs.values())
+        out["tracking.max_segment_rot_peak_deg"] = max(s["rot_peak_deg"] for s in segs.values())
+
+    # ---- contact
+    axis = mating_axis(meta)
+    R_world_ee = quat_to_matrix(ch["ee_quat"])
+    axis_ee = np.einsum("nji,j->ni", R_world_ee, axis)  # R_world_eeᵀ a, (N, 3)
+    for src, key in (("truth", "wrench_truth"), ("ft", "wrench_ext")):
+        f_world = ch[f"{key}_world"][:, :3]
+        w_body = ch[f"{key}_body"]
+        axial = f_world @ axis
+        lateral = np.linalg.norm(f_world - np.outer(axial, axis), axis=1)
+        out[f"contact.peak_force_{src}"] = _peak(np.linalg.norm(f_world, axis=1))
+        out[f"contact.peak_wrench_norm_{src}"] = _peak(np.linalg.norm(w_body, axis=1))
+        out[f"contact.peak_axial_force_{src}"] = _peak(np.abs(axial))
+        out[f"contact.steady_axial_force_{src}"] = float(np.mean(axial[w_mask]))
+        out[f"contact.steady_lateral_force_{src}"] = float(np.mean(lateral[w_mask]))
+        out[f"contact.peak_axial_moment_{src}"] = _peak(np.abs(np.sum(w_body[:, 3:] * axis_ee, axis=1)))
+    diff = np.linalg.norm(ch["wrench_ext_world"][:, :3] - ch["wrench_truth_world"][:, :3], axis=1)
+    out["contact.ft_truth_rms_diff"] = _rms(diff)
+    out["contact.max_contacts"] = int(np.max(ch["contact_count"]))
+
+    # ---- safety
+    q_min = np.asarray(meta["q_min"], dtype=float)
+    q_max = np.asarray(meta["q_max"], dtype=float)
+    mid, half = (q_max + q_min) / 2.0, (q_max - q_min) / 2.0
+    finite = np.isfinite(half)
+    mid = np.where(finite, mid, 0.0)
+    out["safety.joint_pos_use"] = _use_percent(np.abs(ch["q"] - mid), half)
+    out["safety.joint_vel_use"] = _use_percent(np.abs(ch["v"]), np.asarray(meta["v_max"], dtype=float))
+    out["safety.min_manipulability"] = float(np.min(ch["manipulability"]))
+    out["safety.saturation_ratio"] = float(100.0 * np.mean(ch["saturated"]))
+
+    # ---- docking
+    T_target = meta.get("T_world_target")
+    if T_target is not None and is_mating_target(meta.get("target_type")):
+        T = np.asarray(T_target, dtype=float)
+        p_in_D = (ch["ee_pos"][w_mask] - T[:3, 3]) @ T[:3, :3]  # rows: R_world_Dᵀ (p − o_D)
+        out["docking.depth"] = float(np.mean(-p_in_D[:, 2]))
+        out["docking.lateral"] = float(np.mean(np.linalg.norm(p_in_D[:, :2], axis=1)))
+        z_tool = R_world_ee[w_mask][:, :, 2]
+        # angle via atan2(‖a × b‖, a·b): exact for small tilts
+        minus_z = -T[:3, 2]
+        tilt = np.arctan2(np.linalg.norm(np.cross(z_tool, minus_z), axis=1), z_tool @ minus_z)
+        out["docking.tilt_deg"] = float(np.mean(np.degrees(tilt)))
+    return out
+
+
+def metrics_from_run(run_dir: str | Path, window: float = DEFAULT_WINDOW) -> dict[str, Any]:
+    """:func:`compute_metrics` on a run folder alone (telemetry.npz + meta.json via ``Run.load``)."""
+    from telemetry.run import Run
+
+    run = Run.load(run_dir)
+    return compute_metrics(run.channels, run.meta, window=window)
+
+
+def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """The flat name → number part of a metrics dict (drops the nested ``segments`` table)."""
+    return {k: v for k, v in metrics.items() if k in METRICS and isinstance(v, (int, float))}
+
+
+def finite_or_none(x: float) -> float | None:
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None

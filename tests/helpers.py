@@ -1,0 +1,42 @@
+"""Shared test helpers: small scenario dictionaries and the tolerance table (one place)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+SCENARIOS = REPO / "scenarios"
+
+#: The project's tolerance table (STYLE.md: no scattered per-test tolerances).
+TOL = {
+    "mass_matrix_rel": 1e-9,
+    "bias_rel": 1e-9,
+    "pose_abs": 1e-12,
+    "jacobian_abs": 1e-9,
+    "ft_truth_quasi_static_rel": 1e-6,
+    "virtual_power_abs": 1e-10,
+    "task_acc_abs": 1e-6,
+}
+
+
+def scenario_dict(name: str) -> dict:
+    """A deep copy of ``scenarios/<name>.yaml`` as a dict, to modify in tests."""
+    return copy.deepcopy(yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text()))
+
+
+def press_scenario(robot: str = "iiwa14", press_depth: float = 0.004, **sim) -> dict:
+    """The probe pressed straight down onto a fixed plate (quasi-static contact at the end)."""
+    pos = [0.55, 0.0, 0.20] if robot == "iiwa14" else [0.45, 0.0, 0.25]
+    return {
+        "name": f"{robot}_press_test",
+        "robot": {"type": robot},
+        "sim": {"settle_time": 2.5, **sim},
+        "start": {"standoff": 0.03},
+        "tool": {"type": "probe"},
+        "target": {"type": "plate", "pose": {"position": pos}, "press_depth": press_depth},
+        "planner": {"type": "quintic", "v_max": 0.05, "a_max": 0.1},
+        "controller": {"type": "khatib", "k": 300, "d": 100},
+    }

@@ -1,0 +1,119 @@
+"""The control loop and the run folder: contents, clipping, control period, failure paths, CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments.run_docking import main as cli_main
+from sim.errors import SimulationDiverged
+from sim.loop import build, run, simulate
+from sim.scenario import scenario_from_dict
+from telemetry.log import CHANNELS
+from telemetry.run import Run
+from tests.helpers import SCENARIOS, scenario_dict
+
+
+def _short(name: str = "iiwa14_docking", duration: float = 0.3, **sim) -> dict:
+    d = scenario_dict(name)
+    d["sim"].update({"duration": duration, **sim})
+    return d
+
+
+def test_run_folder_contents(tmp_path: Path) -> None:
+    r = run(scenario_from_dict(_short()), out_root=tmp_path)
+    assert r.run_dir is not None and r.run_dir.parent.name == "iiwa14_docking"
+    for f in ("telemetry.npz", "meta.json", "summary.json", "scene.xml"):
+        assert (r.run_dir / f).is_file(), f
+    loaded = Run.load(r.run_dir)
+    for ch in CHANNELS:
+        assert ch in loaded.channels, ch
+    n = len(loaded.channels["t"])
+    assert n == 301
+    np.testing.assert_allclose(np.diff(loaded.channels["t"]), 1e-3, rtol=1e-9)
+    meta = json.loads((r.run_dir / "meta.json").read_text())
+    assert meta["timing"]["real_time_factor"] > 0
+    assert meta["scenario"]["controller"]["type"] == "khatib"
+    assert "mujoco" in meta["versions"] and "pinocchio" in meta["versions"]
+    assert r.verdict == "INCOMPLETE"  # 0.3 s is shorter than the planner
+    assert loaded.summary["verdict"] == "INCOMPLETE"
+
+
+def test_max_torque_clips_and_counts_saturation() -> None:
+    d = _short(duration=0.2, gravity=[0.0, 0.0, -9.81])  # gravity torques ≫ 5 N·m
+    d["robot"]["max_torque"] = 5.0
+    r = run(scenario_from_dict(d), out_root=None)
+    tau = r.telemetry["tau_applied"]
+    assert np.abs(tau).max() <= 5.0 + 1e-12
+    assert r.telemetry["saturated"].any()
+    cmd = r.telemetry["tau_cmd"]
+    sat = np.any(np.abs(cmd) > 5.0, axis=1)
+    np.testing.assert_array_equal(sat, r.telemetry["saturated"])
+
+
+def test_control_period_multiple_of_timestep() -> None:
+    d = _short(duration=0.2, timestep=0.0005, control_period=0.001)
+    s = build(scenario_from_dict(d))
+    tel, status, _, _ = simulate(s)
+    assert status == "completed"
+    assert tel.n == 201
+    assert s.data.time == pytest.approx(0.201, abs=1e-9)  # 201 control steps × 2 substeps × 0.5 ms
+
+
+def test_nan_stops_the_run_and_keeps_telemetry(tmp_path: Path) -> None:
+    s = build(scenario_from_dict(_short(duration=0.5)))
+    original = s.controller.compute
+    calls = {"n": 0}
+
+    def poisoned(snap, ref, w, cmd):
+        original(snap, ref, w, cmd)
+        calls["n"] += 1
+        if calls["n"] > 100:
+            s.data.qvel[0] = math.nan  # the plant blows up after step 100
+
+    s.controller.compute = poisoned  # type: ignore[method-assign]
+    with pytest.raises(SimulationDiverged, match="NaN/Inf") as exc:
+        run(s.scenario, out_root=tmp_path, setup=s)
+    assert "telemetry up to this step is kept" in str(exc.value)
+    run_dir = next((tmp_path / "iiwa14_docking").iterdir())
+    loaded = Run.load(run_dir)
+    assert len(loaded.channels["t"]) == 101
+    assert loaded.summary["status"] == "diverged"
+
+
+def test_ctrl_c_writes_what_was_recorded(tmp_path: Path) -> None:
+    def interrupt(t, duration):
+        if t > 0.1:
+            raise KeyboardInterrupt
+
+    r = run(scenario_from_dict(_short(duration=0.5)), out_root=tmp_path, progress=interrupt)
+    assert r.status == "interrupted"
+    loaded = Run.load(r.run_dir)
+    assert 100 <= len(loaded.channels["t"]) < 500
+    assert loaded.summary["verdict"] == "INCOMPLETE"
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys) -> None:
+    # 1: bad input, message without traceback
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nrobot: {type: ur5}\nplanner: {type: quintic}\ncontroller: {type: khatib}\n")
+    assert cli_main(["--scenario", str(bad), "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "error:" in err and "ur5" in err and "Traceback" not in err
+    # 2: incomplete (too short) → not a pass
+    code = cli_main(["--scenario", str(SCENARIOS / "iiwa14_docking.yaml"), "--out", str(tmp_path),
+                     "--duration", "0.05", "--no-progress"])
+    assert code == 2
+    out = capsys.readouterr().out
+    assert "INCOMPLETE" in out and "real time" in out
+
+
+def test_same_scenario_twice_is_bit_identical() -> None:
+    a = run(scenario_from_dict(_short(duration=0.2)), out_root=None).telemetry
+    b = run(scenario_from_dict(_short(duration=0.2)), out_root=None).telemetry
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=f"channel {k} differs")
