@@ -1,0 +1,66 @@
+"""Adapter: any planner → desired BODY motion (T_d, V_d, V̇_d) for the SE(3) controller (MATH.md §4, §5).
+
+* SE(3) planners (they define ``motion_into(t, T_out, V_out, dV_out)``, e.g. se3_topp) pass through.
+* Position-only planners fill the world :class:`~planners.base.Reference`; with R = ref.R,
+  ṗ = ref.vel, p̈ = ref.acc, ω = ref.omega, α = ref.alpha (world axes) ::
+
+      T_d = [[R, p], [0, 1]]
+      V_d = [Rᵀ ṗ; Rᵀ ω] = [v_b; ω_b]                          (body twist of T_d, [v; ω])
+      V̇_d = d/dt V_d = [Rᵀ p̈ − ω_b × v_b; Rᵀ α]              (from Ṙᵀ = −ω_b^ Rᵀ)
+
+  For the fixed-orientation planners (ω = α = 0) this reduces to V_d = [R_dᵀ ṗ; 0],
+  V̇_d = [R_dᵀ p̈; 0] (MATH.md §5), but the general form is exact for any planner.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planners.base import Planner, Reference
+
+
+class MotionReference:
+    """Preallocated body-frame desired motion of a planner; call :meth:`update` once per step.
+
+    Attributes:
+        T: (4, 4) T_world_des.
+        V: (6,) body twist [v; ω] of T_d [m/s; rad/s].
+        dV: (6,) its time derivative [m/s²; rad/s²].
+        reference: the world :class:`Reference` used for position-only planners (not filled for
+            pass-through planners).
+        passthrough: True when the planner provides ``motion_into``.
+    """
+
+    __slots__ = ("planner", "T", "V", "dV", "reference", "passthrough", "_motion_into")
+
+    def __init__(self, planner: Planner):
+        self.planner = planner
+        self.T = np.eye(4)
+        self.V = np.zeros(6)
+        self.dV = np.zeros(6)
+        self.reference = Reference()
+        self._motion_into = getattr(planner, "motion_into", None)
+        self.passthrough = callable(self._motion_into)
+
+    def update(self, t: float) -> MotionReference:
+        """Fill T, V, dV for time t [s]; returns self."""
+        if self.passthrough:
+            self._motion_into(t, self.T, self.V, self.dV)
+            return self
+        ref = self.reference
+        self.planner.evaluate(t, ref)
+        R = ref.R
+        T, V, dV = self.T, self.V, self.dV
+        T[:3, :3] = R
+        T[:3, 3] = ref.pos
+        Rt = R.T
+        np.matmul(Rt, ref.vel, out=V[:3])
+        np.matmul(Rt, ref.omega, out=V[3:])
+        np.matmul(Rt, ref.acc, out=dV[:3])
+        np.matmul(Rt, ref.alpha, out=dV[3:])
+        v0, v1, v2 = V[0], V[1], V[2]
+        w0, w1, w2 = V[3], V[4], V[5]
+        dV[0] -= w1 * v2 - w2 * v1
+        dV[1] -= w2 * v0 - w0 * v2
+        dV[2] -= w0 * v1 - w1 * v0
+        return self
