@@ -35,6 +35,7 @@ from sim.assembly import Assembly, assemble
 from sim.dynamics import Dynamics
 from sim.errors import ScenarioError, SimulationDiverged
 from sim.ik import solve_ik
+from sim.interfaces import rpy_to_matrix
 from sim.scenario import Scenario
 from sim.wrench import WrenchPipeline
 from telemetry.gates import evaluate_gates
@@ -107,6 +108,7 @@ def _start_and_goal(scenario: Scenario, asm: Assembly, q_home: np.ndarray) -> tu
     axis = Tb[:3, 2].copy()
     T_start = T_goal.copy()
     T_start[:3, 3] = Tb[:3, 3] + scenario.start.standoff * axis + np.array(scenario.start.offset)
+    T_start[:3, :3] = T_goal[:3, :3] @ rpy_to_matrix(np.radians(scenario.start.rpy_offset_deg))
     return T_start, T_goal, axis
 
 

@@ -65,6 +65,10 @@ class StartConfig:
     offset: tuple[float, float, float] = param(
         (0.0, 0.0, 0.0), unit="m", length=3, doc="extra world-frame offset of the start EE position"
     )
+    rpy_offset_deg: tuple[float, float, float] = param(
+        (0.0, 0.0, 0.0), unit="deg", length=3,
+        doc="start orientation = goal orientation rotated by this roll/pitch/yaw (EE axes)",
+    )
 
 
 @dataclass(frozen=True)
