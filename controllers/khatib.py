@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy.linalg.lapack import dposv as _dposv
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
@@ -116,7 +117,9 @@ class KhatibController(Controller):
         MinvJt = snap.Minv @ J.T  # (nv, 6)
         rhs = u - snap.dJdq_ee_lwa
         rhs += c.d_null * (snap.v @ MinvJt)
-        y = np.linalg.solve(J @ MinvJt, rhs)
+        _, y, info = _dposv(J @ MinvJt, rhs)  # Λ⁻¹ = J M⁻¹ Jᵀ is SPD away from singularities
+        if info != 0:
+            y = np.linalg.lstsq(J @ MinvJt, rhs, rcond=None)[0]
         tau = J.T @ y
         tau += snap.h
         tau -= c.d_null * snap.v

@@ -10,7 +10,9 @@ control step split into physics (MuJoCo substeps), dynamics (the Pinocchio pass)
 (wrench pipeline + planner + control law incl. QP + clipping), telemetry, and other (loop
 bookkeeping). The split comes from a second, profiled pass in the same process (timers cost a little,
 so the unprofiled wall time is the headline). The **floor** is the cost of the same number of
-``mj_step`` calls plus one Pinocchio pass per step with nothing else, on the same assembled model;
+``mj_step`` calls plus one Pinocchio pass per step with nothing else, on the same assembled model and
+the same states (the run's applied torques are replayed open-loop, which reproduces its trajectory
+and its contacts exactly, since the loop is deterministic);
 ``loop/floor`` is the unprofiled µs per step divided by the floor's.
 
 Machines are shared and noisy: quote medians and ratios, never a single run.
@@ -69,15 +71,18 @@ def measure_once(scenario_path: str) -> dict:
     parts = {k: 1e6 * prof[f"t_{k}"] / n for k in ("physics", "dynamics", "controller", "telemetry")}
     parts["other"] = max(prof["us_per_step"] - sum(parts.values()), 0.0)
     out["split_us"] = parts
-    # floor: same number of mj_step calls + one Pinocchio pass per step, nothing else
+    # floor: the same mj_step calls on the same states (the run's applied torques replayed
+    # open-loop reproduce its trajectory, contacts included) + one Pinocchio pass per step
+    tau_log = tel.tau_applied[:steps].copy()
     setup = build(sc)
     m, d = setup.asm.model, setup.data
     nsub = int(round(sc.sim.control_period / sc.sim.timestep))
-    qa, da = setup.asm.qpos_adr, setup.asm.dof_adr
+    qa, da, aa = setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids
     dyn = setup.dynamics
     t0 = time.perf_counter()
-    for _ in range(steps):
+    for i in range(steps):
         dyn.update(d.qpos[qa], d.qvel[da])
+        d.ctrl[aa] = tau_log[i]
         for _ in range(nsub):
             mujoco.mj_step(m, d)
     floor = time.perf_counter() - t0

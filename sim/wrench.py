@@ -62,11 +62,12 @@ def transport_world_to_body(
     f_E = R_EWᵀ... precisely: f_E = R_WEᵀ f_W, n_E = R_WEᵀ (n_W + (p_S − p_E) × f_W).
     """
     R = T_world_ee[:3, :3]
-    f = w_world_at_S[:3]
-    n = cross3(p_S - T_world_ee[:3, 3], f, np.empty(3))
-    n += w_world_at_S[3:]
-    np.dot(R.T, f, out=out[:3])
-    np.dot(R.T, n, out=out[3:])
+    f0, f1, f2 = w_world_at_S[:3]
+    r0, r1, r2 = p_S - T_world_ee[:3, 3]
+    n0, n1, n2 = w_world_at_S[3:]
+    n = np.array((n0 + r1 * f2 - r2 * f1, n1 + r2 * f0 - r0 * f2, n2 + r0 * f1 - r1 * f0))
+    np.dot(w_world_at_S[:3], R, out=out[:3])  # fᵀR = (Rᵀf)ᵀ
+    np.dot(n, R, out=out[3:])
     return out
 
 

@@ -1,0 +1,265 @@
+"""G20 hand bridge CLI: drive the kinematic G20 LEFT hand, self-test it, replay and record streams.
+
+A thin command line over :mod:`hand.bridge`. Examples::
+
+    python -m experiments.g20_bridge --track-test                  # MATH.md §8 self-test, exit 0/1
+    python -m experiments.g20_bridge --track-test --pd-drive
+    python -m experiments.g20_bridge --preset half_fist --headless --max-steps 500 --record out.jsonl
+    python -m experiments.g20_bridge --commands cmds.jsonl --record states.jsonl --headless
+    MUJOCO_GL=egl python -m experiments.g20_bridge --preset fist --max-steps 800 --snapshot fist.png
+
+``--commands`` replays JSON lines ``{"t": s, "sdk": [20 values]}`` or ``{"t": s, "joints": {name: rad}}``
+on the bridge clock; ``--record`` writes one JSON line per published joint state
+(``{"t", "step", "name", "position", "velocity"}``). With a display and without ``--headless`` a MuJoCo
+passive viewer opens with the comparison camera (look-at (0.04, -0.04, 0.12) m in the hand frame,
+distance 0.50 m, elevation -12°, azimuth 180°).
+
+Exit codes: 0 success / PASS, 1 error or FAIL (the message, not a traceback, is printed).
+"""
+
+from __future__ import annotations
+
+import os
+
+if "MUJOCO_GL" not in os.environ and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+    os.environ["MUJOCO_GL"] = "egl"  # headless offscreen rendering (read when mujoco is imported)
+
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+
+from hand.bridge import (  # noqa: E402
+    ROOT_BODY,
+    BridgeConfig,
+    DriveMode,
+    HandBridge,
+    parse_command_stream,
+    run_track_test,
+    state_to_json,
+)
+from hand.spec import load_spec  # noqa: E402
+from sim.errors import DockbenchError  # noqa: E402
+
+CAMERA_LOOKAT_IN_HAND = (0.04, -0.04, 0.12)
+"""Comparison camera look-at point in the hand frame (g20_root) [m]."""
+CAMERA_DISTANCE = 0.50
+"""Comparison camera distance [m]."""
+CAMERA_ELEVATION_DEG = -12.0
+"""Comparison camera elevation [deg]."""
+CAMERA_AZIMUTH_DEG = 180.0
+"""Comparison camera azimuth [deg]."""
+
+DEFAULT_HEADLESS_STEPS = 1000
+"""Steps of a headless run without --commands or --max-steps."""
+REPLAY_TAIL_S = 1.0
+"""A replay runs this long past the last command's time [s] (unless --max-steps says otherwise)."""
+
+log = logging.getLogger("experiments.g20_bridge")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="g20_bridge", description=__doc__.split("\n\n")[0])
+    p.add_argument("--track-test", action="store_true", help="run the MATH.md §8 track test, print PASS/FAIL")
+    p.add_argument("--pd-drive", action="store_true", help="PD-drive mode (position actuators + mj_step)")
+    p.add_argument("--no-collision-project", action="store_true", help="kinematic mode without projection")
+    p.add_argument("--slew-rad-s", type=float, default=5.0, help="slew limit [rad/s] (0 = jump); default 5")
+    p.add_argument(
+        "--dt", type=float, default=0.001, help="control period = model timestep [s]; default 0.001"
+    )
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this many bridge steps")
+    p.add_argument("--headless", action="store_true", help="no viewer even if a display exists")
+    p.add_argument("--preset", default=None, help="command this SDK preset at start (open, half_fist, fist)")
+    p.add_argument("--commands", type=Path, default=None, help="replay a JSON-lines command stream")
+    p.add_argument("--record", type=Path, default=None, help="write the joint-state stream (JSON lines)")
+    p.add_argument("--state-rate-hz", type=float, default=100.0, help="joint-state readout rate [Hz]")
+    p.add_argument("--snapshot", type=Path, default=None, help="render the final frame offscreen to a PNG")
+    p.add_argument("--spec", type=Path, default=None, help="hand spec YAML (default: packaged G20 left)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every refused/clipped command")
+    return p
+
+
+def comparison_camera(model: mujoco.MjModel, data: mujoco.MjData, cam: mujoco.MjvCamera) -> None:
+    """Point ``cam`` like the comparison camera; the look-at point is given in the hand frame."""
+    root = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, ROOT_BODY)
+    p_hand = np.asarray(CAMERA_LOOKAT_IN_HAND)
+    if root >= 0:
+        p_world = data.xpos[root] + data.xmat[root].reshape(3, 3) @ p_hand
+    else:
+        p_world = p_hand
+    cam.type = mujoco.mjtCamera.mjCAMERA_FREE
+    cam.lookat[:] = p_world
+    cam.distance = CAMERA_DISTANCE
+    cam.elevation = CAMERA_ELEVATION_DEG
+    cam.azimuth = CAMERA_AZIMUTH_DEG
+
+
+def render_snapshot(bridge: HandBridge, path: Path) -> None:
+    """Render the current frame offscreen with the comparison camera and write a PNG.
+
+    Raises:
+        DockbenchError: rendering is unavailable (no OpenGL/EGL/OSMesa) or the file cannot be written.
+    """
+    m, d = bridge.model, bridge.data
+    m.vis.headlight.ambient[:] = 0.35  # the model file carries no lights (it gets attached to arms)
+    m.vis.headlight.diffuse[:] = 0.75
+    try:
+        renderer = mujoco.Renderer(m, height=480, width=640)
+    except Exception as exc:  # noqa: BLE001 - GL back-ends raise assorted types
+        raise DockbenchError(
+            f"offscreen rendering unavailable ({type(exc).__name__}: {exc}); set MUJOCO_GL=egl or "
+            f"MUJOCO_GL=osmesa (current: {os.environ.get('MUJOCO_GL', 'unset')})"
+        ) from None
+    try:
+        cam = mujoco.MjvCamera()
+        comparison_camera(m, d, cam)
+        renderer.update_scene(d, cam)
+        pixels = renderer.render()
+    finally:
+        renderer.close()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.image as mpimg
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mpimg.imsave(str(path), pixels)
+    except OSError as exc:
+        raise DockbenchError(f"{path}: cannot write snapshot: {exc}") from None
+
+
+def _has_display() -> bool:
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def run(args: argparse.Namespace) -> int:
+    config = BridgeConfig(
+        mode=DriveMode.PD if args.pd_drive else DriveMode.KINEMATIC,
+        slew_rad_s=args.slew_rad_s,
+        collision_project=not args.no_collision_project,
+        state_rate_hz=args.state_rate_hz,
+    )
+    spec = load_spec(args.spec)
+    bridge = HandBridge.standalone(config, spec, timestep=args.dt)
+    try:
+        record = open(args.record, "w", encoding="utf-8") if args.record else None  # noqa: SIM115
+    except OSError as exc:
+        raise DockbenchError(f"{args.record}: cannot write the state record: {exc}") from None
+    try:
+        if record is not None:
+            bridge.on_state = lambda s: record.write(state_to_json(s) + "\n")
+        if args.track_test:
+            res = run_track_test(bridge)
+            verdict = "PASS" if res.passed else "FAIL"
+            print(
+                f"{verdict}: track test ({res.mode}), max |q - q_nominal| over active joints at step "
+                f"{res.check_step} = {res.max_error:.5f} rad (tolerance {res.tolerance} rad); "
+                f"max |q - goal| = {res.goal_error:.5f} rad"
+            )
+            rc = 0 if res.passed else 1
+        else:
+            rc = _drive(bridge, args)
+        if args.snapshot is not None:
+            render_snapshot(bridge, args.snapshot)
+            print(f"snapshot written to {args.snapshot}")
+        return rc
+    finally:
+        if record is not None:
+            record.close()
+
+
+def _drive(bridge: HandBridge, args: argparse.Namespace) -> int:
+    bridge.reset("open")
+    if args.preset is not None:
+        res = bridge.command_preset(args.preset)
+        if not res.accepted:
+            raise DockbenchError(res.reason)
+    commands = []
+    if args.commands is not None:
+        try:
+            with open(args.commands, encoding="utf-8") as fh:
+                commands, errors = parse_command_stream(fh, str(args.commands))
+        except OSError as exc:
+            raise DockbenchError(f"{args.commands}: cannot read command stream: {exc}") from None
+        for e in errors:
+            log.warning("skipped: %s", e)
+    max_steps = args.max_steps
+    if max_steps is None and commands:
+        max_steps = int(math.ceil((max(c.time for c in commands) + REPLAY_TAIL_S) / bridge.dt))
+    use_viewer = not args.headless and _has_display()
+    if max_steps is None and not use_viewer:
+        max_steps = DEFAULT_HEADLESS_STEPS
+    viewer = None
+    if use_viewer:
+        try:
+            import mujoco.viewer
+
+            viewer = mujoco.viewer.launch_passive(bridge.model, bridge.data)
+            with viewer.lock():
+                comparison_camera(bridge.model, bridge.data, viewer.cam)
+        except Exception as exc:  # noqa: BLE001 - no usable display: run headless
+            log.warning("viewer unavailable (%s); running headless", exc)
+            viewer = None
+            max_steps = max_steps or DEFAULT_HEADLESS_STEPS
+    nxt, accepted, refused = 0, 0, 0
+    worst = math.inf
+    step = 0
+    t0 = time.perf_counter()
+    try:
+        while max_steps is None or step < max_steps:
+            while nxt < len(commands) and commands[nxt].time <= bridge.time + 1e-12:
+                res = bridge.command(commands[nxt].command)
+                accepted += res.accepted
+                refused += not res.accepted
+                nxt += 1
+            if viewer is not None:
+                with viewer.lock():
+                    r = bridge.step()
+                if not viewer.is_running():
+                    break
+                viewer.sync()
+                lag = bridge.time - (time.perf_counter() - t0)
+                if lag > 0:
+                    time.sleep(lag)
+            else:
+                r = bridge.step()
+            worst = min(worst, r.min_distance)
+            step += 1
+    finally:
+        if viewer is not None:
+            viewer.close()
+    snap = bridge.snapshot()
+    print(
+        f"{step} steps ({bridge.time:.3f} s, {bridge.config.mode.value}); commands accepted {accepted}, "
+        f"refused {refused}; tracking error {bridge.tracking_error:.4f} rad; "
+        + (f"deepest contact {worst * 1e3:.3f} mm; " if math.isfinite(worst) else "no contact; ")
+        + "final applied pose [rad]: "
+        + ", ".join(f"{n}={v:.3f}" for n, v in zip(bridge.joint_names, snap.applied, strict=True))
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; returns the exit code (0 ok/PASS, 1 error/FAIL)."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return run(args)
+    except DockbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
