@@ -8,7 +8,8 @@ MKL_NUM_THREADS = 1 in the child's environment), telemetry on. Per scenario the 
 median and min–max over runs of: wall time, simulated time, real-time factor (sim / wall), and µs per
 control step split into physics (MuJoCo substeps), dynamics (the Pinocchio pass), controller
 (wrench pipeline + planner + control law incl. QP + clipping), telemetry, and other (loop
-bookkeeping). The split comes from a second, profiled pass in the same process (timers cost a little,
+bookkeeping), plus the per-step cost of an active end effector (the G20 hand's slew and projection).
+The split comes from a second, profiled pass in the same process (timers cost a little,
 so the unprofiled wall time is the headline). The **floor** is the cost of the same number of
 ``mj_step`` calls plus one Pinocchio pass per step with nothing else, on the same assembled model and
 the same states (the run's applied torques are replayed open-loop, which reproduces its trajectory
@@ -68,7 +69,7 @@ def measure_once(scenario_path: str) -> dict:
     setup = build(sc)
     _, _, _, prof = simulate(setup, profile=True)
     n = max(prof["steps"], 1)
-    parts = {k: 1e6 * prof[f"t_{k}"] / n for k in ("physics", "dynamics", "controller", "telemetry")}
+    parts = {k: 1e6 * prof[f"t_{k}"] / n for k in ("physics", "dynamics", "controller", "telemetry", "tool")}
     parts["other"] = max(prof["us_per_step"] - sum(parts.values()), 0.0)
     out["split_us"] = parts
     # floor: the same mj_step calls on the same states (the run's applied torques replayed
@@ -124,8 +125,8 @@ def run_bench(scenarios: list[str], runs: int) -> list[dict]:
 
 def format_table(results: list[dict]) -> str:
     head = ("| scenario | runs | wall s | sim s | real-time factor | µs/step | physics | dynamics | controller "
-            "| telemetry | other | floor µs/step | loop/floor |")
-    lines = [head, "|" + "---|" * 13]
+            "| telemetry | tool (hand) | other | floor µs/step | loop/floor |")
+    lines = [head, "|" + "---|" * 14]
     for r in results:
         def mm(key, fmt="{:.2f}"):
             med, lo, hi = r[key]
@@ -135,7 +136,7 @@ def format_table(results: list[dict]) -> str:
         lines.append(
             f"| {r['scenario']} | {r['runs']} | {mm('wall_s')} | {r['sim_s'][0]:.2f} | {mm('rtf', '{:.1f}')}× "
             f"| {mm('us_per_step', '{:.1f}')} | {sp['physics']:.1f} | {sp['dynamics']:.1f} | {sp['controller']:.1f} "
-            f"| {sp['telemetry']:.1f} | {sp['other']:.1f} | {mm('floor_us_per_step', '{:.1f}')} "
+            f"| {sp['telemetry']:.1f} | {sp['tool']:.1f} | {sp['other']:.1f} | {mm('floor_us_per_step', '{:.1f}')} "
             f"| {mm('loop_over_floor', '{:.2f}')} |"
         )
     return "\n".join(lines)

@@ -101,7 +101,7 @@ def assemble(scenario: Scenario) -> Assembly:
         raise ModelError(f"assembled model failed to compile: {exc}") from exc
 
     pin_model, frame_ids = pinocchio_model_from_mujoco(
-        model, robot.joint_names, (tool.ee_site, tool.sensor_site)
+        model, robot.joint_names, (tool.ee_site, tool.sensor_site), qpos_ref=tool.lumping_qpos(model)
     )
     jids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot.joint_names]
     act_ids = np.array([mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in robot.actuator_names])

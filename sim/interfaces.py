@@ -64,6 +64,35 @@ class Tool:
         """Distance flange → EE along the tool z axis [m]."""
         raise NotImplementedError
 
+    def lumping_qpos(self, model: mujoco.MjModel) -> np.ndarray | None:
+        """Configuration at which the tool's own joints (if any) are frozen when its inertia is lumped
+        into the arm's Pinocchio model; None = ``model.qpos0``. Rigid tools have no joints."""
+        return None
+
+    def make_runtime(self, model: mujoco.MjModel, data: mujoco.MjData, scenario: Any) -> ToolRuntime | None:
+        """Per-step behaviour of an active end effector (e.g. a kinematic hand); None for rigid tools."""
+        return None
+
+
+class ToolRuntime:
+    """Hook for end effectors that act every control step (the loop calls these in order).
+
+    * :meth:`pre_step` runs after the controller and before the MuJoCo substeps, at time t [s].
+    * :attr:`channels` declares extra telemetry channels: name → (per-step shape, unit);
+      :meth:`record` writes step ``i`` into the preallocated arrays.
+    """
+
+    channels: dict[str, tuple[tuple[int, ...], str]] = {}
+
+    def pre_step(self, t: float) -> None:
+        raise NotImplementedError
+
+    def record(self, i: int, arrays: dict[str, np.ndarray]) -> None:  # noqa: B027 - optional
+        """Write telemetry row ``i`` (default: nothing)."""
+
+    def summary(self) -> dict[str, Any]:
+        return {}
+
 
 TOOLS: Registry[Tool] = Registry("tool")
 

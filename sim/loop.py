@@ -35,7 +35,7 @@ from sim.assembly import Assembly, assemble
 from sim.dynamics import Dynamics
 from sim.errors import ScenarioError, SimulationDiverged
 from sim.ik import solve_ik
-from sim.interfaces import rpy_to_matrix
+from sim.interfaces import ToolRuntime, rpy_to_matrix
 from sim.scenario import Scenario
 from sim.wrench import WrenchPipeline
 from telemetry.gates import evaluate_gates
@@ -87,6 +87,7 @@ class Setup:
     T_world_start: np.ndarray
     approach_axis: np.ndarray
     duration: float
+    runtime: ToolRuntime | None = None
 
 
 def _start_and_goal(scenario: Scenario, asm: Assembly, q_home: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -157,7 +158,9 @@ def build(scenario: Scenario) -> Setup:
     wp = WrenchPipeline(m, asm.tool.sensor_site, FORCE_SENSOR, TORQUE_SENSOR, asm.tool.root_body,
                         inertial_compensation=scenario.wrench.inertial_compensation)
     duration = scenario.sim.duration if scenario.sim.duration is not None else planner.duration + scenario.sim.settle_time
-    return Setup(scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration)
+    runtime = asm.tool.make_runtime(m, data, scenario)
+    return Setup(scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration,
+                 runtime)
 
 
 def _git_revision() -> str:
@@ -202,7 +205,8 @@ def simulate(
     n_steps = int(math.floor(duration / T_c + 1e-9)) + 1
     ctrl = setup.controller
     extra = {f"ctrl_{n}": "" for n in ctrl.diag_names}
-    tel = Telemetry(n_steps, setup.plant.nv, extra)
+    runtime = setup.runtime
+    tel = Telemetry(n_steps, setup.plant.nv, extra, runtime.channels if runtime is not None else None)
     diag_arrays = [tel.arrays[f"ctrl_{n}"] for n in ctrl.diag_names]
 
     qadr, dadr, aids = setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids
@@ -234,7 +238,7 @@ def simulate(
 
     status, message = "completed", ""
     clock = time.perf_counter
-    t_phys = t_dyn = t_ctrl = t_tel = 0.0
+    t_phys = t_dyn = t_ctrl = t_tel = t_tool = 0.0
     t_wall0 = time.perf_counter()
     i = 0
     report_every = max(1, n_steps // 50)
@@ -285,10 +289,18 @@ def simulate(
                 tel.manipulability[i] = snap.manipulability
                 for k, arr in enumerate(diag_arrays):
                     arr[i] = cmd.diag[k]
+                if runtime is not None:
+                    runtime.record(i, tel.arrays)
             tel.n = i + 1
             if profile:
                 c3 = clock()
                 t_tel += c3 - c2
+            if runtime is not None:
+                runtime.pre_step(t)
+                if profile:
+                    c4 = clock()
+                    t_tool += c4 - c3
+                    c3 = c4
             for _ in range(nsub):
                 mj_step(m, d)
             if profile:
@@ -314,7 +326,7 @@ def simulate(
     timing = {"wall_s": wall, "sim_s": sim_time, "real_time_factor": sim_time / wall if wall > 0 else float("inf"),
               "steps": tel.n, "us_per_step": 1e6 * wall / max(tel.n, 1)}
     if profile:
-        timing.update(t_physics=t_phys, t_dynamics=t_dyn, t_controller=t_ctrl, t_telemetry=t_tel)
+        timing.update(t_physics=t_phys, t_dynamics=t_dyn, t_controller=t_ctrl, t_telemetry=t_tel, t_tool=t_tool)
     return tel, status, message, timing
 
 
@@ -346,6 +358,7 @@ def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -
         "segments": [{"name": s.name, "t0": s.t0, "t1": s.t1} for s in setup.planner.segments],
         "channel_units": tel.units,
         "controller_summary": setup.controller.summary(),
+        "tool_summary": setup.runtime.summary() if setup.runtime is not None else {},
     }
 
 

@@ -72,9 +72,16 @@ class Telemetry:
         n_steps: capacity.
         nv: arm dof count.
         extra: additional scalar channels (e.g. ``ctrl_qp_solve_time``) → unit.
+        extra_shaped: additional channels with a per-step shape → (shape, unit) (e.g. hand joints).
     """
 
-    def __init__(self, n_steps: int, nv: int, extra: dict[str, str] | None = None):
+    def __init__(
+        self,
+        n_steps: int,
+        nv: int,
+        extra: dict[str, str] | None = None,
+        extra_shaped: dict[str, tuple[tuple[int, ...], str]] | None = None,
+    ):
         self.capacity = n_steps
         self.n = 0
         self.units: dict[str, str] = {}
@@ -85,6 +92,9 @@ class Telemetry:
             self.units[name] = unit
         for name, unit in (extra or {}).items():
             self.arrays[name] = np.zeros(n_steps)
+            self.units[name] = unit
+        for name, (shape, unit) in (extra_shaped or {}).items():
+            self.arrays[name] = np.zeros((n_steps,) + tuple(shape))
             self.units[name] = unit
         # direct attribute access for the hot loop
         for name, arr in self.arrays.items():
