@@ -24,6 +24,7 @@ Controllers read the snapshot and never call Pinocchio or MuJoCo themselves.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import mujoco
@@ -249,5 +250,5 @@ class Dynamics:
         # w = sqrt(det(J Jᵀ)) from the Cholesky factor of J Jᵀ (LAPACK directly: ~5× less overhead)
         np.dot(s.J_ee_lwa, s.J_ee_lwa.T, out=self._JJt)
         c, info = _dpotrf(self._JJt)
-        s.manipulability = float(np.prod(np.diag(c))) if info == 0 else 0.0
+        s.manipulability = math.prod(c.diagonal().tolist()) if info == 0 else 0.0
         return s

@@ -46,11 +46,9 @@ class WrenchState:
 
 def cross3(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     """out = a × b for 3-vectors (≈10× faster than np.cross on single vectors)."""
-    a0, a1, a2 = a
-    b0, b1, b2 = b
-    out[0] = a1 * b2 - a2 * b1
-    out[1] = a2 * b0 - a0 * b2
-    out[2] = a0 * b1 - a1 * b0
+    a0, a1, a2 = a.tolist()
+    b0, b1, b2 = b.tolist()
+    out[:] = (a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0)
     return out
 
 
@@ -62,9 +60,8 @@ def transport_world_to_body(
     f_E = R_EWᵀ... precisely: f_E = R_WEᵀ f_W, n_E = R_WEᵀ (n_W + (p_S − p_E) × f_W).
     """
     R = T_world_ee[:3, :3]
-    f0, f1, f2 = w_world_at_S[:3]
-    r0, r1, r2 = p_S - T_world_ee[:3, 3]
-    n0, n1, n2 = w_world_at_S[3:]
+    f0, f1, f2, n0, n1, n2 = w_world_at_S.tolist()
+    r0, r1, r2 = (p_S - T_world_ee[:3, 3]).tolist()
     n = np.array((n0 + r1 * f2 - r2 * f1, n1 + r2 * f0 - r0 * f2, n2 + r0 * f1 - r1 * f0))
     np.dot(w_world_at_S[:3], R, out=out[:3])  # fᵀR = (Rᵀf)ᵀ
     np.dot(n, R, out=out[3:])

@@ -34,7 +34,7 @@ over the final ``window`` seconds:
 * lateral = √(x² + y²) of the tip in D [m];
 * tilt    = ∠(z_tool, −z_D) [deg].
 
-"steady" and docking values use the last ``window`` = 1 s of the run (t ≥ t_end − window).
+"steady" and docking values use the last ``window`` = 1 s of the run (t_end − window < t ≤ t_end).
 """
 
 from __future__ import annotations
@@ -164,8 +164,10 @@ def segment_masks(t: np.ndarray, segments: list[dict[str, Any]]) -> dict[str, np
 
 
 def final_window_mask(t: np.ndarray, window: float) -> np.ndarray:
-    """Samples with t ≥ t_end − window (the whole run when it is shorter than the window)."""
-    return t >= t[-1] - window - 1e-9
+    """Samples of the last ``window`` seconds, t_end − window < t ≤ t_end (1000 samples for 1 s at
+    1 ms; the whole run when it is shorter than the window). The 1 ns margin keeps the boundary
+    sample out whatever the rounding of t."""
+    return t > t[-1] - window + 1e-9
 
 
 def _rms(x: np.ndarray) -> float:
