@@ -194,7 +194,9 @@ def parse_config(cls: type, data: Any, *, file: str = "<scenario>", path: str = 
             raise ScenarioError(f"required key missing ({_type_name(hints[f.name])})", file=file, key=key)
     try:
         obj = cls(**kwargs)
-    except ScenarioError:
+    except ScenarioError as exc:
+        if exc.file is None:
+            raise ScenarioError(exc.detail, file=file, key=exc.key or path or None) from exc
         raise
     except (ValueError, TypeError) as exc:
         raise ScenarioError(str(exc), file=file, key=path or None) from exc
@@ -203,7 +205,8 @@ def parse_config(cls: type, data: Any, *, file: str = "<scenario>", path: str = 
         try:
             validate()
         except ScenarioError as exc:
-            raise ScenarioError(str(exc), file=file, key=f"{path}.{exc.key}" if exc.key else path) from exc
+            key = f"{path}.{exc.key}" if (path and exc.key) else (exc.key or path or None)
+            raise ScenarioError(exc.detail, file=file, key=key) from exc
     return obj
 
 

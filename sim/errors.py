@@ -18,6 +18,7 @@ class ScenarioError(DockbenchError):
     def __init__(self, message: str, *, file: str | None = None, key: str | None = None):
         self.file = file
         self.key = key
+        self.detail = message  # the message without the file/key prefix
         prefix = ""
         if file:
             prefix += f"{file}: "

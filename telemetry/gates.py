@@ -40,7 +40,8 @@ class Gate:
         if isinstance(spec, Gate):
             return spec
         get = spec.get if isinstance(spec, dict) else (lambda k, d=None: getattr(spec, k, d))
-        return cls(metric=get("metric"), max=get("max", None), min=get("min", None), window=get("window", None))
+        return cls(metric=get("metric"), max=get("max", None), min=get("min", None),
+                   window=get("window", None))
 
     def validate(self) -> None:
         """Raise :class:`ScenarioError` for an unknown metric or a gate without bounds."""

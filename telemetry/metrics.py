@@ -27,6 +27,8 @@ Safety: joint position use max |q − q_mid| / (½ range) [%], velocity use max 
 minimum manipulability √det(J Jᵀ), and the saturation ratio = share of steps with any joint torque
 clipped [%]. Joints with an infinite range or velocity limit count 0 %.
 
+Hand (only when the run has the G20 hand's ``hand_*`` channels): :func:`hand.effector.hand_metrics`.
+
 Docking (only for mating targets, :data:`MATING_TARGETS`; tip p and tool axis z_tool = EE +z), means
 over the final ``window`` seconds:
 
@@ -77,6 +79,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "docking.depth": ("m", "insertion depth of the tip below the mouth (window mean)"),
     "docking.lateral": ("m", "tip distance from the target axis (window mean)"),
     "docking.tilt_deg": ("deg", "tool-axis tilt from the mating axis (window mean)"),
+    "hand.max_preset_error": ("rad", "G20 hand: worst |applied − goal| at the end of a hold window"),
+    "hand.max_penetration": ("m", "G20 hand: max self-penetration depth"),
+    "hand.projected_ratio": ("%", "G20 hand: share of steps that ran the collision projection"),
+    "hand.fallback_count": ("", "G20 hand: steps whose projection fell back to the last safe pose"),
 }
 
 #: Target types (or type prefixes) with a mating axis, for which the docking layer is computed.
@@ -262,9 +268,10 @@ def compute_metrics(
     # ---- safety
     q_min = np.asarray(meta["q_min"], dtype=float)
     q_max = np.asarray(meta["q_max"], dtype=float)
-    mid, half = (q_max + q_min) / 2.0, (q_max - q_min) / 2.0
-    finite = np.isfinite(half)
-    mid = np.where(finite, mid, 0.0)
+    finite = np.isfinite(q_min) & np.isfinite(q_max)
+    lo, hi = np.where(finite, q_min, 0.0), np.where(finite, q_max, 0.0)
+    mid = (hi + lo) / 2.0
+    half = np.where(finite, (hi - lo) / 2.0, np.inf)  # unlimited joints count 0 %
     out["safety.joint_pos_use"] = _use_percent(np.abs(ch["q"] - mid), half)
     out["safety.joint_vel_use"] = _use_percent(np.abs(ch["v"]), np.asarray(meta["v_max"], dtype=float))
     out["safety.min_manipulability"] = float(np.min(ch["manipulability"]))
@@ -282,6 +289,12 @@ def compute_metrics(
         minus_z = -T[:3, 2]
         tilt = np.arctan2(np.linalg.norm(np.cross(z_tool, minus_z), axis=1), z_tool @ minus_z)
         out["docking.tilt_deg"] = float(np.mean(np.degrees(tilt)))
+
+    # ---- hand (runs with the G20 hand's telemetry channels; definitions in hand.effector)
+    if "hand_goal" in ch and "hand_applied" in ch:
+        from hand.effector import hand_metrics
+
+        out.update(hand_metrics(ch))
     return out
 
 

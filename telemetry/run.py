@@ -96,7 +96,8 @@ class Run:
             DockbenchError: unknown channel (the message lists the run's channels).
         """
         if name not in self.channels:
-            raise DockbenchError(f"{self.path}: no channel {name!r}; channels: {', '.join(self.channels)}")
+            known = ", ".join(_canonical_order(set(self.channels)))
+            raise DockbenchError(f"{self.path}: no channel {name!r}; channels: {known}")
         doc = CHANNELS[name][3] if name in CHANNELS else ""
         return Channel(name, self.channels[name], self.units.get(name, ""), doc)
 
@@ -137,7 +138,8 @@ class Run:
     @property
     def name(self) -> str:
         """The scenario name."""
-        return str(self.summary.get("scenario") or (self.meta.get("scenario") or {}).get("name") or self.path.parent.name)
+        recorded = self.summary.get("scenario") or (self.meta.get("scenario") or {}).get("name")
+        return str(recorded or self.path.parent.name)
 
     @classmethod
     def load(cls, path: str | Path) -> Run:
@@ -154,7 +156,8 @@ class Run:
             channels = {k: z[k] for k in z.files}
         meta = json.loads((p / "meta.json").read_text()) if (p / "meta.json").is_file() else {}
         summary = json.loads((p / "summary.json").read_text()) if (p / "summary.json").is_file() else {}
-        units = {k: CHANNELS[k][2] if k in CHANNELS else meta.get("channel_units", {}).get(k, "") for k in channels}
+        extra_units = meta.get("channel_units", {})
+        units = {k: CHANNELS[k][2] if k in CHANNELS else extra_units.get(k, "") for k in channels}
         return cls(path=p, channels=channels, units=units, meta=meta, summary=summary)
 
 

@@ -1,0 +1,298 @@
+"""Compare runs side by side: robot × planner × controller with their metrics, as Markdown and CSV.
+
+    python experiments/compare.py RUN_DIR... [--md OUT.md] [--csv OUT.csv] [--metrics a,b,...]
+    python experiments/compare.py --scenarios scenarios/a.yaml scenarios/b.yaml [--out DIR] [--md ...]
+
+A RUN_DIR is a run folder or any folder above run folders (``runs/``, ``runs/<scenario>/``): every
+run folder below it is included (``--latest`` keeps only the newest run per scenario). With
+``--scenarios`` the scenarios are run first (into ``--out``, default a temporary folder) and their runs
+are added to the table. Metrics are recomputed from each run's telemetry
+(:func:`telemetry.metrics.metrics_from_run`); verdicts are the ones recorded in summary.json.
+
+Markdown shows lengths in mm and 4 significant digits; CSV keeps SI units and full precision. Without
+``--md``/``--csv`` the Markdown table is printed. docs/results.md is written by::
+
+    python experiments/compare.py --scenarios scenarios/*.yaml --md docs/results.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import math
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # allow `python experiments/compare.py` from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sim.errors import DockbenchError  # noqa: E402
+from telemetry.log import atomic_write_text  # noqa: E402
+
+#: The default columns (metric names of telemetry.metrics.METRICS), in table order.
+DEFAULT_METRICS: tuple[str, ...] = (
+    "docking.depth",
+    "docking.lateral",
+    "docking.tilt_deg",
+    "contact.peak_force_truth",
+    "contact.peak_force_ft",
+    "contact.steady_axial_force_truth",
+    "tracking.pos_rms",
+    "tracking.max_segment_pos_rms",
+    "tracking.max_segment_pos_peak",
+    "tracking.rot_rms_deg",
+    "safety.joint_pos_use",
+    "safety.min_manipulability",
+    "safety.saturation_ratio",
+)
+
+#: Identity columns before the metrics.
+ID_COLUMNS: tuple[str, ...] = ("scenario", "robot", "planner", "controller", "verdict", "rtf")
+
+
+@dataclass
+class Row:
+    """One run in the comparison."""
+
+    scenario: str
+    robot: str
+    planner: str
+    controller: str
+    verdict: str
+    rtf: float | None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    run_dir: Path | None = None
+
+
+def find_run_dirs(paths: Sequence[str | Path], latest: bool = False) -> list[Path]:
+    """Run folders (holding telemetry.npz) at or below ``paths``, sorted by scenario then time.
+
+    Raises:
+        DockbenchError: a path does not exist or holds no run folder.
+    """
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise DockbenchError(f"{p}: no such folder")
+        if (p / "telemetry.npz").is_file():
+            found.append(p)
+            continue
+        below = sorted(f.parent for f in p.rglob("telemetry.npz"))
+        if not below:
+            raise DockbenchError(f"{p}: no run folder (with telemetry.npz) at or below it")
+        found.extend(below)
+    uniq = sorted(dict.fromkeys(found), key=lambda d: (d.parent.name, d.name))
+    if latest:
+        newest: dict[str, Path] = {}
+        for d in uniq:
+            newest[str(d.parent)] = d  # timestamps sort lexically
+        uniq = sorted(newest.values(), key=lambda d: (d.parent.name, d.name))
+    return uniq
+
+
+def row_from_run(run_dir: str | Path) -> Row:
+    """A table row from a run folder (metrics recomputed from its telemetry)."""
+    from telemetry.metrics import compute_metrics
+    from telemetry.run import Run
+
+    run = Run.load(run_dir)
+    sc = run.meta.get("scenario") or {}
+    metrics = compute_metrics(run.channels, run.meta) if len(run.t) else {}
+    timing = run.meta.get("timing") or run.summary.get("timing") or {}
+    rtf = timing.get("real_time_factor")
+    return Row(
+        scenario=run.name,
+        robot=str(run.meta.get("robot") or (sc.get("robot") or {}).get("type", "?")),
+        planner=str((sc.get("planner") or {}).get("type", "?")),
+        controller=str((sc.get("controller") or {}).get("type", "?")),
+        verdict=str(run.summary.get("verdict", "?")),
+        rtf=float(rtf) if isinstance(rtf, (int, float)) else None,
+        metrics=metrics,
+        run_dir=run.path,
+    )
+
+
+def run_scenarios(files: Sequence[str | Path], out_root: str | Path) -> list[Path]:
+    """Run each scenario file into ``out_root``; return the run folders (diverged runs included)."""
+    from sim.errors import SimulationDiverged
+    from sim.loop import run
+    from sim.scenario import load_scenario
+
+    dirs = []
+    for f in files:
+        sc = load_scenario(f)
+        print(f"running {f} ...", file=sys.stderr)
+        try:
+            r = run(sc, out_root=out_root)
+            dirs.append(r.run_dir)
+        except SimulationDiverged as exc:
+            print(f"  diverged: {exc}", file=sys.stderr)
+            folder = Path(out_root) / sc.name
+            if folder.is_dir():
+                dirs.append(sorted(folder.iterdir())[-1])
+    return dirs
+
+
+def _unit(metric: str) -> str:
+    from telemetry.metrics import METRICS
+
+    return METRICS[metric][0] if metric in METRICS else ""
+
+
+def _display(metric: str, value: Any) -> tuple[str, str]:
+    """(display unit, formatted value) for Markdown: metres shown in mm, 4 significant digits."""
+    unit = _unit(metric)
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return (("mm" if unit == "m" else unit), "–")
+    if unit == "m":
+        return "mm", f"{1e3 * value:.4g}"
+    if isinstance(value, int):
+        return unit, str(value)
+    return unit, f"{value:.4g}"
+
+
+def _header(metric: str) -> str:
+    unit, _ = _display(metric, None)
+    return f"{metric} [{unit}]" if unit else metric
+
+
+def _md_escape(text: str) -> str:
+    """Escape the characters that would break a Markdown table cell."""
+    return text.replace("|", "\\|")
+
+
+def markdown_table(rows: Sequence[Row], metrics: Sequence[str] = DEFAULT_METRICS) -> str:
+    """A Markdown table: identity columns then one column per metric (units in the header)."""
+    cols = ["scenario", "robot", "planner", "controller", "verdict", "RT factor"]
+    cols += [_md_escape(_header(m)) for m in metrics]
+    align = ["---"] * 5 + ["---:"] * (1 + len(metrics))
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(align) + "|"]
+    for r in rows:
+        cells = [_md_escape(x) for x in (r.scenario, r.robot, r.planner, r.controller)]
+        cells += [f"**{r.verdict}**" if r.verdict == "FAIL" else r.verdict,
+                  "–" if r.rtf is None else f"{r.rtf:.1f}×"]
+        cells += [_display(m, r.metrics.get(m))[1] for m in metrics]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def csv_table(rows: Sequence[Row], metrics: Sequence[str] = DEFAULT_METRICS) -> str:
+    """CSV with SI values at full precision; metric headers carry the unit (``name [unit]``)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(list(ID_COLUMNS) + [f"{m} [{_unit(m)}]" if _unit(m) else m for m in metrics] + ["run_dir"])
+    for r in rows:
+        vals = []
+        for m in metrics:
+            v = r.metrics.get(m)
+            vals.append("" if v is None or (isinstance(v, float) and not math.isfinite(v)) else repr(v))
+        w.writerow([r.scenario, r.robot, r.planner, r.controller, r.verdict,
+                    "" if r.rtf is None else f"{r.rtf:.3f}"] + vals + [str(r.run_dir or "")])
+    return buf.getvalue()
+
+
+def results_markdown(rows: Sequence[Row], metrics: Sequence[str], command: str) -> str:
+    """The full docs/results.md page: how it was made, the table, the metric legend."""
+    from telemetry.metrics import METRICS
+
+    lines = [
+        "# Results",
+        "",
+        "Generated — do not edit by hand. Regenerate with:",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        "One row per run: robot × planner × controller with key metrics (definitions in",
+        "[metrics.md](metrics.md)); lengths in mm, angles in degrees, forces in N. `verdict` is the",
+        "scenario's gates (PASS / FAIL / INCOMPLETE); `RT factor` = simulated time / wall time on the",
+        "machine that generated the table. `–` = the metric does not apply (e.g. docking metrics of a",
+        "free-space tracking run).",
+        "",
+        markdown_table(rows, metrics).rstrip("\n"),
+        "",
+        "| metric | unit (SI) | meaning |",
+        "|---|---|---|",
+    ]
+    for m in metrics:
+        unit, doc = METRICS.get(m, ("", ""))
+        lines.append(f"| `{m}` | {_md_escape(unit) or '–'} | {_md_escape(doc)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _metric_list(arg: str | None) -> tuple[str, ...]:
+    from telemetry.metrics import METRICS
+
+    if not arg:
+        return DEFAULT_METRICS
+    names = tuple(m.strip() for m in arg.split(",") if m.strip())
+    unknown = [m for m in names if m not in METRICS]
+    if unknown:
+        raise DockbenchError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(sorted(METRICS))}")
+    return names
+
+
+def _compress_glob(files: Sequence[str]) -> list[str]:
+    """Show ``DIR/*.yaml`` instead of the list the shell expanded, when the list is all of it."""
+    parents = {str(Path(f).parent) for f in files}
+    if len(parents) == 1:
+        folder = parents.pop()
+        every = sorted(str(p) for p in Path(folder).glob("*.yaml"))
+        if every and sorted(str(Path(f)) for f in files) == every:
+            return [f"{folder}/*.yaml"]
+    return list(files)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dirs", nargs="*", help="run folders or folders above them")
+    ap.add_argument("--scenarios", nargs="+", default=[], help="scenario files to run first")
+    ap.add_argument("--out", default=None,
+                    help="where --scenarios writes its runs (default: a temporary folder)")
+    ap.add_argument("--latest", action="store_true", help="only the newest run per scenario")
+    ap.add_argument("--metrics", default=None, help="comma-separated metric names (default: a key set)")
+    ap.add_argument("--md", default=None, help="write the Markdown page here")
+    ap.add_argument("--csv", default=None, help="write the CSV table here")
+    args = ap.parse_args(argv)
+    if not args.run_dirs and not args.scenarios:
+        ap.error("give RUN_DIR... and/or --scenarios FILE...")
+    command = "python experiments/compare.py " + " ".join(
+        (["--scenarios", *_compress_glob(args.scenarios)] if args.scenarios else []) + list(args.run_dirs)
+        + (["--latest"] if args.latest else []) + (["--metrics", args.metrics] if args.metrics else [])
+        + (["--md", args.md] if args.md else []) + (["--csv", args.csv] if args.csv else [])
+    )
+    try:
+        metrics = _metric_list(args.metrics)
+        with tempfile.TemporaryDirectory(prefix="dockbench_compare_") as tmp:
+            dirs: list[Path] = []
+            if args.run_dirs:
+                dirs += find_run_dirs(args.run_dirs, latest=args.latest)
+            if args.scenarios:
+                dirs += run_scenarios(args.scenarios, args.out or tmp)
+            rows = [row_from_run(d) for d in dirs]
+            if args.out is None and args.scenarios:
+                for r in rows:  # the temporary run folders disappear
+                    if r.run_dir is not None and str(r.run_dir).startswith(tmp):
+                        r.run_dir = None
+        if args.md:
+            atomic_write_text(args.md, results_markdown(rows, metrics, command))
+            print(f"wrote {args.md} ({len(rows)} runs)")
+        if args.csv:
+            atomic_write_text(args.csv, csv_table(rows, metrics))
+            print(f"wrote {args.csv} ({len(rows)} runs)")
+        if not args.md and not args.csv:
+            print(markdown_table(rows, metrics), end="")
+    except DockbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

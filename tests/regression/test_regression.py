@@ -1,0 +1,110 @@
+"""Regression gates: every scenario in scenarios/ with ``gates:`` must PASS, and its key metrics must
+stay within tolerance of tests/regression/baseline.json (a silent drift fails even while the gate
+still passes).
+
+Run only this suite with ``pytest -m regression``; refresh the baseline on purpose with
+``python -m tests.regression.refresh_baseline``. New gated scenarios are discovered by glob at
+collection time; one without a baseline entry fails with the command that adds it.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.regression import (
+    DEFAULT_TOLERANCES,
+    compare_to_baseline,
+    gated_scenarios,
+    load_baseline,
+    scenario_name,
+    tolerance,
+)
+
+SCENARIO_FILES = gated_scenarios()
+IDS = [p.stem for p in SCENARIO_FILES]
+
+pytestmark = pytest.mark.regression
+
+
+@functools.cache
+def _run(path: Path) -> Any:
+    """One simulation per scenario file, shared by the gate and the baseline test."""
+    from sim.loop import run
+    from sim.scenario import load_scenario
+
+    return run(load_scenario(path), out_root=None)
+
+
+def test_there_are_gated_scenarios() -> None:
+    assert SCENARIO_FILES, "no scenario in scenarios/ has a gates: block"
+
+
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=IDS)
+def test_gates_pass(path: Path) -> None:
+    result = _run(path)
+    bad = [g for g in result.gates if g["verdict"] != "PASS"]
+    detail = "; ".join(f"{g['metric']} {g['verdict']}: {g['reason'] or g['value']}" for g in bad)
+    assert result.verdict == "PASS", f"{path.name}: verdict {result.verdict} ({result.status}) — {detail}"
+
+
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=IDS)
+def test_metrics_match_baseline(path: Path) -> None:
+    result = _run(path)
+    failures = compare_to_baseline(scenario_name(path), result.metrics, load_baseline())
+    assert not failures, f"{path.name}: drift from baseline.json:\n  " + "\n  ".join(failures)
+
+
+# ------------------------------------------------------------------ the comparison itself can fail
+def _synthetic_baseline() -> dict[str, Any]:
+    return {
+        "tolerances": copy.deepcopy(DEFAULT_TOLERANCES),
+        "scenarios": {"demo": {"metrics": {"contact.peak_force_truth": 20.0, "docking.depth": 0.08,
+                                           "tracking.pos_rms": 1e-3}}},
+    }
+
+
+def test_perturbed_metric_fails_the_comparison() -> None:
+    base = _synthetic_baseline()
+    metrics = dict(base["scenarios"]["demo"]["metrics"])
+    assert compare_to_baseline("demo", metrics, base) == []
+    rel, abs_ = tolerance(base["tolerances"], "contact.peak_force_truth")
+    assert (rel, abs_) == (0.10, 0.2)
+    # inside the band: 20 N ± (0.2 + 10 %) = ± 2.2 N
+    assert compare_to_baseline("demo", {**metrics, "contact.peak_force_truth": 22.19}, base) == []
+    failures = compare_to_baseline("demo", {**metrics, "contact.peak_force_truth": 22.21}, base)
+    assert len(failures) == 1 and failures[0].startswith("contact.peak_force_truth: 22.21 vs baseline 20")
+    assert "allowed ±2.2" in failures[0]
+    # a missing metric and a NaN fail too
+    assert "not computed" in compare_to_baseline("demo", {"docking.depth": 0.08, "tracking.pos_rms": 1e-3},
+                                                 base)[0]
+    assert compare_to_baseline("demo", {**metrics, "docking.depth": float("nan")}, base)
+
+
+def test_missing_baseline_entry_says_how_to_add_one() -> None:
+    failures = compare_to_baseline("brand_new", {"docking.depth": 0.08}, _synthetic_baseline())
+    assert len(failures) == 1
+    assert "python -m tests.regression.refresh_baseline --scenario brand_new" in failures[0]
+
+
+@pytest.mark.skipif(not SCENARIO_FILES, reason="no gated scenario")
+def test_perturbing_a_real_run_fails_against_the_real_baseline() -> None:
+    """The real baseline file and a real run: unperturbed passes, one metric +25 % fails."""
+    path = SCENARIO_FILES[0]
+    name = scenario_name(path)
+    baseline = load_baseline()
+    if name not in baseline.get("scenarios", {}):
+        pytest.fail(f"{name} has no baseline entry (see test_metrics_match_baseline)")
+    metrics = dict(_run(path).metrics)
+    assert compare_to_baseline(name, metrics, baseline) == []
+    recorded = baseline["scenarios"][name]["metrics"]
+    metric = next(m for m in ("contact.peak_force_truth", "tracking.pos_rms", "safety.min_manipulability")
+                  if m in recorded and recorded[m])
+    rel, abs_ = tolerance(baseline["tolerances"], metric)
+    metrics[metric] = recorded[metric] + 1.5 * (abs_ + rel * abs(recorded[metric]))
+    failures = compare_to_baseline(name, metrics, baseline)
+    assert len(failures) == 1 and failures[0].startswith(metric), failures
