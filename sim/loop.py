@@ -388,7 +388,7 @@ def run(
     metrics = compute_metrics(channels, meta) if tel.n > 0 else {}
     planned = setup.planner.duration
     complete = status == "completed" and (tel.n - 1) * scenario.sim.control_period >= planned - 1e-9
-    verdict, gate_results = evaluate_gates(scenario.gates, metrics, complete)
+    verdict, gate_results = evaluate_gates(scenario.gates, metrics, complete, channels=channels, meta=meta)
     gates = [g.to_dict() for g in gate_results]
     run_dir = None
     if out_root is not None:

@@ -89,16 +89,12 @@ class GateSpec:
     metric: str = param(doc="metric name (see docs/metrics.md)")
     max: float | None = param(None, doc="upper bound (inclusive)")
     min: float | None = param(None, doc="lower bound (inclusive)")
+    window: float | None = param(None, unit="s", gt=0.0, doc="final window for steady/docking metrics; null = 1 s")
 
     def validate(self) -> None:
-        from telemetry.metrics import METRICS
+        from telemetry.gates import Gate
 
-        if self.metric not in METRICS:
-            raise ScenarioError(
-                f"unknown metric {self.metric!r}; known: {', '.join(sorted(METRICS))}", key="metric"
-            )
-        if self.max is None and self.min is None:
-            raise ScenarioError("a gate needs max and/or min", key="max")
+        Gate.from_spec(self).validate()
 
 
 @dataclass(frozen=True)
