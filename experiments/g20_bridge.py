@@ -34,6 +34,15 @@ from pathlib import Path  # noqa: E402
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bridges.g20_ros2 import (  # noqa: E402
+    DEFAULT_CMD_TOPIC,
+    DEFAULT_LEGACY_TOPIC,
+    DEFAULT_NOMINAL_TOPIC,
+    DEFAULT_STATE_TOPIC,
+    G20Mode,
+    run_g20_ros2,
+)
+from bridges.ros2 import open_transport  # noqa: E402
 from hand.bridge import (  # noqa: E402
     ROOT_BODY,
     BridgeConfig,
@@ -81,6 +90,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--snapshot", type=Path, default=None, help="render the final frame offscreen to a PNG")
     p.add_argument("--spec", type=Path, default=None, help="hand spec YAML (default: packaged G20 left)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every refused/clipped command")
+    ros = p.add_argument_group("ROS 2 topics (docs/ros2.md)")
+    ros.add_argument("--ros2", action="store_true",
+                     help="take commands from a ROS 2 topic and publish the joint state on one")
+    mode = ros.add_mutually_exclusive_group()
+    mode.add_argument("--plan-nominal", action="store_true",
+                      help="--ros2: radians by joint name on --nominal-topic instead of SDK bytes")
+    mode.add_argument("--legacy-sdk", action="store_true",
+                      help=f"--ros2: SDK bytes on the vendor topic ({DEFAULT_LEGACY_TOPIC})")
+    ros.add_argument("--cmd-topic", default=None,
+                     help=f"--ros2: SDK command topic (default {DEFAULT_CMD_TOPIC}; with --legacy-sdk "
+                          f"{DEFAULT_LEGACY_TOPIC})")
+    ros.add_argument("--nominal-topic", default=None,
+                     help=f"--ros2 --plan-nominal: command topic (default {DEFAULT_NOMINAL_TOPIC})")
+    ros.add_argument("--sim-state-topic", default=None,
+                     help=f"--ros2: joint-state topic (default {DEFAULT_STATE_TOPIC})")
+    ros.add_argument("--ros2-backend", default="auto",
+                     help="--ros2: transport auto (rclpy, else cyclonedds), rclpy, cyclonedds, inprocess")
+    ros.add_argument("--ros2-rate-hz", type=float, default=50.0, help="--ros2: state publication rate [Hz]")
     return p
 
 
@@ -163,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
                 f"max |q - goal| = {res.goal_error:.5f} rad"
             )
             rc = 0 if res.passed else 1
+        elif args.ros2:
+            rc = _drive_ros2(bridge, args)
         else:
             rc = _drive(bridge, args)
         if args.snapshot is not None:
@@ -245,9 +274,72 @@ def _drive(bridge: HandBridge, args: argparse.Namespace) -> int:
     return 0
 
 
+ROS2_VIEWER_SYNC_EVERY = 16
+"""--ros2 with a viewer: sync it every this many bridge steps (about 60 Hz at dt = 1 ms)."""
+
+
+def _drive_ros2(bridge: HandBridge, args: argparse.Namespace) -> int:
+    """Commands from a ROS 2 topic, joint state to one (bridges.g20_ros2), until Ctrl-C or --max-steps."""
+    if args.commands is not None:
+        raise DockbenchError("--commands and --ros2 exclude each other (with --ros2 the topic is the source)")
+    bridge.reset("open")
+    if args.preset is not None:
+        res = bridge.command_preset(args.preset)
+        if not res.accepted:
+            raise DockbenchError(res.reason)
+    mode = G20Mode.NOMINAL if args.plan_nominal else G20Mode.LEGACY_SDK if args.legacy_sdk else G20Mode.SDK
+    viewer = None
+    if not args.headless and _has_display():
+        try:
+            import mujoco.viewer
+
+            viewer = mujoco.viewer.launch_passive(bridge.model, bridge.data)
+            with viewer.lock():
+                comparison_camera(bridge.model, bridge.data, viewer.cam)
+        except Exception as exc:  # noqa: BLE001 - no usable display: run headless
+            log.warning("viewer unavailable (%s); running headless", exc)
+            viewer = None
+    steps = 0
+
+    def on_step() -> bool:  # stepping thread; False ends the run (viewer closed)
+        nonlocal steps
+        if viewer is None:
+            return True
+        if not viewer.is_running():
+            return False
+        steps += 1
+        if steps % ROS2_VIEWER_SYNC_EVERY == 0:
+            viewer.sync()
+        return True
+
+    with open_transport(args.ros2_backend) as transport:
+        print(f"G20 bridge on ROS 2 over {transport.backend} (domain {transport.domain_id}), "
+              f"mode {mode.value}; Ctrl-C to stop")
+        try:
+            stats = run_g20_ros2(
+                bridge, transport, mode=mode, cmd_topic=args.cmd_topic, nominal_topic=args.nominal_topic,
+                sim_state_topic=args.sim_state_topic, rate_hz=args.ros2_rate_hz, max_steps=args.max_steps,
+                on_step=on_step,
+            )
+        finally:
+            if viewer is not None:
+                viewer.close()
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(stats.rejected_by_reason.items()))
+    print(f"{stats.steps} steps ({stats.late_steps} late); {stats.command_topic}: {stats.received} received, "
+          f"{stats.accepted} accepted, {stats.rejected} rejected{f' ({reasons})' if reasons else ''}; "
+          f"{stats.states_published} states published on {stats.state_topic}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit code (0 ok/PASS, 1 error/FAIL)."""
     args = build_parser().parse_args(argv)
+    ros_only = [f for f, v in (("--plan-nominal", args.plan_nominal), ("--legacy-sdk", args.legacy_sdk),
+                               ("--cmd-topic", args.cmd_topic), ("--nominal-topic", args.nominal_topic),
+                               ("--sim-state-topic", args.sim_state_topic)) if v]
+    if ros_only and not args.ros2:
+        print(f"error: {', '.join(ros_only)}: only valid with --ros2", file=sys.stderr)
+        return 1
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
