@@ -59,7 +59,6 @@ class KhatibController(Controller):
 
     def __init__(self, config: KhatibConfig, plant: PlantInfo, planner: Planner | None = None):
         super().__init__(config, plant, planner)
-        nv = plant.nv
         self.ff = DissipationFeedforward(plant.dof_frictionloss, plant.dof_damping, config.feedforward)
         if config.friction_integral == "auto":
             self.use_integral = bool(np.any(plant.dof_frictionloss != 0.0))

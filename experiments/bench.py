@@ -107,7 +107,10 @@ def run_bench(scenarios: list[str], runs: int) -> list[dict]:
         for _ in range(runs):
             proc = subprocess.run(
                 [sys.executable, str(Path(__file__).resolve()), "--worker", path],
-                capture_output=True, text=True, env=env, cwd=REPO,
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=REPO,
             )
             if proc.returncode != 0:
                 print(f"{path}: worker failed:\n{proc.stderr}", file=sys.stderr)
@@ -118,17 +121,22 @@ def run_bench(scenarios: list[str], runs: int) -> list[dict]:
         agg = {"scenario": samples[0]["scenario"], "file": path, "runs": len(samples)}
         for key in ("wall_s", "sim_s", "rtf", "us_per_step", "floor_us_per_step", "loop_over_floor"):
             agg[key] = _stats([s[key] for s in samples])
-        agg["split_us"] = {k: statistics.median([s["split_us"][k] for s in samples]) for k in samples[0]["split_us"]}
+        agg["split_us"] = {
+            k: statistics.median([s["split_us"][k] for s in samples]) for k in samples[0]["split_us"]
+        }
         results.append(agg)
     return results
 
 
 def format_table(results: list[dict]) -> str:
-    head = ("| scenario | runs | wall s | sim s | real-time factor | µs/step | physics | dynamics | controller "
-            "| telemetry | tool (hand) | other | floor µs/step | loop/floor |")
+    head = (
+        "| scenario | runs | wall s | sim s | real-time factor | µs/step | physics | dynamics | controller "
+        "| telemetry | tool (hand) | other | floor µs/step | loop/floor |"
+    )
     lines = [head, "|" + "---|" * 14]
     for r in results:
-        def mm(key, fmt="{:.2f}"):
+
+        def mm(key, fmt="{:.2f}", r=r):
             med, lo, hi = r[key]
             return f"{fmt.format(med)} ({fmt.format(lo)}–{fmt.format(hi)})"
 
@@ -153,9 +161,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(measure_once(args.worker)))
         return 0
     results = run_bench(args.scenarios or DEFAULT_SCENARIOS, args.runs)
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
-    print(f"dockbench bench — commit {rev or 'unknown'}, {args.runs} runs/scenario, BLAS single-threaded, "
-          "median (min–max)")
+    rev = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
+    ).stdout.strip()
+    print(
+        f"dockbench bench — commit {rev or 'unknown'}, {args.runs} runs/scenario, BLAS single-threaded, "
+        "median (min–max)"
+    )
     print(format_table(results))
     if args.json:
         Path(args.json).write_text(json.dumps({"commit": rev, "results": results}, indent=2))

@@ -36,14 +36,25 @@ def format_summary(result, scenario) -> str:
     """The end-of-run table: timing, key metrics, gate verdicts."""
     lines = []
     tm = result.timing
-    lines.append(f"scenario   {scenario.name}  ({scenario.robot.type}, planner {scenario.planner.type}, "
-                 f"controller {scenario.controller.type})")
-    lines.append(f"status     {result.status}   simulated {tm.get('sim_s', 0):.3f} s in {tm.get('wall_s', 0):.2f} s "
-                 f"wall  →  {tm.get('real_time_factor', 0):.1f}× real time")
+    lines.append(
+        f"scenario   {scenario.name}  ({scenario.robot.type}, planner {scenario.planner.type}, "
+        f"controller {scenario.controller.type})"
+    )
+    lines.append(
+        f"status     {result.status}   simulated {tm.get('sim_s', 0):.3f} s in {tm.get('wall_s', 0):.2f} s "
+        f"wall  →  {tm.get('real_time_factor', 0):.1f}× real time"
+    )
     keys = [
-        "docking.depth", "docking.lateral", "docking.tilt_deg", "contact.peak_force_truth",
-        "contact.peak_force_ft", "contact.steady_axial_force_truth", "tracking.pos_rms", "tracking.pos_peak",
-        "tracking.rot_rms_deg", "safety.saturation_ratio",
+        "docking.depth",
+        "docking.lateral",
+        "docking.tilt_deg",
+        "contact.peak_force_truth",
+        "contact.peak_force_ft",
+        "contact.steady_axial_force_truth",
+        "tracking.pos_rms",
+        "tracking.pos_peak",
+        "tracking.rot_rms_deg",
+        "safety.saturation_ratio",
     ]
     from telemetry.metrics import METRICS
 
@@ -53,8 +64,14 @@ def format_summary(result, scenario) -> str:
     if result.gates:
         lines.append("gates")
         for g in result.gates:
-            bound = " ".join(x for x in (f"min {g['min']}" if g["min"] is not None else "",
-                                         f"max {g['max']}" if g["max"] is not None else "") if x)
+            bound = " ".join(
+                x
+                for x in (
+                    f"min {g['min']}" if g["min"] is not None else "",
+                    f"max {g['max']}" if g["max"] is not None else "",
+                )
+                if x
+            )
             val = "n/a" if g["value"] is None else f"{g['value']:.6g}"
             lines.append(f"  {g['verdict']:<10} {g['metric']:<36} {val:>12}  ({bound}) {g['reason']}")
     lines.append(f"verdict    {result.verdict}")

@@ -85,10 +85,18 @@ def assemble(scenario: Scenario) -> Assembly:
     tool_cls = TOOLS.get(scenario.tool.type)
     tool = tool_cls(scenario.tool.config)
     tool.build(spec, flange_body, np.array(site.pos), np.array(site.quat))
-    spec.add_sensor(name=FORCE_SENSOR, type=mujoco.mjtSensor.mjSENS_FORCE,
-                    objtype=mujoco.mjtObj.mjOBJ_SITE, objname=tool.sensor_site)
-    spec.add_sensor(name=TORQUE_SENSOR, type=mujoco.mjtSensor.mjSENS_TORQUE,
-                    objtype=mujoco.mjtObj.mjOBJ_SITE, objname=tool.sensor_site)
+    spec.add_sensor(
+        name=FORCE_SENSOR,
+        type=mujoco.mjtSensor.mjSENS_FORCE,
+        objtype=mujoco.mjtObj.mjOBJ_SITE,
+        objname=tool.sensor_site,
+    )
+    spec.add_sensor(
+        name=TORQUE_SENSOR,
+        type=mujoco.mjtSensor.mjSENS_TORQUE,
+        objtype=mujoco.mjtObj.mjOBJ_SITE,
+        objname=tool.sensor_site,
+    )
 
     target = None
     if scenario.target is not None:
@@ -104,7 +112,9 @@ def assemble(scenario: Scenario) -> Assembly:
         model, robot.joint_names, (tool.ee_site, tool.sensor_site), qpos_ref=tool.lumping_qpos(model)
     )
     jids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot.joint_names]
-    act_ids = np.array([mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in robot.actuator_names])
+    act_ids = np.array(
+        [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in robot.actuator_names]
+    )
     if np.any(act_ids < 0):
         raise ModelError(f"{robot.name}: actuators {robot.actuator_names} not all found")
     return Assembly(

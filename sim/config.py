@@ -153,8 +153,11 @@ def _convert(value: Any, tp: Any, meta: Mapping[str, Any], file: str, key: str) 
                 for i, v in enumerate(value)
             )
         if len(args) != len(value):
-            raise ScenarioError(f"expected a list of {len(args)} values, got {len(value)}", file=file, key=key)
-        return tuple(_convert(v, a, meta, file, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+            raise ScenarioError(
+                f"expected a list of {len(args)} values, got {len(value)}", file=file, key=key
+            )
+        pairs = enumerate(zip(value, args, strict=True))
+        return tuple(_convert(v, a, meta, file, f"{key}[{i}]") for i, (v, a) in pairs)
     if dataclasses.is_dataclass(tp):
         return parse_config(tp, value, file=file, path=key)
     raise TypeError(f"unsupported config field type {tp!r} at {key}")  # programming error

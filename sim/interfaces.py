@@ -37,7 +37,9 @@ class ProbeConfig:
     radius: float = param(0.010, unit="m", gt=0.0, doc="probe shaft radius r_p")
     shaft_length: float = param(0.12, unit="m", gt=0.0, doc="cylindrical shaft length from the flange")
     tip_length: float = param(0.015, unit="m", gt=0.0, doc="cone tip length")
-    tip_radius_ratio: float = param(0.35, gt=0.0, le=1.0, doc="tip end radius / shaft radius (truncated cone)")
+    tip_radius_ratio: float = param(
+        0.35, gt=0.0, le=1.0, doc="tip end radius / shaft radius (truncated cone)"
+    )
     mass: float = param(0.4, unit="kg", gt=0.0, doc="declared tool mass (beyond the F/T sensor)")
     friction: float = param(0.3, ge=0.0, doc="sliding friction coefficient of the probe")
     segments: int = param(32, ge=8, doc="vertices per ring of the convex probe mesh")
@@ -191,13 +193,19 @@ class DrogueConfig:
     )
     mouth_radius: float = param(0.035, unit="m", gt=0.0, doc="funnel radius at the mouth R_m")
     funnel_half_angle_deg: float = param(30.0, unit="deg", gt=5.0, lt=85.0, doc="funnel half-angle")
-    clearance: float = param(0.0005, unit="m", ge=0.0, doc="radial play r_b − r_p (bore radius from the probe)")
+    clearance: float = param(
+        0.0005, unit="m", ge=0.0, doc="radial play r_b − r_p (bore radius from the probe)"
+    )
     bore_length: float = param(0.04, unit="m", gt=0.0, doc="bore length below the funnel L_bore")
     wall_thickness: float = param(0.004, unit="m", gt=0.0, doc="wall thickness of each segment")
     segments: int = param(16, ge=6, doc="number of convex wall segments per ring")
-    wall_shape: Literal["box", "mesh"] = param("box", doc="segment geometry: primitive boxes or convex meshes")
+    wall_shape: Literal["box", "mesh"] = param(
+        "box", doc="segment geometry: primitive boxes or convex meshes"
+    )
     friction: float = param(0.3, ge=0.0, doc="sliding friction of the drogue walls")
-    solref: tuple[float, float] = param((0.004, 1.0), length=2, doc="contact solref (timeconst [s], dampratio)")
+    solref: tuple[float, float] = param(
+        (0.004, 1.0), length=2, doc="contact solref (timeconst [s], dampratio)"
+    )
     solimp: tuple[float, float, float, float, float] = param(
         (0.95, 0.99, 0.001, 0.5, 2.0), length=5, doc="contact solimp"
     )
@@ -214,7 +222,9 @@ class PlateConfig:
     size: tuple[float, float, float] = param((0.10, 0.10, 0.01), unit="m", length=3, doc="box half-sizes")
     friction: float = param(0.3, ge=0.0, doc="sliding friction")
     solref: tuple[float, float] = param((0.004, 1.0), length=2, doc="contact solref")
-    solimp: tuple[float, float, float, float, float] = param((0.95, 0.99, 0.001, 0.5, 2.0), length=5, doc="solimp")
+    solimp: tuple[float, float, float, float, float] = param(
+        (0.95, 0.99, 0.001, 0.5, 2.0), length=5, doc="solimp"
+    )
     press_depth: float = param(0.005, unit="m", doc="goal tip depth below the plate surface (preload)")
     mount: MountConfig = field(default_factory=MountConfig)
 
@@ -284,8 +294,12 @@ def _wall_ring(
             center = mid_r * er + mid_z * ez + (thickness / 2.0) * (nr * er + nz * ez)
             half_w = 1.02 * max(r_top, r_bot) * math.tan(half)
             body.add_geom(
-                name=f"{name}_{i}", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half_w, thickness / 2.0, L / 2.0],
-                pos=list(center), quat=list(matrix_to_quat(R)), **geom_kw,
+                name=f"{name}_{i}",
+                type=mujoco.mjtGeom.mjGEOM_BOX,
+                size=[half_w, thickness / 2.0, L / 2.0],
+                pos=list(center),
+                quat=list(matrix_to_quat(R)),
+                **geom_kw,
             )
         else:
             a0, a1 = a - half, a + half
@@ -296,7 +310,9 @@ def _wall_ring(
                         pts.append((rr * math.cos(ang), rr * math.sin(ang), zz))
             mesh = spec.add_mesh(name=f"{name}_{i}")
             mesh.uservert = np.array(pts).ravel().tolist()
-            body.add_geom(name=f"{name}_{i}", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"{name}_{i}", **geom_kw)
+            body.add_geom(
+                name=f"{name}_{i}", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"{name}_{i}", **geom_kw
+            )
 
 
 @TARGETS.register("drogue")
@@ -332,17 +348,41 @@ class Drogue(Target):
     def build(self, spec: mujoco.MjSpec) -> None:
         c: DrogueConfig = self.config
         T = self.T_world_target
-        body = spec.worldbody.add_body(name=self.body_name, pos=list(T[:3, 3]), quat=list(matrix_to_quat(T[:3, :3])))
+        body = spec.worldbody.add_body(
+            name=self.body_name, pos=list(T[:3, 3]), quat=list(matrix_to_quat(T[:3, :3]))
+        )
         kw = dict(
             friction=[c.friction, 0.005, 0.0001],
             solref=list(c.solref),
             solimp=list(c.solimp),
             rgba=[0.85, 0.55, 0.2, 0.6],
         )
-        _wall_ring(spec, body, "funnel", c.segments, c.mouth_radius, 0.0, self.bore_radius,
-                   -self.funnel_depth, c.wall_thickness, c.wall_shape, kw)
-        _wall_ring(spec, body, "bore", c.segments, self.bore_radius, -self.funnel_depth, self.bore_radius,
-                   -self.depth_total, c.wall_thickness, c.wall_shape, kw)
+        _wall_ring(
+            spec,
+            body,
+            "funnel",
+            c.segments,
+            c.mouth_radius,
+            0.0,
+            self.bore_radius,
+            -self.funnel_depth,
+            c.wall_thickness,
+            c.wall_shape,
+            kw,
+        )
+        _wall_ring(
+            spec,
+            body,
+            "bore",
+            c.segments,
+            self.bore_radius,
+            -self.funnel_depth,
+            self.bore_radius,
+            -self.depth_total,
+            c.wall_thickness,
+            c.wall_shape,
+            kw,
+        )
         seat_r = self.bore_radius + c.wall_thickness
         body.add_geom(
             name="seat",
@@ -374,7 +414,9 @@ class Plate(Target):
     def build(self, spec: mujoco.MjSpec) -> None:
         c: PlateConfig = self.config
         T = self.T_world_target
-        body = spec.worldbody.add_body(name=self.body_name, pos=list(T[:3, 3]), quat=list(matrix_to_quat(T[:3, :3])))
+        body = spec.worldbody.add_body(
+            name=self.body_name, pos=list(T[:3, 3]), quat=list(matrix_to_quat(T[:3, :3]))
+        )
         body.add_geom(
             name="plate",
             type=mujoco.mjtGeom.mjGEOM_BOX,

@@ -90,7 +90,9 @@ class Setup:
     runtime: ToolRuntime | None = None
 
 
-def _start_and_goal(scenario: Scenario, asm: Assembly, q_home: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _start_and_goal(
+    scenario: Scenario, asm: Assembly, q_home: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(T_world_start, T_world_goal, approach axis) from the believed target pose, or from the
     robot's initial configuration when there is no target."""
     if asm.target is None:
@@ -155,18 +157,34 @@ def build(scenario: Scenario) -> Setup:
     dyn = Dynamics(asm.pin_model, asm.frame_ids[asm.tool.ee_site], asm.frame_ids[asm.tool.sensor_site])
     from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
 
-    wp = WrenchPipeline(m, asm.tool.sensor_site, FORCE_SENSOR, TORQUE_SENSOR, asm.tool.root_body,
-                        inertial_compensation=scenario.wrench.inertial_compensation)
-    duration = scenario.sim.duration if scenario.sim.duration is not None else planner.duration + scenario.sim.settle_time
+    wp = WrenchPipeline(
+        m,
+        asm.tool.sensor_site,
+        FORCE_SENSOR,
+        TORQUE_SENSOR,
+        asm.tool.root_body,
+        inertial_compensation=scenario.wrench.inertial_compensation,
+    )
+    duration = (
+        scenario.sim.duration
+        if scenario.sim.duration is not None
+        else planner.duration + scenario.sim.settle_time
+    )
     runtime = asm.tool.make_runtime(m, data, scenario)
-    return Setup(scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration,
-                 runtime)
+    return Setup(
+        scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration, runtime
+    )
 
 
 def _git_revision() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -310,8 +328,10 @@ def simulate(
                 w_qpos.number + w_qvel.number + w_qacc.number
             ):
                 status = "diverged"
-                message = (f"state became NaN/Inf after t = {t:.4f} s (step {i}); last commanded torque "
-                           f"{np.array2string(cmd.tau, precision=2)} N·m; telemetry up to this step is kept")
+                message = (
+                    f"state became NaN/Inf after t = {t:.4f} s (step {i}); last commanded torque "
+                    f"{np.array2string(cmd.tau, precision=2)} N·m; telemetry up to this step is kept"
+                )
                 break
             if progress is not None and i % report_every == 0:
                 progress(t, duration)
@@ -319,14 +339,23 @@ def simulate(
         status, message = "interrupted", f"interrupted by the user at step {i}"
     except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
         status = "diverged"
-        message = (f"numerical failure at t = {i * T_c:.4f} s (step {i}): {exc}; the state was "
-                   f"q = {np.array2string(d.qpos[qs], precision=3)}; telemetry up to this step is kept")
+        message = (
+            f"numerical failure at t = {i * T_c:.4f} s (step {i}): {exc}; the state was "
+            f"q = {np.array2string(d.qpos[qs], precision=3)}; telemetry up to this step is kept"
+        )
     wall = time.perf_counter() - t_wall0
     sim_time = tel.n * T_c
-    timing = {"wall_s": wall, "sim_s": sim_time, "real_time_factor": sim_time / wall if wall > 0 else float("inf"),
-              "steps": tel.n, "us_per_step": 1e6 * wall / max(tel.n, 1)}
+    timing = {
+        "wall_s": wall,
+        "sim_s": sim_time,
+        "real_time_factor": sim_time / wall if wall > 0 else float("inf"),
+        "steps": tel.n,
+        "us_per_step": 1e6 * wall / max(tel.n, 1),
+    }
     if profile:
-        timing.update(t_physics=t_phys, t_dynamics=t_dyn, t_controller=t_ctrl, t_telemetry=t_tel, t_tool=t_tool)
+        timing.update(
+            t_physics=t_phys, t_dynamics=t_dyn, t_controller=t_ctrl, t_telemetry=t_tel, t_tool=t_tool
+        )
     return tel, status, message, timing
 
 
@@ -397,11 +426,19 @@ def run(
         run_dir.mkdir(parents=True, exist_ok=True)
         tel.save(run_dir / "telemetry.npz")
         write_json(run_dir / "meta.json", meta)
-        write_json(run_dir / "summary.json", {
-            "scenario": scenario.name, "status": status, "message": message, "verdict": verdict,
-            "gates": gates, "metrics": metrics, "timing": timing,
-            "controller": setup.controller.summary(),
-        })
+        write_json(
+            run_dir / "summary.json",
+            {
+                "scenario": scenario.name,
+                "status": status,
+                "message": message,
+                "verdict": verdict,
+                "gates": gates,
+                "metrics": metrics,
+                "timing": timing,
+                "controller": setup.controller.summary(),
+            },
+        )
         try:
             (run_dir / "scene.xml").write_text(setup.asm.spec.to_xml())
         except Exception:  # noqa: BLE001 - the XML dump is a convenience, never fatal

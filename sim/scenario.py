@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,11 +40,19 @@ class RobotConfig:
 @dataclass(frozen=True)
 class SimConfig:
     timestep: float = param(0.001, unit="s", gt=0.0, le=0.01, doc="MuJoCo integration step")
-    control_period: float = param(0.001, unit="s", gt=0.0, doc="controller period, an integer multiple of timestep")
-    duration: float | None = param(None, unit="s", gt=0.0, doc="run length; null = planner duration + settle_time")
+    control_period: float = param(
+        0.001, unit="s", gt=0.0, doc="controller period, an integer multiple of timestep"
+    )
+    duration: float | None = param(
+        None, unit="s", gt=0.0, doc="run length; null = planner duration + settle_time"
+    )
     settle_time: float = param(1.5, unit="s", ge=0.0, doc="time simulated after the planner ends")
-    gravity: tuple[float, float, float] = param((0.0, 0.0, 0.0), unit="m/s²", length=3, doc="gravity (both models)")
-    integrator: Literal["euler", "implicit", "implicitfast", "rk4"] = param("implicitfast", doc="MuJoCo integrator")
+    gravity: tuple[float, float, float] = param(
+        (0.0, 0.0, 0.0), unit="m/s²", length=3, doc="gravity (both models)"
+    )
+    integrator: Literal["euler", "implicit", "implicitfast", "rk4"] = param(
+        "implicitfast", doc="MuJoCo integrator"
+    )
     cone: Literal["pyramidal", "elliptic"] = param("pyramidal", doc="friction cone")
     iterations: int = param(50, ge=1, doc="constraint solver iterations")
     ls_iterations: int = param(20, ge=1, doc="solver line-search iterations")
@@ -66,7 +74,9 @@ class StartConfig:
         (0.0, 0.0, 0.0), unit="m", length=3, doc="extra world-frame offset of the start EE position"
     )
     rpy_offset_deg: tuple[float, float, float] = param(
-        (0.0, 0.0, 0.0), unit="deg", length=3,
+        (0.0, 0.0, 0.0),
+        unit="deg",
+        length=3,
         doc="start orientation = goal orientation rotated by this roll/pitch/yaw (EE axes)",
     )
 
@@ -89,7 +99,9 @@ class GateSpec:
     metric: str = param(doc="metric name (see docs/metrics.md)")
     max: float | None = param(None, doc="upper bound (inclusive)")
     min: float | None = param(None, doc="lower bound (inclusive)")
-    window: float | None = param(None, unit="s", gt=0.0, doc="final window for steady/docking metrics; null = 1 s")
+    window: float | None = param(
+        None, unit="s", gt=0.0, doc="final window for steady/docking metrics; null = 1 s"
+    )
 
     def validate(self) -> None:
         from telemetry.gates import Gate
@@ -137,8 +149,18 @@ class Scenario:
 
 
 _TOP_KEYS = (
-    "name", "description", "robot", "sim", "start", "tool", "target", "planner", "controller",
-    "wrench", "telemetry", "gates",
+    "name",
+    "description",
+    "robot",
+    "sim",
+    "start",
+    "tool",
+    "target",
+    "planner",
+    "controller",
+    "wrench",
+    "telemetry",
+    "gates",
 )
 
 
@@ -161,13 +183,18 @@ def parse_typed_block(kind: str, data: Any, file: str) -> TypedBlock:
     """Parse ``{type: ..., <that type's keys>}`` for one of tool/target/planner/controller."""
     reg = _registries()[kind]
     if not isinstance(data, dict):
-        raise ScenarioError(f"expected a mapping with a 'type' key; known types: {', '.join(reg.names())}",
-                            file=file, key=kind)
+        raise ScenarioError(
+            f"expected a mapping with a 'type' key; known types: {', '.join(reg.names())}",
+            file=file,
+            key=kind,
+        )
     if "type" not in data:
         raise ScenarioError(f"missing 'type'; known: {', '.join(reg.names())}", file=file, key=f"{kind}.type")
     type_name = data["type"]
     if not isinstance(type_name, str):
-        raise ScenarioError(f"expected a string; known: {', '.join(reg.names())}", file=file, key=f"{kind}.type")
+        raise ScenarioError(
+            f"expected a string; known: {', '.join(reg.names())}", file=file, key=f"{kind}.type"
+        )
     cls = reg.get(type_name, file=file, key=f"{kind}.type")
     rest = {k: v for k, v in data.items() if k != "type"}
     return TypedBlock(type_name, parse_config(cls.Config, rest, file=file, path=kind))
@@ -196,7 +223,8 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
         if q is not None and len(q) != len(spec.joint_names):
             raise ScenarioError(
                 f"expected {len(spec.joint_names)} joint values for {robot.type}, got {len(q)}",
-                file=file, key=f"robot.{key}",
+                file=file,
+                key=f"robot.{key}",
             )
     gates_raw = data.get("gates", []) or []
     if not isinstance(gates_raw, list):
@@ -267,8 +295,14 @@ def docs_markdown() -> str:
     ]
 
     def table(title: str, cls: type, prefix: str) -> None:
-        lines.extend([f"## {title}", "", "| key | type / allowed | unit | default | meaning |",
-                      "|---|---|---|---|---|"])
+        lines.extend(
+            [
+                f"## {title}",
+                "",
+                "| key | type / allowed | unit | default | meaning |",
+                "|---|---|---|---|---|",
+            ]
+        )
         for key, allowed, unit, default, doc in describe_config(cls, prefix):
             lines.append(f"| `{key}` | {allowed} | {unit} | `{default}` | {doc} |")
         lines.append("")

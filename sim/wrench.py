@@ -22,8 +22,6 @@ tool's centre of mass c, taken from MuJoCo's ``cacc`` of the tool body (the plan
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import mujoco
 import numpy as np
 
@@ -159,7 +157,9 @@ class WrenchPipeline:
             self.state.contact_count = 0
             return
         geom = d.contact.geom[:ncon]
-        self.state.contact_count = int(np.count_nonzero(self.is_tool_geom[geom[:, 0]] != self.is_tool_geom[geom[:, 1]]))
+        self.state.contact_count = int(
+            np.count_nonzero(self.is_tool_geom[geom[:, 0]] != self.is_tool_geom[geom[:, 1]])
+        )
         if self.state.contact_count == 0:
             out[:] = 0.0
             return

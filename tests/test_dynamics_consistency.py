@@ -47,7 +47,9 @@ def test_mujoco_pinocchio_agree(robot: str, gravity: bool) -> None:
         bias = data.qfrc_bias[da]
         np.testing.assert_allclose(snap.h, bias, rtol=0, atol=TOL["bias_rel"] * max(np.abs(bias).max(), 1.0))
         site = s.asm.ee_site
-        np.testing.assert_allclose(snap.p_ee_in_world, data.site_xpos[site], rtol=0, atol=TOL["pose_abs"] * 10)
+        np.testing.assert_allclose(
+            snap.p_ee_in_world, data.site_xpos[site], rtol=0, atol=TOL["pose_abs"] * 10
+        )
         np.testing.assert_allclose(snap.R_world_ee, data.site_xmat[site].reshape(3, 3), rtol=0, atol=1e-12)
         mujoco.mj_jacSite(m, data, jacp, jacr, site)
         J_mj = np.vstack([jacp[:, da], jacr[:, da]])
@@ -65,8 +67,14 @@ def test_tool_inertia_is_lumped_into_the_arm() -> None:
     d["tool"]["mass"] = 1e-6
     light = build(scenario_from_dict(d))
     q = with_tool.q0
-    M1 = Dynamics(with_tool.asm.pin_model, with_tool.dynamics.ee_frame, with_tool.dynamics.sensor_frame).update(q, 0 * q).M
-    M2 = Dynamics(light.asm.pin_model, light.dynamics.ee_frame, light.dynamics.sensor_frame).update(q, 0 * q).M
+    M1 = (
+        Dynamics(with_tool.asm.pin_model, with_tool.dynamics.ee_frame, with_tool.dynamics.sensor_frame)
+        .update(q, 0 * q)
+        .M
+    )
+    M2 = (
+        Dynamics(light.asm.pin_model, light.dynamics.ee_frame, light.dynamics.sensor_frame).update(q, 0 * q).M
+    )
     assert np.abs(M1 - M2).max() > 1e-3
 
 

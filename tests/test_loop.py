@@ -105,8 +105,17 @@ def test_cli_exit_codes(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert "error:" in err and "ur5" in err and "Traceback" not in err
     # 2: incomplete (too short) → not a pass
-    code = cli_main(["--scenario", str(SCENARIOS / "iiwa14_docking.yaml"), "--out", str(tmp_path),
-                     "--duration", "0.05", "--no-progress"])
+    code = cli_main(
+        [
+            "--scenario",
+            str(SCENARIOS / "iiwa14_docking.yaml"),
+            "--out",
+            str(tmp_path),
+            "--duration",
+            "0.05",
+            "--no-progress",
+        ]
+    )
     assert code == 2
     out = capsys.readouterr().out
     assert "INCOMPLETE" in out and "real time" in out

@@ -56,7 +56,10 @@ def textbook_khatib(ctrl):
         f_ext = wrench.ext_world[:3]
         u = np.zeros(6)
         u[:3] = ref.acc + (f_ext - c.d * (xd[:3] - ref.vel) - c.k * (x - ref.pos)) / c.m
-        u[3:] = ref.alpha + (c.k_rot * so3_log(ref.R @ snap.R_world_ee.T) + c.d_rot * (ref.omega - xd[3:])) / c.m_rot
+        u[3:] = (
+            ref.alpha
+            + (c.k_rot * so3_log(ref.R @ snap.R_world_ee.T) + c.d_rot * (ref.omega - xd[3:])) / c.m_rot
+        )
         Lam = np.linalg.inv(J @ Minv @ J.T)
         Jbar = Minv @ J.T @ Lam
         N = np.eye(snap.nv) - Jbar @ J

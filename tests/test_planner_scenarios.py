@@ -23,8 +23,10 @@ def test_se3topp_rotates_the_tool_and_khatib_tracks_it() -> None:
 
 def test_se3topp_is_faster_than_two_phase_on_the_same_task() -> None:
     tp = build(load_scenario(SCENARIOS / "iiwa14_docking_twophase.yaml"))
-    se = build(load_scenario(SCENARIOS / "iiwa14_docking_se3topp.yaml").replace(
-        target=load_scenario(SCENARIOS / "iiwa14_docking_twophase.yaml").target,
-        start=load_scenario(SCENARIOS / "iiwa14_docking_twophase.yaml").start,
-    ))
+    se = build(
+        load_scenario(SCENARIOS / "iiwa14_docking_se3topp.yaml").replace(
+            target=load_scenario(SCENARIOS / "iiwa14_docking_twophase.yaml").target,
+            start=load_scenario(SCENARIOS / "iiwa14_docking_twophase.yaml").start,
+        )
+    )
     assert se.planner.duration < 0.8 * tp.planner.duration, (se.planner.duration, tp.planner.duration)

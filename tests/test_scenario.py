@@ -36,30 +36,86 @@ def _mutate(path: str, value, delete: bool = False) -> dict:
 
 BAD = [
     # (id, mutation, fragments that must all appear in the message)
-    ("unknown top key", lambda: {**scenario_dict("iiwa14_docking"), "controler": {}}, ["controler", "allowed", "controller"]),
-    ("unknown controller key", lambda: _mutate("controller.stiffness", 5), ["controller", "stiffness", "allowed keys", "k_rot"]),
+    (
+        "unknown top key",
+        lambda: {**scenario_dict("iiwa14_docking"), "controler": {}},
+        ["controler", "allowed", "controller"],
+    ),
+    (
+        "unknown controller key",
+        lambda: _mutate("controller.stiffness", 5),
+        ["controller", "stiffness", "allowed keys", "k_rot"],
+    ),
     ("negative stiffness", lambda: _mutate("controller.k", -5), ["controller.k", "must be >= 0.0", "-5"]),
     ("zero inertia", lambda: _mutate("controller.m", 0), ["controller.m", "must be > 0.0"]),
-    ("wrong type string for number", lambda: _mutate("controller.d", "abc"), ["controller.d", "expected a number", "abc"]),
+    (
+        "wrong type string for number",
+        lambda: _mutate("controller.d", "abc"),
+        ["controller.d", "expected a number", "abc"],
+    ),
     ("bool for number", lambda: _mutate("sim.timestep", True), ["sim.timestep", "expected a number"]),
-    ("unknown controller type", lambda: _mutate("controller.type", "pid"), ["controller.type", "pid", "khatib"]),
+    (
+        "unknown controller type",
+        lambda: _mutate("controller.type", "pid"),
+        ["controller.type", "pid", "khatib"],
+    ),
     ("unknown planner type", lambda: _mutate("planner.type", "rrt"), ["planner.type", "rrt", "quintic"]),
-    ("unknown target type", lambda: _mutate("target.type", "socket"), ["target.type", "socket", "drogue", "plate"]),
+    (
+        "unknown target type",
+        lambda: _mutate("target.type", "socket"),
+        ["target.type", "socket", "drogue", "plate"],
+    ),
     ("unknown robot", lambda: _mutate("robot.type", "ur5"), ["robot.type", "ur5", "iiwa14", "fr3"]),
-    ("bad integrator", lambda: _mutate("sim.integrator", "verlet"), ["sim.integrator", "verlet", "implicitfast", "rk4"]),
-    ("control period not a multiple", lambda: _mutate("sim.control_period", 0.0015), ["sim.control_period", "integer multiple"]),
-    ("vector wrong length", lambda: _mutate("target.pose.position", [0.5, 0.0]), ["target.pose.position", "3 values", "got 2"]),
+    (
+        "bad integrator",
+        lambda: _mutate("sim.integrator", "verlet"),
+        ["sim.integrator", "verlet", "implicitfast", "rk4"],
+    ),
+    (
+        "control period not a multiple",
+        lambda: _mutate("sim.control_period", 0.0015),
+        ["sim.control_period", "integer multiple"],
+    ),
+    (
+        "vector wrong length",
+        lambda: _mutate("target.pose.position", [0.5, 0.0]),
+        ["target.pose.position", "3 values", "got 2"],
+    ),
     ("missing planner", lambda: _mutate("planner", None, delete=True), ["planner", "required"]),
-    ("unknown gate metric", lambda: _mutate("gates.0.metric", "docking.depht"), ["gates[0].metric", "docking.depht", "docking.depth"]),
-    ("gate without bounds", lambda: _mutate("gates.0", {"metric": "docking.depth"}), ["gates[0]", "max and/or min"]),
+    (
+        "unknown gate metric",
+        lambda: _mutate("gates.0.metric", "docking.depht"),
+        ["gates[0].metric", "docking.depht", "docking.depth"],
+    ),
+    (
+        "gate without bounds",
+        lambda: _mutate("gates.0", {"metric": "docking.depth"}),
+        ["gates[0]", "max and/or min"],
+    ),
     ("q_init wrong length", lambda: _mutate("robot.q_init", [0.0, 0.1]), ["robot.q_init", "expected 7"]),
-    ("bore wider than mouth", lambda: _mutate("target.mouth_radius", 0.009), ["target.mouth_radius", "bore radius"]),
-    ("funnel angle out of range", lambda: _mutate("target.funnel_half_angle_deg", 90), ["funnel_half_angle_deg", "< 85.0"]),
+    (
+        "bore wider than mouth",
+        lambda: _mutate("target.mouth_radius", 0.009),
+        ["target.mouth_radius", "bore radius"],
+    ),
+    (
+        "funnel angle out of range",
+        lambda: _mutate("target.funnel_half_angle_deg", 90),
+        ["funnel_half_angle_deg", "< 85.0"],
+    ),
     ("null for required number", lambda: _mutate("sim.timestep", None), ["sim.timestep", "must not be null"]),
     ("mapping expected", lambda: _mutate("sim", [1, 2]), ["sim", "expected a mapping"]),
-    ("type missing in block", lambda: _mutate("controller", {"k": 5}), ["controller.type", "missing", "khatib"]),
+    (
+        "type missing in block",
+        lambda: _mutate("controller", {"k": 5}),
+        ["controller.type", "missing", "khatib"],
+    ),
     ("NaN number", lambda: _mutate("controller.k", float("nan")), ["controller.k", "finite"]),
-    ("feedforward mode", lambda: _mutate("controller.feedforward", "on"), ["controller.feedforward", "torque", "velocity", "off"]),
+    (
+        "feedforward mode",
+        lambda: _mutate("controller.feedforward", "on"),
+        ["controller.feedforward", "torque", "velocity", "off"],
+    ),
 ]
 
 

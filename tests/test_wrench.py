@@ -25,10 +25,14 @@ def test_pressing_down_gives_positive_world_z(pressed) -> None:
 def test_ft_equals_truth_quasi_static(pressed) -> None:
     ft = pressed.telemetry["wrench_ext_world"][-1]
     truth = pressed.telemetry["wrench_truth_world"][-1]
-    np.testing.assert_allclose(ft, truth, rtol=0, atol=TOL["ft_truth_quasi_static_rel"] * np.linalg.norm(truth))
+    np.testing.assert_allclose(
+        ft, truth, rtol=0, atol=TOL["ft_truth_quasi_static_rel"] * np.linalg.norm(truth)
+    )
     ftb = pressed.telemetry["wrench_ext_body"][-1]
     truthb = pressed.telemetry["wrench_truth_body"][-1]
-    np.testing.assert_allclose(ftb, truthb, rtol=0, atol=TOL["ft_truth_quasi_static_rel"] * np.linalg.norm(truthb))
+    np.testing.assert_allclose(
+        ftb, truthb, rtol=0, atol=TOL["ft_truth_quasi_static_rel"] * np.linalg.norm(truthb)
+    )
     # the body wrench expresses the same push in tool axes: tool z points down, so f_body_z < 0
     assert ftb[2] < 0
 

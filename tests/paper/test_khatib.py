@@ -55,8 +55,9 @@ def test_task_acceleration_equals_u_and_null_space_is_invisible() -> None:
             ctrl.compute(snap, ref, wrench, cmd)
             assert np.all(np.abs(cmd.tau) < s.plant.tau_max), "test state must not saturate"
             acc = _realised_task_acc(s, cmd.tau.copy(), q, v)
-            np.testing.assert_allclose(acc, ctrl.u, rtol=0, atol=TOL["task_acc_abs"],
-                                       err_msg=f"trial {trial}, d_null={d_null}")
+            np.testing.assert_allclose(
+                acc, ctrl.u, rtol=0, atol=TOL["task_acc_abs"], err_msg=f"trial {trial}, d_null={d_null}"
+            )
             taus.append(cmd.tau.copy())
             accs.append(acc)
         assert np.linalg.norm(taus[1] - taus[0]) > 1e-3, "the null-space term must act in the joints"
