@@ -11,7 +11,8 @@ control step split into physics (MuJoCo substeps), dynamics (the Pinocchio pass)
 bookkeeping), plus the per-step cost of an active end effector (the G20 hand's slew and projection).
 The split comes from a second, profiled pass in the same process (timers cost a little,
 so the unprofiled wall time is the headline). The **floor** is the cost of the same number of
-``mj_step`` calls plus one Pinocchio pass per step with nothing else, on the same assembled model and
+``mj_step`` calls plus one Pinocchio pass per step (plus the hand's own step, when a hand is mounted)
+with nothing else, on the same assembled model and
 the same states (the run's applied torques are replayed open-loop, which reproduces its trajectory
 and its contacts exactly, since the loop is deterministic);
 ``loop/floor`` is the unprofiled µs per step divided by the floor's.
@@ -80,10 +81,14 @@ def measure_once(scenario_path: str) -> dict:
     nsub = int(round(sc.sim.control_period / sc.sim.timestep))
     qa, da, aa = setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids
     dyn = setup.dynamics
+    runtime = setup.runtime  # an active end effector (hand) must move as in the run
+    T_c = sc.sim.control_period
     t0 = time.perf_counter()
     for i in range(steps):
         dyn.update(d.qpos[qa], d.qvel[da])
         d.ctrl[aa] = tau_log[i]
+        if runtime is not None:
+            runtime.pre_step(i * T_c)
         for _ in range(nsub):
             mujoco.mj_step(m, d)
     floor = time.perf_counter() - t0
