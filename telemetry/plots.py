@@ -13,7 +13,14 @@ orientation_error         angle of R_d Rᵀ [deg]
 contact_force             ‖f‖ and axial force [N], F/T vs contact truth on the same axes; contacts
 joint_torques             applied (and commanded) torque per joint [N·m] with the ±τ_max limits
 path                      planned vs actual path in 3D [mm] and the speed profile [mm/s]
+hand                      G20 hand (only runs with ``hand_goal``): active-joint angles goal vs applied
+                          [rad]; max_j |applied − goal| [rad], log scale, with the preset
+                          tolerance; self-penetration [mm] with its tolerance and the projected /
+                          fell-back steps; hand commands as vertical lines
 ========================  ==================================================================
+
+A figure whose channels the run does not have is left out (:func:`figures_for`): ``hand`` needs the
+G20 hand's ``hand_*`` channels (``hand.effector.HandRuntime``).
 """
 
 from __future__ import annotations
@@ -30,7 +37,10 @@ matplotlib.use("Agg")  # headless; must precede pyplot
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from sim.errors import DockbenchError  # noqa: E402
@@ -42,10 +52,14 @@ from telemetry.metrics import (  # noqa: E402
 )
 from telemetry.run import Run  # noqa: E402
 
-#: Figure names, in the order :func:`plot_run` writes them.
+#: Figure names, in the order :func:`plot_run` writes them (those the run has channels for:
+#: :func:`figures_for`).
 FIGURES: tuple[str, ...] = (
-    "tracking", "tracking_error", "orientation_error", "contact_force", "joint_torques", "path",
+    "tracking", "tracking_error", "orientation_error", "contact_force", "joint_torques", "path", "hand",
 )
+
+#: Figures drawn only when the run has this channel (all others: every run).
+REQUIRES: dict[str, str] = {"hand": "hand_goal"}
 
 #: Output formats matplotlib writes here.
 FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
@@ -80,6 +94,9 @@ _ACTUAL = dict(color="C0", lw=1.3)
 _DESIRED = dict(color="k", lw=1.0, ls="--")
 _TRUTH = dict(color="C3", lw=1.0, ls="--")
 _SEG_COLORS = ("#4c72b0", "#dd8452")
+_COMMAND = dict(color="0.15", lw=0.9, ls="-.", zorder=3)
+_LIMIT = dict(color="C3", lw=0.9, ls=":")
+_OUTSIDE = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, handlelength=1.8)
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -279,6 +296,178 @@ def fig_path(run: Run) -> Figure:
     return fig
 
 
+# ---------------------------------------------------------------------------------------- hand (G20)
+HAND_CHANNELS: tuple[str, ...] = (
+    "hand_goal", "hand_applied", "hand_penetration", "hand_projected", "hand_fell_back",
+)
+"""The G20 hand's telemetry channels (``hand.effector.HandRuntime``), all needed by :func:`fig_hand`."""
+
+HAND_ERROR_FLOOR = 1e-6
+"""Floor of max_j |applied − goal| on the log axis [rad]: an exactly reached goal plots here."""
+
+_FINGER_COLORS = {"thumb": "C0", "index": "C1", "middle": "C2", "ring": "C3", "pinky": "C4"}
+
+
+def _hand_joint_names(run: Run, n: int) -> list[str]:
+    """Names of the ``n`` hand_goal columns: meta tool_summary.joint_names, else ``joint k``."""
+    names = (run.meta.get("tool_summary") or {}).get("joint_names") or []
+    return [str(x) for x in names] if len(names) == n else [f"joint {k + 1}" for k in range(n)]
+
+
+def _hand_active_columns(names: Sequence[str]) -> list[int]:
+    """Columns of the directly commanded (active) joints; the mimic joints follow their drivers.
+    Taken from the packaged hand spec (the one ``hand.effector`` uses); all columns when the recorded
+    names are not the spec's."""
+    try:
+        from hand.spec import load_spec
+
+        active = set(load_spec().active_names)
+    except (ImportError, OSError, DockbenchError):  # the spec only selects a subset: never fatal
+        return list(range(len(names)))
+    cols = [k for k, n in enumerate(names) if n in active]
+    return cols or list(range(len(names)))
+
+
+def _shade(color: str, f: float) -> tuple[float, float, float]:
+    """``color`` darkened (f < 0) or lightened (f > 0) by mixing with black / white, |f| ≤ 1."""
+    c = np.asarray(to_rgb(color))
+    mixed = c * (1.0 + f) if f < 0 else c + (1.0 - c) * f
+    return tuple(float(x) for x in mixed)  # type: ignore[return-value]
+
+
+def _joint_colors(names: Sequence[str]) -> list[tuple[float, float, float]]:
+    """One hue per finger (name prefix), the joints of a finger from dark (proximal) to light."""
+    fingers = [n.split("_", 1)[0] for n in names]
+    order = list(dict.fromkeys(fingers))
+    out = []
+    for n, f in zip(names, fingers, strict=True):
+        base = _FINGER_COLORS.get(f, f"C{order.index(f) % 10}")
+        members = [m for m, g in zip(names, fingers, strict=True) if g == f]
+        k, m = members.index(n), len(members)
+        out.append(_shade(base, float(np.linspace(-0.35, 0.45, m)[k]) if m > 1 else 0.0))
+    return out
+
+
+def hand_command_times(run: Run) -> np.ndarray:
+    """Times of the hand commands [s], from the changes of ``hand_goal``.
+
+    Row i holds the goal the bridge step at t_{i−1} used (``HandRuntime.record``), so a goal that
+    first appears in row i was commanded at t_{i−1} (the schedule time)."""
+    goal = run.channels["hand_goal"]
+    idx = np.flatnonzero(np.any(goal[1:] != goal[:-1], axis=tuple(range(1, goal.ndim))))
+    return np.asarray(run.t[idx], dtype=float)
+
+
+def _command_labels(run: Run, times: np.ndarray) -> list[str]:
+    """Command names from meta tool_summary.commands matched by time ("" when none matches)."""
+    cmds = (run.meta.get("tool_summary") or {}).get("commands") or []
+    dt = float(np.median(np.diff(run.t))) if len(run.t) > 1 else 1e-3
+    out = []
+    for tc in times:
+        hit = [c for c in cmds if c.get("t") is not None and abs(float(c["t"]) - tc) <= 0.5 * dt + 1e-9]
+        out.append(str(hit[-1].get("command", "")) if hit else "")
+    return out
+
+
+def _flag_spans(t: np.ndarray, flag: np.ndarray) -> list[tuple[float, float]]:
+    """[t_start, t_end + dt) of each run of consecutive flagged steps."""
+    on = np.asarray(flag) > 0
+    if not on.any():
+        return []
+    dt = float(np.median(np.diff(t))) if len(t) > 1 else 0.0
+    edges = np.diff(np.concatenate([[0], on.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    return [(float(t[a]), float(t[b]) + dt) for a, b in zip(starts, ends, strict=True)]
+
+
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
+def _tool_param(run: Run, key: str, default: float) -> float:
+    v = ((run.meta.get("scenario") or {}).get("tool") or {}).get(key)
+    return float(v) if v is not None else default
+
+
+def fig_hand(run: Run) -> Figure:
+    """G20 hand: active-joint angles (goal dashed, applied solid) [rad], max_j |applied − goal| [rad]
+    on a log axis with the preset tolerance, self-penetration [mm] with its tolerance and the
+    projected / fell-back steps; hand commands (changes of ``hand_goal``) as vertical lines."""
+    ch, t = run.channels, run.t
+    missing = [c for c in HAND_CHANNELS if c not in ch]
+    if missing:
+        raise DockbenchError(f"{run.path}: the hand figure needs the channel(s) {', '.join(missing)}")
+    goal = np.asarray(ch["hand_goal"], dtype=float).reshape(len(t), -1)
+    applied = np.asarray(ch["hand_applied"], dtype=float).reshape(len(t), -1)
+    names = _hand_joint_names(run, goal.shape[1])
+    cols = _hand_active_columns(names)
+    tol_rad = _tool_param(run, "preset_tolerance", 0.02)
+    tol_mm = 1e3 * _tool_param(run, "penetration_tol", 5e-4)
+    cmd_t = hand_command_times(run)
+
+    fig, axes = plt.subplots(3, 1, figsize=(WIDTH, 6.6), sharex=True, layout="constrained",
+                             gridspec_kw=dict(height_ratios=(3.2, 1.6, 1.6)))
+    # (1) active-joint angles
+    ax = axes[0]
+    colors = _joint_colors([names[k] for k in cols])
+    for k, c in zip(cols, colors, strict=True):
+        ax.plot(t, goal[:, k], color=c, lw=0.9, ls="--")
+        ax.plot(t, applied[:, k], color=c, lw=1.2, label=names[k])
+    ax.set_ylabel("joint angle q [rad]")
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], color="0.3", lw=1.2), Line2D([], [], color="0.3", lw=0.9, ls="--"),
+                Line2D([], [], **_COMMAND)]
+    labels += ["applied", "goal", "hand command"]
+    ax.legend(handles, labels, title=f"{len(cols)} active joints", title_fontsize=7, fontsize=6.5,
+              labelspacing=0.25, **_OUTSIDE)
+    q = np.concatenate([goal[:, cols], applied[:, cols]], axis=1)
+    lo, hi = float(np.min(q)), float(np.max(q))
+    span = max(hi - lo, 1e-3)
+    ax.set_ylim(lo - 0.05 * span, hi + 0.16 * span)  # a free band on top for the command names
+    for tc, lab in zip(cmd_t, _command_labels(run, cmd_t), strict=True):
+        if lab:
+            ax.text(tc, 0.985, f" {lab}", transform=ax.get_xaxis_transform(), ha="left", va="top",
+                    fontsize=7, color="0.15", zorder=5)
+
+    # (2) worst joint error, log scale
+    ax = axes[1]
+    err = np.max(np.abs(applied - goal), axis=1)
+    floor = f"{HAND_ERROR_FLOOR:.0e}".replace("e-0", "e-")
+    ax.plot(t, np.maximum(err, HAND_ERROR_FLOOR), color="k", lw=1.1,
+            label=f"max over {goal.shape[1]} joints\n(floored at {floor} rad)")
+    ax.axhline(tol_rad, label=f"preset tolerance\n{tol_rad:g} rad", **_LIMIT)
+    ax.set_yscale("log")
+    peak = float(np.max(err)) if err.size else 0.0
+    ax.set_ylim(0.3 * HAND_ERROR_FLOOR, 3.0 * max(peak, tol_rad))
+    ax.set_ylabel("max |q − q_goal| [rad]")
+    ax.legend(**_OUTSIDE)
+
+    # (3) self-penetration and the projection's steps
+    ax = axes[2]
+    pen = 1e3 * np.asarray(ch["hand_penetration"], dtype=float)
+    n_proj = int(np.count_nonzero(np.asarray(ch["hand_projected"]) > 0))
+    n_fb = int(np.count_nonzero(np.asarray(ch["hand_fell_back"]) > 0))
+    for flag, color, alpha in (("hand_projected", "C4", 0.22), ("hand_fell_back", "C3", 0.45)):
+        for a, b in _flag_spans(t, ch[flag]):  # an edge line keeps a one-step span visible
+            ax.axvspan(a, b, facecolor=color, edgecolor=color, alpha=alpha, lw=0.6, zorder=1)
+    ax.plot(t, pen, color="k", lw=1.1, zorder=4)
+    ax.axhline(tol_mm, **_LIMIT)
+    top = max(1.6 * tol_mm, 1.15 * float(np.max(pen)) if pen.size else 0.0)
+    ax.set_ylim(-0.03 * top, top)  # a zero depth stays visible above the axis line
+    ax.set_ylabel("self-penetration [mm]")
+    ax.legend([Line2D([], [], color="k", lw=1.1), Line2D([], [], **_LIMIT),
+               Patch(facecolor="C4", alpha=0.22), Patch(facecolor="C3", alpha=0.45)],
+              ["penetration depth", f"tolerance {tol_mm:g} mm", f"projected ({_steps(n_proj)})",
+               f"fell back ({_steps(n_fb)})"], **_OUTSIDE)
+
+    for ax in axes:
+        for tc in cmd_t:
+            ax.axvline(tc, **_COMMAND)
+    _finish_time_axes(axes, run)
+    fig.suptitle(f"G20 hand: joint tracking and self-collision\n{_title(run)}")
+    return fig
+
+
 _BUILDERS = {
     "tracking": fig_tracking,
     "tracking_error": fig_tracking_error,
@@ -286,19 +475,39 @@ _BUILDERS = {
     "contact_force": fig_contact_force,
     "joint_torques": fig_joint_torques,
     "path": fig_path,
+    "hand": fig_hand,
 }
 
 
-def make_figures(run: Run, names: Iterable[str] = FIGURES) -> dict[str, Figure]:
-    """Build the figures ``names`` (default all of :data:`FIGURES`) for a loaded run (caller closes)."""
+def figures_for(run: Run) -> tuple[str, ...]:
+    """The figures of :data:`FIGURES` that ``run`` has the channels for (:data:`REQUIRES`)."""
+    return tuple(n for n in FIGURES if REQUIRES.get(n) is None or REQUIRES[n] in run.channels)
+
+
+def make_figures(run: Run, names: Iterable[str] | None = None) -> dict[str, Figure]:
+    """Build the figures ``names`` (default: :func:`figures_for` the run) for a loaded run (caller
+    closes them).
+
+    Raises:
+        DockbenchError: no recorded steps, an unknown figure, or one whose channel the run lacks.
+    """
     if len(run.t) == 0:
         raise DockbenchError(f"{run.path}: the run has no recorded steps; nothing to plot")
-    out = {}
-    with plt.rc_context(STYLE):
-        for name in names:
-            if name not in _BUILDERS:
-                raise DockbenchError(f"unknown figure {name!r}; known: {', '.join(FIGURES)}")
-            out[name] = _BUILDERS[name](run)
+    names = figures_for(run) if names is None else tuple(names)
+    out: dict[str, Figure] = {}
+    try:
+        with plt.rc_context(STYLE):
+            for name in names:
+                if name not in _BUILDERS:
+                    raise DockbenchError(f"unknown figure {name!r}; known: {', '.join(FIGURES)}")
+                need = REQUIRES.get(name)
+                if need is not None and need not in run.channels:
+                    raise DockbenchError(f"{run.path}: figure {name!r} needs the channel {need!r}")
+                out[name] = _BUILDERS[name](run)
+    except BaseException:
+        for fig in out.values():
+            plt.close(fig)
+        raise
     return out
 
 
@@ -334,7 +543,8 @@ def parse_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
 def plot_run(
     run_dir: str | Path, formats: str | Iterable[str] = ("png",), out_dir: str | Path | None = None
 ) -> list[Path]:
-    """Write every figure of :data:`FIGURES` in every format into the run folder.
+    """Write every figure of :data:`FIGURES` the run has channels for (:func:`figures_for`) in every
+    format into the run folder.
 
     Args:
         run_dir: the run folder (read with :meth:`Run.load`).
@@ -346,14 +556,14 @@ def plot_run(
     """
     fmts = parse_formats(formats)
     run = Run.load(run_dir)
+    if len(run.t) == 0:
+        raise DockbenchError(f"{run.path}: the run has no recorded steps; nothing to plot")
     dest = Path(out_dir) if out_dir is not None else run.path
     dest.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     with plt.rc_context(STYLE):
-        for name in FIGURES:
-            fig = _BUILDERS[name](run) if len(run.t) else None
-            if fig is None:
-                raise DockbenchError(f"{run.path}: the run has no recorded steps; nothing to plot")
+        for name in figures_for(run):
+            fig = _BUILDERS[name](run)
             try:
                 for fmt in fmts:
                     path = dest / f"{name}.{fmt}"

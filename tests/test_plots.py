@@ -1,18 +1,31 @@
-"""Figures of a run folder: every figure in every format is written, readable, labelled with units."""
+"""Figures of a run folder: every figure in every format is written, readable, labelled with units;
+the G20 hand figure only for runs with the hand's channels."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 
 from experiments.plot_telemetry import main as plot_cli
 from experiments.plot_telemetry import plot_run
 from sim.errors import DockbenchError
-from telemetry.plots import FIGURES, make_figures, parse_formats, shade_segments
-from telemetry.run import Run
-from tests.test_metrics import SEGMENTS, write_synthetic_run
+from telemetry.plots import (
+    FIGURES,
+    HAND_ERROR_FLOOR,
+    figures_for,
+    hand_command_times,
+    make_figures,
+    parse_formats,
+    shade_segments,
+)
+from telemetry.run import Run, write_json
+from tests.test_metrics import DT, SEGMENTS, N, write_synthetic_run
+
+#: the figures of every run (the synthetic run has no hand channels)
+BASE_FIGURES = tuple(n for n in FIGURES if n != "hand")
 
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF", "svg": b"<?xml"}
 
@@ -24,8 +37,8 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_plot_run_writes_every_figure_in_every_format(run_dir: Path) -> None:
     files = plot_run(run_dir, formats=("png", "pdf"))
-    assert len(files) == 2 * len(FIGURES) == 12
-    assert [f.name for f in files] == [f"{n}.{ext}" for n in FIGURES for ext in ("png", "pdf")]
+    assert len(files) == 2 * len(BASE_FIGURES) == 12
+    assert [f.name for f in files] == [f"{n}.{ext}" for n in BASE_FIGURES for ext in ("png", "pdf")]
     for f in files:
         assert f.parent == run_dir and f.is_file()
         data = f.read_bytes()
@@ -34,22 +47,26 @@ def test_plot_run_writes_every_figure_in_every_format(run_dir: Path) -> None:
     assert not list(run_dir.glob("*.tmp"))  # atomic writes leave no temp files
 
 
+def _assert_units(name: str, fig: plt.Figure) -> None:
+    labelled = 0
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        labels = [ax.get_xlabel(), ax.get_ylabel()]
+        labels += [ax.get_zlabel()] if hasattr(ax, "get_zlabel") else []
+        for lab in labels:
+            if lab:
+                labelled += 1
+                assert "[" in lab and lab.rstrip().endswith("]"), f"{name}: label {lab!r} has no unit"
+    assert labelled >= 2, name
+
+
 def test_every_axis_label_carries_a_unit(run_dir: Path) -> None:
     figs = make_figures(Run.load(run_dir))
     try:
-        assert list(figs) == list(FIGURES)
+        assert list(figs) == list(BASE_FIGURES)
         for name, fig in figs.items():
-            labelled = 0
-            for ax in fig.axes:
-                if not ax.get_visible():
-                    continue
-                labels = [ax.get_xlabel(), ax.get_ylabel()]
-                labels += [ax.get_zlabel()] if hasattr(ax, "get_zlabel") else []
-                for lab in labels:
-                    if lab:
-                        labelled += 1
-                        assert "[" in lab and lab.rstrip().endswith("]"), f"{name}: label {lab!r} has no unit"
-            assert labelled >= 2, name
+            _assert_units(name, fig)
     finally:
         for fig in figs.values():
             plt.close(fig)
@@ -76,8 +93,9 @@ def test_segments_are_shaded_and_named(run_dir: Path) -> None:
 def test_cli(run_dir: Path, capsys: pytest.CaptureFixture) -> None:
     assert plot_cli([str(run_dir), "--format", "svg"]) == 0
     out = capsys.readouterr().out
-    assert f"{len(FIGURES)} figures" in out
-    assert all((run_dir / f"{n}.svg").is_file() for n in FIGURES)
+    assert f"{len(BASE_FIGURES)} figures" in out
+    assert all((run_dir / f"{n}.svg").is_file() for n in BASE_FIGURES)
+    assert not (run_dir / "hand.svg").exists()
     assert plot_cli([str(run_dir), "--format", "bmp"]) == 1
     assert "unknown figure format 'bmp'" in capsys.readouterr().err
     assert plot_cli([str(run_dir.parent / "nope")]) == 1
@@ -98,6 +116,115 @@ def test_empty_run_raises(tmp_path: Path) -> None:
     atomic_save_npz(folder / "telemetry.npz", {k: v[:0] for k, v in ch.items()})
     with pytest.raises(DockbenchError, match="no recorded steps"):
         plot_run(folder)
+
+
+# ------------------------------------------------------------------------------- G20 hand figure
+HAND_JOINTS = (
+    "thumb_cmc_pitch", "thumb_cmc_roll", "thumb_cmc_yaw", "thumb_mcp", "thumb_ip",
+    "index_mcp_pitch", "index_mcp_roll", "index_pip", "index_dip",
+    "middle_mcp_pitch", "middle_mcp_roll", "middle_pip", "middle_dip",
+    "ring_mcp_pitch", "ring_mcp_roll", "ring_pip", "ring_dip",
+    "pinky_mcp_pitch", "pinky_mcp_roll", "pinky_pip", "pinky_dip",
+)  # spec table order: 16 active + 5 mimic (thumb_ip, *_dip)
+HAND_COMMANDS = (1.0, 2.5)  # [s] close, then open
+PROJECTED = ((1100, 1150), (1400, 1400))  # step ranges (inclusive): two spans, one a single step
+FELL_BACK = (1130, 1130)
+
+
+def _write_hand_channels(folder: Path) -> Path:
+    """Add synthetic G20 hand channels (two commands, slewed at 5 rad/s, a penetration bump with
+    projected and fell-back steps) and the tool summary to a synthetic run folder."""
+    from telemetry.log import atomic_save_npz
+
+    run = Run.load(folder)
+    t = run.t
+    goal = np.zeros((N, len(HAND_JOINTS)))
+    goal[int(round(HAND_COMMANDS[0] / DT)) + 1:int(round(HAND_COMMANDS[1] / DT)) + 1] = 1.0
+    applied = np.zeros_like(goal)
+    for i in range(1, N):  # the pose follows the goal of its row at 5 rad/s
+        applied[i] = applied[i - 1] + np.clip(goal[i] - applied[i - 1], -5.0 * DT, 5.0 * DT)
+    pen = np.zeros(N)
+    pen[1100:1151] = 3e-4 * np.sin(np.linspace(0.0, np.pi, 51))
+    projected, fell_back = np.zeros(N), np.zeros(N)
+    for a, b in PROJECTED:
+        projected[a:b + 1] = 1.0
+    fell_back[FELL_BACK[0]:FELL_BACK[1] + 1] = 1.0
+    ch = dict(run.channels, hand_goal=goal, hand_applied=applied, hand_penetration=pen,
+              hand_projected=projected, hand_fell_back=fell_back)
+    atomic_save_npz(folder / "telemetry.npz", ch)
+    meta = dict(run.meta, tool_summary={
+        "tool": "g20_left", "joint_names": list(HAND_JOINTS),
+        "commands": [{"t": HAND_COMMANDS[0], "command": "half_fist"}, {"t": HAND_COMMANDS[1], "command": "open"}],
+    })
+    write_json(folder / "meta.json", meta)
+    assert t[-1] > HAND_COMMANDS[-1]
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hand_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _write_hand_channels(write_synthetic_run(tmp_path_factory.mktemp("plots_hand") / "run"))
+
+
+def test_hand_figure_content(hand_dir: Path) -> None:
+    run = Run.load(hand_dir)
+    assert figures_for(run) == FIGURES and FIGURES[-1] == "hand"
+    np.testing.assert_allclose(hand_command_times(run), HAND_COMMANDS, atol=1e-9)  # schedule times
+    fig = make_figures(run, ["hand"])["hand"]
+    try:
+        _assert_units("hand", fig)
+        angles, error, penetration = (ax for ax in fig.axes if ax.get_visible())
+        # (1) goal dashed + applied solid for each of the 16 active joints, labelled by joint name
+        data_lines = [ln for ln in angles.lines if len(ln.get_xdata()) == N]
+        assert len(data_lines) == 2 * 16
+        legend = [txt.get_text() for txt in angles.get_legend().get_texts()]
+        assert "thumb_cmc_pitch" in legend and "pinky_pip" in legend and "index_dip" not in legend
+        names = [txt.get_text().strip() for txt in angles.texts]
+        assert [n for n in names if n not in {s["name"] for s in SEGMENTS}] == ["half_fist", "open"]
+        # command lines (dash-dot, at the command times) on every row; segments shaded on every row
+        for ax in (angles, error, penetration):
+            cmd = [ln for ln in ax.lines if ln.get_linestyle() == "-." and len(ln.get_xdata()) == 2]
+            assert sorted(float(ln.get_xdata()[0]) for ln in cmd) == pytest.approx(HAND_COMMANDS)
+        # (2) log axis, the error floored (never 0) and the 0.02 rad line
+        assert error.get_yscale() == "log"
+        err_line = next(ln for ln in error.lines if len(ln.get_xdata()) == N)
+        assert np.min(err_line.get_ydata()) == HAND_ERROR_FLOOR
+        assert np.max(err_line.get_ydata()) == pytest.approx(1.0 - 5.0 * DT)  # one slew step in
+        assert any(list(ln.get_ydata()) == [0.02, 0.02] for ln in error.lines)
+        # (3) penetration in mm with the 0.5 mm line; 2 projected + 1 fell-back spans + 2 segments
+        pen_line = next(ln for ln in penetration.lines if len(ln.get_xdata()) == N)
+        assert np.max(pen_line.get_ydata()) == pytest.approx(0.3)
+        assert any(list(ln.get_ydata()) == [0.5, 0.5] for ln in penetration.lines)
+        assert len(penetration.patches) == len(PROJECTED) + 1 + len(SEGMENTS)
+        legend = [txt.get_text() for txt in penetration.get_legend().get_texts()]
+        assert "projected (52 steps)" in legend and "fell back (1 step)" in legend
+    finally:
+        plt.close(fig)
+
+
+def test_hand_figure_only_for_hand_runs(tmp_path: Path, run_dir: Path) -> None:
+    """Short real runs: the G20 run writes the extra hand figure, the probe run does not."""
+    from sim.loop import run as run_scenario
+    from sim.scenario import scenario_from_dict
+    from tests.helpers import scenario_dict
+
+    hand = scenario_dict("fr3_g20_tracking")
+    hand["tool"]["schedule"] = [{"t": 0.1, "preset": "half_fist"}]
+    hand_run = run_scenario(scenario_from_dict(hand), out_root=tmp_path, duration=0.5).run_dir
+    probe_run = run_scenario(scenario_from_dict(scenario_dict("fr3_tracking")), out_root=tmp_path,
+                             duration=0.3).run_dir
+    assert hand_run is not None and probe_run is not None
+
+    files = plot_run(hand_run)
+    assert [f.name for f in files] == [f"{n}.png" for n in FIGURES]  # 7: the six + hand
+    assert (hand_run / "hand.png").stat().st_size > 5_000
+    np.testing.assert_allclose(hand_command_times(Run.load(hand_run)), [0.1], atol=1e-9)
+
+    files = plot_run(probe_run)
+    assert [f.name for f in files] == [f"{n}.png" for n in BASE_FIGURES]  # 6: no hand figure
+    assert not (probe_run / "hand.png").exists()
+    with pytest.raises(DockbenchError, match="needs the channel 'hand_goal'"):
+        make_figures(Run.load(run_dir), ["hand"])
 
 
 # ----------------------------------------------------------------- tables (experiments/compare.py)
