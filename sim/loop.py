@@ -241,6 +241,13 @@ def simulate(
     tau_max = setup.plant.tau_max
     tau = np.zeros(setup.plant.nv)
     use_truth = sc.wrench.force_source == "truth"
+    observer = None
+    if sc.wrench.force_source == "observer":  # sensorless: the momentum observer's estimate (MATH.md §3)
+        from controllers.observer import MomentumObserver
+        from sim.wrench import WrenchState
+
+        observer = MomentumObserver(setup.plant, sc.wrench.observer_gain)
+        w_obs = WrenchState()  # keeps wp.state (the F/T reading) intact for telemetry
     quat = np.zeros(4)
     quat_des = np.zeros(4)
     mj_step = mujoco.mj_step
@@ -273,6 +280,9 @@ def simulate(
             if use_truth:
                 w.ext_world[:] = w.truth_world
                 w.ext_body[:] = w.truth_body
+            elif observer is not None:
+                observer.update(snap, tau)  # tau = the torque applied during the last step (clipped)
+                w = observer.fill_wrench_state(snap, w_obs)
             planner.evaluate(t, ref)
             ctrl.compute(snap, ref, w, cmd)
             np.clip(cmd.tau, -tau_max, tau_max, out=tau)

@@ -84,9 +84,10 @@ class StartConfig:
 @dataclass(frozen=True)
 class WrenchConfig:
     inertial_compensation: bool = param(False, doc="subtract the tool's inertial load from the F/T signal")
-    force_source: Literal["sensor", "truth"] = param(
-        "sensor", doc="wrench fed to the controller: the F/T site sensor or the contact truth"
+    force_source: Literal["sensor", "truth", "observer"] = param(
+        "sensor", doc="wrench fed to the controller: the F/T site sensor, the contact truth or the momentum observer"
     )
+    observer_gain: float = param(50.0, unit="1/s", gt=0.0, lt=2000.0, doc="momentum-observer gain K_O")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,706 @@
+"""Hierarchical QP (HQP) with adaptive compliance (Ren & Shan 2026 §3.2; MATH.md §3).
+
+Decision variable: the joint acceleration q̈ (nv,). Jacobian J = ``J_ee_lwa`` (LOCAL_WORLD_ALIGNED at
+the EE origin, rows [v; ω]); Λ = (J M⁻¹ Jᵀ)⁻¹. All task quantities are world axes at the EE origin.
+
+Adaptive compliance
+    α = σ(k_α ‖f_ext‖)            (``sigmoid: plain``, α = ½ in free space → K_r = K_0/2), or
+    α = 2σ(k_α ‖f_ext‖) − 1       (``sigmoid: shifted``, α = 0 in free space → K_r = K_0);
+    K_r = clip((1 − α) K_0, K_min, K_0),  K_min = ``k_min_ratio`` · K_0  (diagonal, per axis).
+    ‖f_ext‖ is the norm of the FORCE part of the external wrench [N] (a wrench norm would add N and
+    N·m).
+    D_r = Λ^½ K_r^½ + K_r^½ Λ^½ with symmetric square roots. Λ^½ comes from ONE ``eigh`` of
+    Λ⁻¹ = J M⁻¹ Jᵀ = V diag(μ) Vᵀ:  Λ = V diag(1/μ) Vᵀ,  Λ^½ = V diag(μ^−½) Vᵀ (no scipy).
+    F_r = −D_r Δν − K_r e_p,   e_p = [x − x_d; log(R R_dᵀ)],   Δν = ν − ν_d.
+
+Level 1 (task)
+    min ‖J q̈ + J̇ q̇ − a‖²,   a = ν̇_d + Λ⁻¹ (F_r + F_ext)
+    (F_ext: environment-on-tool wrench, world axes, moment moved from the sensor origin S to the EE
+    origin E: n_E = n_S + (p_S − p_E) × f.)
+
+Hard constraints (both levels), horizon Δ (``horizon``, default 0.05 s)
+    |q̇ + Δ q̈| ≤ q̇_max;   q_min ≤ q + Δ q̇ + ½ Δ² q̈ ≤ q_max          (a box lb ≤ q̈ ≤ ub)
+    τ_min − c ≤ M q̈ ≤ τ_max − c                                        (G q̈ ≤ h, G = [M; −M])
+    with c = h (+ the feedforward margin f + d|q̇| when the dissipation feedforward is on, so that
+    τ = M q̈ + h + τ_ff stays inside the limits; − Jᵀ F_ext with ``wrench_compensation``).
+    Joints whose velocity and position boxes do not intersect (only possible when the state is
+    already outside its limits) keep the velocity box (brake back inside at q̇_max).
+    Re-imposed every step, the position row is NOT a barrier: while it is active the distance to the
+    limit e obeys ë + (2/Δ) ė + (2/Δ²) e = 0 (ζ = 0.707), so a joint arriving at constant speed v
+    overshoots the limit by 0.067 Δ v (e = Δv e^(−t/Δ) cos(t/Δ), minimum at t = 3πΔ/4). The option
+    ``position_constraint: critical`` uses q + Δ q̇ + ¼ Δ² q̈ instead (ζ = 1: e = v (Δ + t) e^(−2t/Δ)
+    stays > 0 for a constant-speed approach) at the price of twice the braking acceleration. See
+    docs/theory/hqp.md.
+
+Level 2 (strictly lower priority)
+    q̈_2 = −D_j q̇ − K_j (q − q_ref) [+ k_sa ∇w(q) when w = sqrt(det(J Jᵀ)) < w_th],
+    min ‖q̈ − q̈_2‖²_M  subject to  J q̈ = J q̈_1 (level 1's optimal task acceleration) + constraints.
+    Because ‖J q̈ − b‖² is strictly convex in J q̈, fixing J q̈ = J q̈_1 fixes level 1's optimal SET
+    exactly: level 2 cannot change level 1's optimum (lexicographic HQP). The M-weighted metric
+    makes level 2 the dynamically consistent null-space motion.
+    ∇w is ANALYTIC from the snapshot's J alone (no Pinocchio call): for a serial chain of revolute
+    joints with the LWA Jacobian at the EE, columns J_k = [Jv_k; Jω_k],
+        ∂J_k/∂q_i = [Jω_i × Jv_k; Jω_i × Jω_k]   (i < k),    [Jω_k × Jv_i; 0]   (i ≥ k),
+    and ∂w/∂q_i = w tr(J⁺ ∂J/∂q_i), J⁺ = Jᵀ(J Jᵀ)⁻¹ (exact; checked against finite differences of
+    Pinocchio in tests/paper/test_hqp.py). Computed only when w < w_th.
+
+Solution
+    Unconstrained, the lexicographic optimum has the closed form
+    q̈* = q̈_2 + M⁻¹ Jᵀ Λ (b − J q̈_2),  b = a − J̇ q̇   (= J̄ b + N q̈_2).
+    ``qp_mode: auto`` (default) returns q̈* without calling a solver when it satisfies every
+    constraint: a convex program whose unconstrained optimum is feasible has that point as its
+    constrained optimum, level by level, so this is exactly the QP solution. Otherwise (or always
+    with ``qp_mode: always``) two QPs are solved through qpsolvers (``solver``: daqp | proxqp |
+    quadprog):
+        QP1: min ½ q̈ᵀ (JᵀJ + ε M) q̈ − (Jᵀ b + ε M q̈*)ᵀ q̈   s.t. lb ≤ q̈ ≤ ub, G q̈ ≤ h
+             (the ε-regulariser pulls toward q̈*, which zeroes ‖J q̈ − b‖, so it does not bias
+             level 1 when the constraints are inactive; it makes P positive definite);
+        QP2: min ½ q̈ᵀ M q̈ − (M q̈_2)ᵀ q̈   s.t. J q̈ = J q̈_1, lb ≤ q̈ ≤ ub, G q̈ ≤ h.
+    A failed QP1 falls back to q̈* (the unconstrained least-squares solution) and is counted. A failed
+    QP2 (typically quadprog on a degenerate equality, q̈_1 on a vertex of the constraint set) is
+    retried once with the equality relaxed to |J q̈ − J q̈_1| ≤ 1e-9 (1 + |J q̈_1|); if that fails too,
+    q̈_1 is kept. All counts show in :meth:`HQPController.summary`.
+
+Torque
+    τ = M q̈ + h + τ_ff   (``wrench_compensation: false``, MATH.md §3 literally), or
+    τ = M q̈ + h − Jᵀ F_ext + τ_ff   (``wrench_compensation: true``).
+    With the plant M q̈ + h = τ + Jᵀ F_ext, the literal form realises the task acceleration
+    a + Λ⁻¹ F_ext, i.e. Λ Δν̇ + D_r Δν + K_r e_p = 2 F_ext (the plant applies F_ext once more); the
+    compensated form realises a exactly, i.e. Λ Δν̇ + D_r Δν + K_r e_p = F_ext (the designed
+    impedance). See docs/theory/hqp.md.
+
+Sensorless mode (``force_source: observer``): F_ext comes from a
+:class:`controllers.observer.MomentumObserver` run inside the controller on the torque it
+commanded the previous step (feedforward included), with the plant's joint damping and sliding
+friction modelled from PlantInfo. Approximations: torque clipping by the loop is invisible to the
+controller (a clipped step feeds the observer the unclipped torque), and static joint friction is
+unobservable (it shows up in F̂).
+
+Diagnostics (``ctrl_<name>`` telemetry channels):
+    qp_status            0 closed form feasible (no QP needed), 1 QPs solved, 2 level-2 QP failed
+                         (level-1 kept), 3 level-1 QP failed → unconstrained LS fallback
+    qp_solve_time [s]    solver time of this step (closed form: its evaluation time)
+    qp_primal_residual   max constraint violation of the returned q̈ (box, torque rows, level-2
+                         equality) [rad/s², N·m]
+    qp_active            number of active inequality constraints (slack < 1e-7 relative)
+    level1_residual      ‖J q̈ + J̇ q̇ − a‖ [m/s², rad/s²]
+    alpha, k_r_trans, k_r_rot   adaptive-compliance state (K_r[0], K_r[3])
+    fext_x/y/z [N]       force used by the law (sensor or observer), world axes
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import qpsolvers
+
+from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
+from controllers.feedforward import DissipationFeedforward
+from controllers.observer import MomentumObserver
+from planners.base import Planner, Reference
+from sim.config import param
+from sim.dynamics import Snapshot
+from sim.errors import ScenarioError
+from sim.lie import so3_log
+from sim.wrench import WrenchState
+
+#: QP backends this controller accepts (all go through qpsolvers).
+QP_SOLVERS = ("daqp", "proxqp", "quadprog")
+#: per-backend options (proxqp: its default eps_abs = 1e-3 is far too lax; 1e-9 makes its ALM iterate
+#: for ms on the ε-regularised level-1 QP; 1e-7 agrees with daqp to ~1e-6)
+_SOLVER_OPTIONS: dict[str, dict] = {
+    "daqp": {},
+    "proxqp": {"eps_abs": 1e-7, "eps_rel": 0.0, "max_iter": 1000},
+    "quadprog": {},
+}
+#: qp_status codes (see module docstring)
+STATUS_CLOSED_FORM, STATUS_QP, STATUS_L2_FAILED, STATUS_FALLBACK = 0, 1, 2, 3
+#: relative slack below which an inequality counts as active
+ACTIVE_TOL = 1e-7
+#: relative (and absolute, N·m) tightening of the torque rows against solver round-off
+TORQUE_ROUNDOFF = 1e-9
+#: relative half-width of the level-2 band used when the exact level-2 equality QP fails
+LEVEL2_BAND = 1e-9
+
+
+@dataclass(frozen=True)
+class HQPConfig:
+    k0: tuple[float, float, float, float, float, float] = param(
+        (300.0, 300.0, 300.0, 50.0, 50.0, 50.0), unit="N/m | N·m/rad", gt=0.0, length=6,
+        doc="nominal stiffness K_0 (diagonal: 3 translational, 3 rotational)",
+    )
+    k_min_ratio: float = param(0.3, gt=0.0, le=1.0, doc="K_min = k_min_ratio · K_0")
+    k_alpha: float = param(0.5, unit="1/N", ge=0.0, doc="sigmoid slope k_α on ‖f_ext‖")
+    sigmoid: Literal["plain", "shifted"] = param(
+        "plain", doc="α = σ(k_α‖f‖) (plain, K_0/2 in free space) or 2σ(k_α‖f‖) − 1 (shifted, K_0)"
+    )
+    horizon: float = param(0.05, unit="s", gt=0.0, doc="constraint horizon Δ")
+    position_constraint: Literal["paper", "critical"] = param(
+        "paper",
+        doc="paper: q + Δq̇ + ½Δ²q̈ within limits (MATH.md; may overshoot by ≤ 0.067 Δ q̇); "
+            "critical: q + Δq̇ + ¼Δ²q̈ (critically damped approach, no overshoot at constant approach speed)",
+    )
+    k_j: float = param(5.0, unit="1/s²", ge=0.0, doc="level-2 posture stiffness K_j")
+    d_j: float = param(10.0, unit="1/s", ge=0.0, doc="level-2 posture damping D_j")
+    k_sa: float = param(500.0, unit="rad/s²", ge=0.0, doc="singularity-avoidance gain on ∇w")
+    w_th: float = param(0.08, ge=0.0, doc="manipulability threshold below which ∇w is active")
+    solver: Literal["daqp", "proxqp", "quadprog"] = param("daqp", doc="QP backend (via qpsolvers)")
+    qp_mode: Literal["auto", "always"] = param(
+        "auto", doc="auto: skip the QPs when the closed-form optimum is feasible (exact); always: solve both"
+    )
+    regularization: float = param(1e-8, gt=0.0, doc="ε of the level-1 QP regulariser ε M (relative)")
+    wrench_compensation: bool = param(
+        False, doc="τ = M q̈ + h − Jᵀ F_ext (realises the designed impedance exactly); false = MATH.md literal"
+    )
+    use_force_feedback: bool = param(True, doc="include F_ext in the level-1 target and in α")
+    force_source: Literal["sensor", "observer"] = param(
+        "sensor", doc="F_ext from the loop's wrench (sensor/truth) or from the internal momentum observer"
+    )
+    observer_gain: float = param(50.0, unit="1/s", gt=0.0, doc="momentum-observer gain K_O (sensorless mode)")
+    feedforward: Literal["torque", "velocity", "off"] = param(
+        "torque", doc="joint friction/damping feedforward mode (MATH.md §2)"
+    )
+
+    def validate(self) -> None:
+        # the observer's discrete update is stable for K_O Δt < 2; checked against the actual control
+        # period when the observer is built, and here against the default 1 ms
+        if self.observer_gain * 1e-3 >= 2.0:
+            raise ScenarioError(f"must be < 2000 1/s for a stable 1 kHz update, got {self.observer_gain}",
+                                key="observer_gain")
+
+
+class HQPProblem:
+    """The assembled two-level problem of one control step (see module docstring).
+
+    Arrays are preallocated and overwritten every step; copy them before storing.
+
+    Attributes:
+        J: (6, nv) task Jacobian (LWA at the EE).
+        a: (6,) level-1 target task acceleration ν̇_d + Λ⁻¹(F_r + F_ext).
+        b: (6,) a − J̇ q̇ (level 1 is ‖J q̈ − b‖²).
+        qdd_posture: (nv,) level-2 target q̈_2.
+        qdd_closed: (nv,) closed-form lexicographic optimum q̈* (constraints ignored).
+        P1, q1: level-1 QP cost ½ xᵀ P1 x + q1ᵀ x.
+        P2, q2: level-2 QP cost (P2 = M).
+        G, h: (2nv, nv), (2nv,) torque rows G x ≤ h.
+        lb, ub: (nv,) box from the velocity and position constraints.
+        A_eq, b_eq: level-2 equality J x = J q̈_1 (b_eq filled by :meth:`HQPController.solve`).
+        tau_offset: (nv,) τ = M q̈ + tau_offset (+ τ_ff): h, or h − Jᵀ F_ext.
+        K_r, D_r, F_r, Lambda, F_ext, e_p, dnu: adaptive-compliance terms (6,)/(6, 6).
+        alpha: sigmoid output; w: manipulability; qp_assembled: P/G/h filled this step.
+    """
+
+    __slots__ = (
+        "J", "a", "b", "qdd_posture", "qdd_closed", "P1", "q1", "P2", "q2", "G", "h", "lb", "ub",
+        "A_eq", "b_eq", "tau_offset", "K_r", "D_r", "F_r", "Lambda", "Lambda_inv", "F_ext", "e_p", "dnu",
+        "alpha", "w", "qp_assembled",
+    )
+
+    def __init__(self, nv: int):
+        self.J = np.zeros((6, nv))
+        self.a = np.zeros(6)
+        self.b = np.zeros(6)
+        self.qdd_posture = np.zeros(nv)
+        self.qdd_closed = np.zeros(nv)
+        self.P1 = np.zeros((nv, nv))
+        self.q1 = np.zeros(nv)
+        self.P2 = np.zeros((nv, nv))
+        self.q2 = np.zeros(nv)
+        self.G = np.zeros((2 * nv, nv))
+        self.h = np.zeros(2 * nv)
+        self.lb = np.zeros(nv)
+        self.ub = np.zeros(nv)
+        self.A_eq = self.J  # level-2 equality matrix is the task Jacobian itself
+        self.b_eq = np.zeros(6)
+        self.tau_offset = np.zeros(nv)
+        self.K_r = np.zeros(6)
+        self.D_r = np.zeros((6, 6))
+        self.F_r = np.zeros(6)
+        self.Lambda = np.zeros((6, 6))
+        self.Lambda_inv = np.zeros((6, 6))
+        self.F_ext = np.zeros(6)
+        self.e_p = np.zeros(6)
+        self.dnu = np.zeros(6)
+        self.alpha = 0.0
+        self.w = 0.0
+        self.qp_assembled = False
+
+
+class HQPSolution:
+    """Result of :meth:`HQPController.solve` (preallocated, overwritten every step).
+
+    Attributes:
+        qdd: (nv,) joint acceleration [rad/s²].
+        qdd_level1: (nv,) level-1 solution (QP1, or the closed form).
+        status: qp_status code (see module docstring).
+        solve_time: [s]; primal_residual: max constraint violation; n_active: active inequalities;
+        level1_residual: ‖J q̈ − b‖.
+    """
+
+    __slots__ = ("qdd", "qdd_level1", "status", "solve_time", "primal_residual", "n_active", "level1_residual")
+
+    def __init__(self, nv: int):
+        self.qdd = np.zeros(nv)
+        self.qdd_level1 = np.zeros(nv)
+        self.status = STATUS_CLOSED_FORM
+        self.solve_time = 0.0
+        self.primal_residual = 0.0
+        self.n_active = 0
+        self.level1_residual = 0.0
+
+
+def _cross_cols(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Column-wise cross products of two (3, n) arrays (np.cross with axis=0 is ~5x slower)."""
+    out = np.empty_like(a)
+    out[0] = a[1] * b[2] - a[2] * b[1]
+    out[1] = a[2] * b[0] - a[0] * b[2]
+    out[2] = a[0] * b[1] - a[1] * b[0]
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _tri_masks(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(strictly upper, lower incl. diagonal) 0/1 masks of an n×n matrix (read-only)."""
+    mu = np.triu(np.ones((n, n)), 1)
+    ml = 1.0 - mu
+    mu.flags.writeable = False
+    ml.flags.writeable = False
+    return mu, ml
+
+
+def manipulability_gradient(J: np.ndarray, w: float, out: np.ndarray | None = None) -> np.ndarray:
+    """∇w(q) (nv,) of w = sqrt(det(J Jᵀ)) from the LWA EE Jacobian alone (serial revolute chain).
+
+    ∂w/∂q_i = w tr(J⁺ ∂J/∂q_i) = w Σ_k P_k · ∂J_k/∂q_i  (P_k = [Pv_k; Pω_k] row k of J⁺), with
+    ∂J_k/∂q_i = [Jω_i × Jv_k; Jω_i × Jω_k] for i < k and [Jω_k × Jv_i; 0] for i ≥ k. By the scalar
+    triple product the two cases are matrix products:
+    i < k:  Jω_i · (Jv_k × Pv_k + Jω_k × Pω_k);   i ≥ k:  Jv_i · (Pv_k × Jω_k).
+    """
+    n = J.shape[1]
+    if out is None:
+        out = np.empty(n)
+    Jpinv = np.linalg.solve(J @ J.T, J)  # (6, n) = (J⁺)ᵀ
+    Jv, Jw = J[:3], J[3:]  # (3, n) columns = joints
+    Pv, Pw = Jpinv[:3], Jpinv[3:]
+    # the three column-wise cross products in one call: [Jv × Pv | Jω × Pω | Pv × Jω]
+    C = _cross_cols(np.hstack((Jv, Jw, Pv)), np.hstack((Pv, Pw, Jw)))
+    U = C[:, :n] + C[:, n : 2 * n]
+    upper = Jw.T @ U  # [i, k] = Jω_i · U_k
+    lower = Jv.T @ C[:, 2 * n :]  # [i, k] = Jv_i · (Pv_k × Jω_k)
+    mu, ml = _tri_masks(n)
+    upper *= mu
+    lower *= ml
+    upper += lower
+    upper.sum(axis=1, out=out)
+    out *= w
+    return out
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+@CONTROLLERS.register("hqp")
+class HQPController(Controller):
+    """Two-level HQP with adaptive compliance (see module docstring)."""
+
+    Config = HQPConfig
+    diag_names = (
+        "qp_status", "qp_solve_time", "qp_primal_residual", "qp_active", "level1_residual",
+        "alpha", "k_r_trans", "k_r_rot", "fext_x", "fext_y", "fext_z",
+    )
+
+    def __init__(self, config: HQPConfig, plant: PlantInfo, planner: Planner | None = None):
+        super().__init__(config, plant, planner)
+        if config.solver not in qpsolvers.available_solvers:
+            raise ScenarioError(
+                f"QP solver {config.solver!r} is not installed; available: {', '.join(qpsolvers.available_solvers)}",
+                key="controller.solver",
+            )
+        nv = plant.nv
+        self.nv = nv
+        c = config
+        self.K0 = np.array(c.k0, dtype=float)
+        self.Kmin = c.k_min_ratio * self.K0
+        self.ff = DissipationFeedforward(plant.dof_frictionloss, plant.dof_damping, c.feedforward)
+        # |τ_ff| ≤ f + d|q̇|: the torque rows are tightened by this margin when the feedforward is on
+        self._ff_f = plant.dof_frictionloss.copy() if c.feedforward != "off" else np.zeros(nv)
+        self._ff_d = plant.dof_damping.copy() if c.feedforward != "off" else np.zeros(nv)
+        self.q_ref = plant.q_home.copy()
+        self.prob = HQPProblem(nv)
+        self.sol = HQPSolution(nv)
+        self.solver_options = dict(_SOLVER_OPTIONS[c.solver])
+        self.observer = (
+            MomentumObserver(plant, c.observer_gain, model_damping=True, model_friction=True)
+            if c.force_source == "observer" else None
+        )
+        # work arrays
+        self._MinvJt = np.zeros((nv, 6))
+        self._Lhalf = np.zeros((6, 6))
+        self._k_half = np.zeros(6)
+        self._f6 = np.zeros(6)
+        self._g6 = np.zeros(6)
+        self._n = np.zeros(nv)
+        self._Mqdd = np.zeros(nv)
+        self._margin = np.zeros(nv)
+        self._lbv = np.zeros(nv)
+        self._ubv = np.zeros(nv)
+        D = c.horizon
+        self._inv_D = 1.0 / D
+        # position row q + Δ q̇ + c Δ² q̈ ≤ q_max, c = ½ (paper) or ¼ (critical) → q̈ ≤ k2 (q_max − q) − (k2 Δ) q̇
+        c2 = 0.5 if c.position_constraint == "paper" else 0.25
+        self._k2 = 1.0 / (c2 * D * D)
+        self._two_over_D = self._k2 * D
+        self._vmin_D = -plant.v_max / D
+        self._vmax_D = plant.v_max / D
+        self._qmin_k2 = self._k2 * plant.q_min
+        self._qmax_k2 = self._k2 * plant.q_max
+        self._has_margin = bool(np.any(self._ff_f != 0.0) or np.any(self._ff_d != 0.0))
+        # τ_max − f, tightened by TORQUE_ROUNDOFF so solver round-off never trips the loop's
+        # saturation flag (|τ_cmd| > τ_max)
+        self._tau_lim = plant.tau_max * (1.0 - TORQUE_ROUNDOFF) - TORQUE_ROUNDOFF
+        self._tau_lim_f = self._tau_lim - self._ff_f
+        self._slack = np.zeros(4 * nv)
+        self._scale = np.zeros(4 * nv)
+        self._G2 = np.zeros((2 * nv + 12, nv))
+        self._h2 = np.zeros(2 * nv + 12)
+        # qpsolvers problems built ONCE over the preallocated arrays (Problem keeps references, and
+        # every array is updated in place each step)
+        p = self.prob
+        self._qp1 = qpsolvers.Problem(p.P1, p.q1, p.G, p.h, None, None, p.lb, p.ub)
+        self._qp2 = qpsolvers.Problem(p.P2, p.q2, p.G, p.h, p.A_eq, p.b_eq, p.lb, p.ub)
+        self._qp2_band = qpsolvers.Problem(p.P2, p.q2, self._G2, self._h2, None, None, p.lb, p.ub)
+        self._tau_prev = np.zeros(nv)
+        self._grad_w = np.zeros(nv)
+        self._RRdT = np.zeros((3, 3))
+        self.tau = np.zeros(nv)
+        # counters for summary()
+        self.n_steps = 0
+        self.n_qp = 0
+        self.n_fail = 0
+        self.n_fail_l2 = 0
+        self.n_relaxed_l2 = 0
+        self.n_sa = 0
+
+    # ------------------------------------------------------------------------------------ lifecycle
+
+    def reset(self, snap: Snapshot, ref: Reference) -> None:
+        self.n_steps = self.n_qp = self.n_fail = self.n_fail_l2 = self.n_relaxed_l2 = self.n_sa = 0
+        self._tau_prev[:] = 0.0
+        if self.observer is not None:
+            self.observer.reset()
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "qp_steps": self.n_steps,
+            "qp_solved": self.n_qp,
+            "qp_failures": self.n_fail,
+            "qp_level2_failures": self.n_fail_l2,
+            "qp_level2_relaxed": self.n_relaxed_l2,
+            "qp_solver": self.config.solver,
+            "qp_mode": self.config.qp_mode,
+            "singularity_avoidance_steps": self.n_sa,
+        }
+
+    # ------------------------------------------------------------------------------------ build
+
+    def _adaptive_stiffness(self, force_norm: float, out: np.ndarray) -> float:
+        """K_r = clip((1 − α) K_0, K_min, K_0) into ``out``; returns α.
+
+        Both sigmoid forms give 1 − α ∈ [0, 1], so the clip reduces to K_0 · max(1 − α, k_min_ratio).
+        """
+        s = _sigmoid(self.config.k_alpha * force_norm)
+        alpha = s if self.config.sigmoid == "plain" else 2.0 * s - 1.0
+        np.multiply(self.K0, max(1.0 - alpha, self.config.k_min_ratio), out=out)
+        return alpha
+
+    def _external_wrench(self, snap: Snapshot, wrench: WrenchState, out: np.ndarray) -> None:
+        """F_ext, world axes, about the EE origin (from the sensor wrench or the observer)."""
+        if self.observer is not None:
+            out[:] = self.observer.update(snap, self._tau_prev)
+            return
+        ew = wrench.ext_world
+        out[:] = ew
+        # n_E = n_S + (p_S − p_E) × f
+        pS = snap.T_world_sensor[:3, 3]
+        pE = snap.p_ee_in_world
+        d0, d1, d2 = pS[0] - pE[0], pS[1] - pE[1], pS[2] - pE[2]
+        f0, f1, f2 = ew[0], ew[1], ew[2]
+        out[3] += d1 * f2 - d2 * f1
+        out[4] += d2 * f0 - d0 * f2
+        out[5] += d0 * f1 - d1 * f0
+
+    def _build_task(self, snap: Snapshot, ref: Reference, wrench: WrenchState) -> HQPProblem:
+        """Everything except the QP matrices: targets, box, closed form (the hot path)."""
+        c = self.config
+        p = self.prob
+        nv = self.nv
+        J = snap.J_ee_lwa
+        p.J[:] = J
+        F = p.F_ext
+        self._external_wrench(snap, wrench, F)
+        if not c.use_force_feedback:
+            F[:] = 0.0
+        fn = math.sqrt(F[0] * F[0] + F[1] * F[1] + F[2] * F[2])
+        p.alpha = self._adaptive_stiffness(fn, p.K_r)
+
+        # Λ⁻¹ = J M⁻¹ Jᵀ; one eigh gives Λ and Λ^½
+        MinvJt = self._MinvJt
+        np.matmul(snap.Minv, J.T, out=MinvJt)
+        Li = p.Lambda_inv
+        np.matmul(J, MinvJt, out=Li)
+        mu, V = np.linalg.eigh(Li)
+        np.matmul(V / mu, V.T, out=p.Lambda)
+        Lh = self._Lhalf
+        np.matmul(V / np.sqrt(mu), V.T, out=Lh)
+        kh = self._k_half
+        np.sqrt(p.K_r, out=kh)
+        # D_r = Λ^½ K^½ + K^½ Λ^½ (K diagonal: column / row scaling)
+        np.multiply(Lh, kh, out=p.D_r)
+        p.D_r += kh[:, None] * Lh
+
+        # pose and velocity errors
+        e = p.e_p
+        np.subtract(snap.p_ee_in_world, ref.pos, out=e[:3])
+        np.matmul(snap.R_world_ee, ref.R.T, out=self._RRdT)
+        e[3:] = so3_log(self._RRdT)
+        dnu = p.dnu
+        tw = snap.twist_ee_lwa
+        np.subtract(tw[:3], ref.vel, out=dnu[:3])
+        np.subtract(tw[3:], ref.omega, out=dnu[3:])
+        # F_r = −D_r Δν − K_r e_p
+        Fr = p.F_r
+        np.matmul(p.D_r, dnu, out=Fr)
+        Fr += p.K_r * e
+        np.negative(Fr, out=Fr)
+        # a = ν̇_d + Λ⁻¹ (F_r + F_ext);  b = a − J̇ q̇
+        g6 = self._g6
+        np.add(Fr, F, out=g6)
+        np.matmul(Li, g6, out=p.a)
+        p.a[:3] += ref.acc
+        p.a[3:] += ref.alpha
+        np.subtract(p.a, snap.dJdq_ee_lwa, out=p.b)
+
+        # level 2: q̈_2 = −D_j q̇ − K_j (q − q_ref) [+ k_sa ∇w]
+        q2 = p.qdd_posture
+        np.subtract(snap.q, self.q_ref, out=q2)
+        q2 *= -c.k_j
+        q2 -= c.d_j * snap.v
+        p.w = snap.manipulability
+        if c.k_sa > 0.0 and p.w < c.w_th:
+            manipulability_gradient(J, p.w, self._grad_w)
+            q2 += c.k_sa * self._grad_w
+            self.n_sa += 1
+
+        # closed form q̈* = q̈_2 + M⁻¹ Jᵀ Λ (b − J q̈_2)
+        np.matmul(J, q2, out=self._f6)
+        np.subtract(p.b, self._f6, out=self._f6)
+        np.matmul(p.Lambda, self._f6, out=g6)
+        np.matmul(MinvJt, g6, out=p.qdd_closed)
+        p.qdd_closed += q2
+
+        # τ offset: τ = M q̈ + offset (+ τ_ff)
+        np.copyto(p.tau_offset, snap.h)
+        if c.wrench_compensation:
+            p.tau_offset -= J.T @ F
+
+        # box over the horizon Δ (constants folded in __init__):
+        #   velocity  (±q̇_max − q̇)/Δ;   position  (2/Δ²)(q_lim − q) − (2/Δ) q̇
+        v, q = snap.v, snap.q
+        lbv, ubv, n = self._lbv, self._ubv, self._n
+        np.multiply(v, self._inv_D, out=n)
+        np.subtract(self._vmin_D, n, out=lbv)
+        np.subtract(self._vmax_D, n, out=ubv)
+        np.multiply(q, self._k2, out=n)
+        n += self._two_over_D * v
+        np.subtract(self._qmin_k2, n, out=p.lb)
+        np.subtract(self._qmax_k2, n, out=p.ub)
+        np.maximum(p.lb, lbv, out=p.lb)
+        np.minimum(p.ub, ubv, out=p.ub)
+        if (p.lb > p.ub).any():  # state already outside its limits: keep the velocity box there
+            bad = p.lb > p.ub
+            p.lb[bad] = lbv[bad]
+            p.ub[bad] = ubv[bad]
+        # torque rows: −τ_max + m − c ≤ M q̈ ≤ τ_max − m − c,  m = f + d|q̇| (feedforward margin)
+        m = self._margin
+        if self._has_margin:
+            np.abs(v, out=m)
+            m *= self._ff_d
+            np.subtract(self._tau_lim_f, m, out=m)  # τ_max − f − d|q̇|
+        else:
+            m[:] = self._tau_lim
+        np.subtract(m, p.tau_offset, out=p.h[:nv])
+        np.add(m, p.tau_offset, out=p.h[nv:])
+        p.qp_assembled = False
+        return p
+
+    def _assemble_qp(self, snap: Snapshot) -> None:
+        """Fill P1, q1, P2, q2, G (the QP matrices) of :attr:`prob`."""
+        p = self.prob
+        nv = self.nv
+        M = snap.M
+        eps = self.config.regularization
+        J = p.J
+        np.matmul(J.T, J, out=p.P1)
+        p.P1 += eps * M
+        # q1 = −(Jᵀ b + ε M q̈*)
+        np.matmul(M, p.qdd_closed, out=self._n)
+        self._n *= eps
+        np.matmul(J.T, p.b, out=p.q1)
+        p.q1 += self._n
+        np.negative(p.q1, out=p.q1)
+        p.P2[:] = M
+        np.matmul(M, p.qdd_posture, out=p.q2)
+        np.negative(p.q2, out=p.q2)
+        p.G[:nv] = M
+        np.negative(M, out=p.G[nv:])
+        p.qp_assembled = True
+
+    def build_problem(self, snap: Snapshot, ref: Reference, wrench: WrenchState) -> HQPProblem:
+        """Assemble the complete two-level problem of this step (no solve). The returned record is
+        reused: copy its arrays to keep them. Note: in sensorless mode this advances the observer."""
+        self._build_task(snap, ref, wrench)
+        self._assemble_qp(snap)
+        return self.prob
+
+    # ------------------------------------------------------------------------------------ solve
+
+    def _feasible(self, x: np.ndarray, snap: Snapshot) -> bool:
+        """All constraints hold at ``x`` (one min over the stacked slacks)."""
+        return bool(self._slacks(x, snap.M).min() >= 0.0)
+
+    def _qp(self, problem: qpsolvers.Problem) -> tuple[np.ndarray | None, float]:
+        """Solve one preassembled problem; (x or None on failure, wall time [s])."""
+        t0 = time.perf_counter()
+        s = qpsolvers.solve_problem(problem, solver=self.config.solver, **self.solver_options)
+        dt = time.perf_counter() - t0
+        ok = bool(s.found) and s.x is not None and bool(np.all(np.isfinite(s.x)))
+        return (s.x if ok else None), dt
+
+    def _slacks(self, x: np.ndarray, M: np.ndarray) -> np.ndarray:
+        """Stacked inequality slacks [x − lb; ub − x; h_top − M x; h_bot + M x] (≥ 0 when feasible)."""
+        p = self.prob
+        nv = self.nv
+        S = self._slack
+        np.subtract(x, p.lb, out=S[:nv])
+        np.subtract(p.ub, x, out=S[nv : 2 * nv])
+        Mx = self._Mqdd
+        np.matmul(M, x, out=Mx)
+        np.subtract(p.h[:nv], Mx, out=S[2 * nv : 3 * nv])
+        np.add(p.h[nv:], Mx, out=S[3 * nv :])
+        return S
+
+    def _stats(self, x: np.ndarray, M: np.ndarray, sol: HQPSolution, eq: bool) -> None:
+        """Primal residual (max violation) and active-inequality count of ``x``."""
+        p = self.prob
+        nv = self.nv
+        S = self._slacks(x, M)
+        viol = max(0.0, -float(S.min()))
+        if eq:
+            np.matmul(p.J, x, out=self._f6)
+            self._f6 -= p.b_eq
+            viol = max(viol, float(np.abs(self._f6).max()))
+        sol.primal_residual = viol
+        # active: slack ≤ ACTIVE_TOL (1 + |bound|)
+        T = self._scale
+        np.abs(p.lb, out=T[:nv])
+        np.abs(p.ub, out=T[nv : 2 * nv])
+        np.abs(p.h, out=T[2 * nv :])
+        T *= ACTIVE_TOL
+        T += ACTIVE_TOL
+        sol.n_active = int(np.count_nonzero(S <= T))
+
+    def solve(self, snap: Snapshot) -> HQPSolution:
+        """Solve the problem last built for ``snap`` (closed form when feasible in ``auto`` mode)."""
+        p = self.prob
+        sol = self.sol
+        t0 = time.perf_counter()
+        if self.config.qp_mode == "auto" and self._feasible(p.qdd_closed, snap):
+            sol.qdd[:] = p.qdd_closed
+            sol.qdd_level1[:] = p.qdd_closed
+            sol.status = STATUS_CLOSED_FORM
+            sol.solve_time = time.perf_counter() - t0
+            sol.primal_residual = 0.0
+            sol.n_active = 0
+        else:
+            if not p.qp_assembled:
+                self._assemble_qp(snap)
+            self.n_qp += 1
+            x1, dt1 = self._qp(self._qp1)
+            if x1 is None:
+                self.n_fail += 1
+                sol.qdd[:] = p.qdd_closed
+                sol.qdd_level1[:] = p.qdd_closed
+                sol.status = STATUS_FALLBACK
+                sol.solve_time = dt1
+                self._stats(sol.qdd, snap.M, sol, eq=False)
+            else:
+                sol.qdd_level1[:] = x1
+                np.matmul(p.J, x1, out=p.b_eq)
+                x2, dt2 = self._qp(self._qp2)
+                eq = True
+                if x2 is None:
+                    # degenerate equality (q̈_1 on a vertex of the constraints): retry once with the
+                    # equality relaxed to the band |J q̈ − J q̈_1| ≤ δ, δ = 1e-9 (1 + |J q̈_1|)
+                    self.n_relaxed_l2 += 1
+                    nv = self.nv
+                    G2, h2 = self._G2, self._h2
+                    G2[: 2 * nv] = p.G
+                    G2[2 * nv : 2 * nv + 6] = p.J
+                    np.negative(p.J, out=G2[2 * nv + 6 :])
+                    h2[: 2 * nv] = p.h
+                    delta = self._f6
+                    np.abs(p.b_eq, out=delta)
+                    delta += 1.0
+                    delta *= LEVEL2_BAND
+                    np.add(p.b_eq, delta, out=h2[2 * nv : 2 * nv + 6])
+                    np.subtract(delta, p.b_eq, out=h2[2 * nv + 6 :])
+                    x2, dt2b = self._qp(self._qp2_band)
+                    dt2 += dt2b
+                    eq = False
+                if x2 is None:
+                    self.n_fail_l2 += 1
+                    sol.qdd[:] = x1
+                    sol.status = STATUS_L2_FAILED
+                    self._stats(sol.qdd, snap.M, sol, eq=False)
+                else:
+                    sol.qdd[:] = x2
+                    sol.status = STATUS_QP
+                    self._stats(sol.qdd, snap.M, sol, eq=eq)
+                sol.solve_time = dt1 + dt2
+        f6 = self._f6
+        np.matmul(p.J, sol.qdd, out=f6)
+        f6 -= p.b
+        sol.level1_residual = math.sqrt(float(f6 @ f6))
+        return sol
+
+    # ------------------------------------------------------------------------------------ compute
+
+    def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        self.n_steps += 1
+        p = self._build_task(snap, ref, wrench)
+        sol = self.solve(snap)
+        tau = self.tau
+        np.matmul(snap.M, sol.qdd, out=tau)
+        tau += p.tau_offset
+        if self.ff.active:
+            tau += self.ff.compute(snap.v, tau)
+        cmd.tau[:] = tau
+        self._tau_prev[:] = tau
+        d = cmd.diag
+        d[0] = sol.status
+        d[1] = sol.solve_time
+        d[2] = sol.primal_residual
+        d[3] = sol.n_active
+        d[4] = sol.level1_residual
+        d[5] = p.alpha
+        d[6] = p.K_r[0]
+        d[7] = p.K_r[3]
+        d[8] = p.F_ext[0]
+        d[9] = p.F_ext[1]
+        d[10] = p.F_ext[2]
