@@ -108,6 +108,15 @@ def _start_and_goal(
         return T, T.copy(), np.array([0.0, 0.0, 1.0])
     Tb = asm.target.T_world_believed
     T_goal = Tb @ asm.target.goal_in_target()
+    if scenario.start.free_yaw:
+        # R_goal Rz(ψ) closest to the home EE orientation R_home: ψ = atan2(A10 − A01, A00 + A11), A = R_goalᵀ R_home
+        import pinocchio as pin
+
+        data = asm.pin_model.createData()
+        pin.framesForwardKinematics(asm.pin_model, data, q_home)
+        A = T_goal[:3, :3].T @ data.oMf[asm.frame_ids[asm.tool.ee_site]].rotation
+        psi = math.atan2(A[1, 0] - A[0, 1], A[0, 0] + A[1, 1])
+        T_goal[:3, :3] = T_goal[:3, :3] @ rpy_to_matrix(np.array([0.0, 0.0, psi]))
     axis = Tb[:3, 2].copy()
     T_start = T_goal.copy()
     T_start[:3, 3] = Tb[:3, 3] + scenario.start.standoff * axis + np.array(scenario.start.offset)

@@ -73,6 +73,11 @@ class StartConfig:
     offset: tuple[float, float, float] = param(
         (0.0, 0.0, 0.0), unit="m", length=3, doc="extra world-frame offset of the start EE position"
     )
+    free_yaw: bool = param(
+        True,
+        doc="the seated rotation about the mating axis is free (axisymmetric probe): pick the one closest "
+        "to the robot's home EE orientation, keeping the wrist mid-range",
+    )
     rpy_offset_deg: tuple[float, float, float] = param(
         (0.0, 0.0, 0.0),
         unit="deg",
