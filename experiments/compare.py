@@ -33,16 +33,11 @@ if __package__ in (None, ""):  # allow `python experiments/compare.py` from a ch
 
 from sim.errors import DockbenchError  # noqa: E402
 from telemetry.log import atomic_write_text  # noqa: E402
+from telemetry.metrics import HEADLINE_METRICS  # noqa: E402
 
 #: The default columns (metric names of telemetry.metrics.METRICS), in table order.
 DEFAULT_METRICS: tuple[str, ...] = (
-    "docking.depth",
-    "docking.lateral",
-    "docking.tilt_deg",
-    "contact.peak_force_truth",
-    "contact.peak_force_ft",
-    "contact.steady_axial_force_truth",
-    "tracking.pos_rms",
+    *HEADLINE_METRICS,
     "tracking.max_segment_pos_rms",
     "tracking.max_segment_pos_peak",
     "tracking.rot_rms_deg",

@@ -44,19 +44,9 @@ def format_summary(result, scenario) -> str:
         f"status     {result.status}   simulated {tm.get('sim_s', 0):.3f} s in {tm.get('wall_s', 0):.2f} s "
         f"wall  →  {tm.get('real_time_factor', 0):.1f}× real time"
     )
-    keys = [
-        "docking.depth",
-        "docking.lateral",
-        "docking.tilt_deg",
-        "contact.peak_force_truth",
-        "contact.peak_force_ft",
-        "contact.steady_axial_force_truth",
-        "tracking.pos_rms",
-        "tracking.pos_peak",
-        "tracking.rot_rms_deg",
-        "safety.saturation_ratio",
-    ]
-    from telemetry.metrics import METRICS
+    from telemetry.metrics import HEADLINE_METRICS, METRICS
+
+    keys = (*HEADLINE_METRICS, "tracking.pos_peak", "tracking.rot_rms_deg", "safety.saturation_ratio")
 
     for k in keys:
         if k in result.metrics:

@@ -85,6 +85,17 @@ METRICS: dict[str, tuple[str, str]] = {
     "hand.fallback_count": ("", "G20 hand: steps whose projection fell back to the last safe pose"),
 }
 
+#: The metrics every report leads with (run summary, comparison table, regression baseline).
+HEADLINE_METRICS: tuple[str, ...] = (
+    "docking.depth",
+    "docking.lateral",
+    "docking.tilt_deg",
+    "contact.peak_force_truth",
+    "contact.peak_force_ft",
+    "contact.steady_axial_force_truth",
+    "tracking.pos_rms",
+)
+
 #: Target types (or type prefixes) with a mating axis, for which the docking layer is computed.
 MATING_TARGETS: tuple[str, ...] = ("drogue",)
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from telemetry.metrics import HEADLINE_METRICS
+
 REPO = Path(__file__).resolve().parent.parent.parent
 SCENARIOS_DIR = REPO / "scenarios"
 BASELINE_PATH = Path(__file__).resolve().parent / "baseline.json"
@@ -31,13 +33,7 @@ REFRESH_COMMAND = "python -m tests.regression.refresh_baseline"
 #: Metrics recorded in the baseline for every gated scenario (when the run computes them), besides
 #: the scenario's own gated metrics.
 KEY_METRICS: tuple[str, ...] = (
-    "docking.depth",
-    "docking.lateral",
-    "docking.tilt_deg",
-    "contact.peak_force_truth",
-    "contact.peak_force_ft",
-    "contact.steady_axial_force_truth",
-    "tracking.pos_rms",
+    *HEADLINE_METRICS,
     "tracking.pos_peak",
     "tracking.rot_rms_deg",
     "tracking.max_segment_pos_rms",
