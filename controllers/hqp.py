@@ -86,11 +86,17 @@ Diagnostics (``ctrl_<name>`` telemetry channels):
     level1_residual      ‖J q̈ + J̇ q̇ − a‖ [m/s², rad/s²]
     alpha, k_r_trans, k_r_rot   adaptive-compliance state (K_r[0], K_r[3])
     fext_x/y/z [N]       force used by the law (sensor or observer), world axes
+
+Implementation (1 kHz loop): 3- and 6-vector algebra and the per-joint box, torque rows and closed-form
+feasibility test run on Python floats (one numpy call on a 7-vector costs more than the arithmetic);
+Λ and Λ^½ come from LAPACK ``dsyevd`` (the routine behind ``np.linalg.eigh``) called directly;
+∇w uses a Cholesky solve (``dposv``) and running sums over the joints instead of the masked
+products. tests/paper/test_hqp.py checks the built problem and the closed form against a
+straightforward numpy implementation of the same equations.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from dataclasses import dataclass
@@ -98,6 +104,8 @@ from typing import Literal
 
 import numpy as np
 import qpsolvers
+from scipy.linalg.lapack import dposv as _dposv
+from scipy.linalg.lapack import dsyevd as _dsyevd
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
@@ -106,7 +114,7 @@ from planners.base import Planner, Reference
 from sim.config import param
 from sim.dynamics import Snapshot
 from sim.errors import ScenarioError
-from sim.lie import so3_log
+from sim.lie import so3_log_floats
 from sim.wrench import WrenchState
 
 #: QP backends this controller accepts (all go through qpsolvers).
@@ -254,50 +262,39 @@ class HQPSolution:
         self.level1_residual = 0.0
 
 
-def _cross_cols(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Column-wise cross products of two (3, n) arrays (np.cross with axis=0 is ~5x slower)."""
-    out = np.empty_like(a)
-    out[0] = a[1] * b[2] - a[2] * b[1]
-    out[1] = a[2] * b[0] - a[0] * b[2]
-    out[2] = a[0] * b[1] - a[1] * b[0]
-    return out
-
-
-@functools.lru_cache(maxsize=8)
-def _tri_masks(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(strictly upper, lower incl. diagonal) 0/1 masks of an n×n matrix (read-only)."""
-    mu = np.triu(np.ones((n, n)), 1)
-    ml = 1.0 - mu
-    mu.flags.writeable = False
-    ml.flags.writeable = False
-    return mu, ml
-
-
 def manipulability_gradient(J: np.ndarray, w: float, out: np.ndarray | None = None) -> np.ndarray:
     """∇w(q) (nv,) of w = sqrt(det(J Jᵀ)) from the LWA EE Jacobian alone (serial revolute chain).
 
     ∂w/∂q_i = w tr(J⁺ ∂J/∂q_i) = w Σ_k P_k · ∂J_k/∂q_i  (P_k = [Pv_k; Pω_k] row k of J⁺), with
     ∂J_k/∂q_i = [Jω_i × Jv_k; Jω_i × Jω_k] for i < k and [Jω_k × Jv_i; 0] for i ≥ k. By the scalar
-    triple product the two cases are matrix products:
-    i < k:  Jω_i · (Jv_k × Pv_k + Jω_k × Pω_k);   i ≥ k:  Jv_i · (Pv_k × Jω_k).
+    triple product the two cases are
+    i < k:  Jω_i · U_k,  U_k = Jv_k × Pv_k + Jω_k × Pω_k;   i ≥ k:  Jv_i · C_k,  C_k = Pv_k × Jω_k,
+    so ∂w/∂q_i = w (Jω_i · Σ_{k>i} U_k + Jv_i · Σ_{k≤i} C_k): two running sums over the joints.
     """
     n = J.shape[1]
     if out is None:
         out = np.empty(n)
-    Jpinv = np.linalg.solve(J @ J.T, J)  # (6, n) = (J⁺)ᵀ
-    Jv, Jw = J[:3], J[3:]  # (3, n) columns = joints
-    Pv, Pw = Jpinv[:3], Jpinv[3:]
-    # the three column-wise cross products in one call: [Jv × Pv | Jω × Pω | Pv × Jω]
-    C = _cross_cols(np.hstack((Jv, Jw, Pv)), np.hstack((Pv, Pw, Jw)))
-    U = C[:, :n] + C[:, n : 2 * n]
-    upper = Jw.T @ U  # [i, k] = Jω_i · U_k
-    lower = Jv.T @ C[:, 2 * n :]  # [i, k] = Jv_i · (Pv_k × Jω_k)
-    mu, ml = _tri_masks(n)
-    upper *= mu
-    lower *= ml
-    upper += lower
-    upper.sum(axis=1, out=out)
-    out *= w
+    JJt = J @ J.T
+    _, Jpinv, info = _dposv(JJt, J)  # (6, n) = (J⁺)ᵀ = (J Jᵀ)⁻¹ J, J Jᵀ SPD for full row rank
+    if info != 0:
+        Jpinv = np.linalg.solve(JJt, J)
+    cols = tuple(zip(J.T.tolist(), Jpinv.T.tolist(), strict=True))  # per joint i: ([Jv_i; Jω_i], [Pv_i; Pω_i])
+    lower = []  # Jv_i · Σ_{k≤i} C_k
+    s0 = s1 = s2 = 0.0
+    for (a0, a1, a2, b0, b1, b2), (c0, c1, c2, _, _, _) in cols:
+        s0 += c1 * b2 - c2 * b1
+        s1 += c2 * b0 - c0 * b2
+        s2 += c0 * b1 - c1 * b0
+        lower.append(a0 * s0 + a1 * s1 + a2 * s2)
+    g = []  # w (Jv_i · Σ_{k≤i} C_k + Jω_i · Σ_{k>i} U_k), from the last joint backwards
+    u0 = u1 = u2 = 0.0
+    for ((a0, a1, a2, b0, b1, b2), (c0, c1, c2, d0, d1, d2)), lo in zip(reversed(cols), reversed(lower), strict=True):
+        g.append(w * (lo + b0 * u0 + b1 * u1 + b2 * u2))
+        u0 += a1 * c2 - a2 * c1 + (b1 * d2 - b2 * d1)
+        u1 += a2 * c0 - a0 * c2 + (b2 * d0 - b0 * d2)
+        u2 += a0 * c1 - a1 * c0 + (b0 * d1 - b1 * d0)
+    g.reverse()
+    out[:] = g
     return out
 
 
@@ -341,15 +338,22 @@ class HQPController(Controller):
         )
         # work arrays
         self._MinvJt = np.zeros((nv, 6))
-        self._Lhalf = np.zeros((6, 6))
+        # Λ and Λ^½ as the two halves of one (12, 6) product [V/μ; V/√μ] Vᵀ (p.Lambda is a view)
+        self._LL = np.zeros((12, 6))
+        self.prob.Lambda = self._LL[:6]
+        self._Lhalf = self._LL[6:]
+        self._VS = np.zeros((12, 6))
         self._k_half = np.zeros(6)
+        self._k_half_col = self._k_half[:, None]
+        self._S6 = np.zeros((6, 6))
+        self._K0_t = tuple(self.K0.tolist())
+        self._q_ref_t = tuple(self.q_ref.tolist())
+        self._Mx = np.zeros(nv)  # M q̈* of the closed form (this step)
+        self._closed_feasible = False
         self._f6 = np.zeros(6)
         self._g6 = np.zeros(6)
         self._n = np.zeros(nv)
         self._Mqdd = np.zeros(nv)
-        self._margin = np.zeros(nv)
-        self._lbv = np.zeros(nv)
-        self._ubv = np.zeros(nv)
         D = c.horizon
         self._inv_D = 1.0 / D
         # position row q + Δ q̇ + c Δ² q̈ ≤ q_max, c = ½ (paper) or ¼ (critical) → q̈ ≤ k2 (q_max − q) − (k2 Δ) q̇
@@ -365,6 +369,13 @@ class HQPController(Controller):
         # saturation flag (|τ_cmd| > τ_max)
         self._tau_lim = plant.tau_max * (1.0 - TORQUE_ROUNDOFF) - TORQUE_ROUNDOFF
         self._tau_lim_f = self._tau_lim - self._ff_f
+        # per joint: (−q̇_max/Δ, q̇_max/Δ, k2 q_min, k2 q_max, torque limit less the feedforward margin
+        # f, its d of d|q̇|) for the float path of _build_task
+        tl = self._tau_lim_f if self._has_margin else self._tau_lim
+        fd = self._ff_d if self._has_margin else np.zeros(nv)
+        self._joint_consts = tuple(
+            zip(*(a.tolist() for a in (self._vmin_D, self._vmax_D, self._qmin_k2, self._qmax_k2, tl, fd)), strict=True)
+        )
         self._slack = np.zeros(4 * nv)
         self._scale = np.zeros(4 * nv)
         self._G2 = np.zeros((2 * nv + 12, nv))
@@ -377,7 +388,6 @@ class HQPController(Controller):
         self._qp2_band = qpsolvers.Problem(p.P2, p.q2, self._G2, self._h2, None, None, p.lb, p.ub)
         self._tau_prev = np.zeros(nv)
         self._grad_w = np.zeros(nv)
-        self._RRdT = np.zeros((3, 3))
         self.tau = np.zeros(nv)
         # counters for summary()
         self.n_steps = 0
@@ -414,128 +424,161 @@ class HQPController(Controller):
 
         Both sigmoid forms give 1 − α ∈ [0, 1], so the clip reduces to K_0 · max(1 − α, k_min_ratio).
         """
-        s = _sigmoid(self.config.k_alpha * force_norm)
-        alpha = s if self.config.sigmoid == "plain" else 2.0 * s - 1.0
-        np.multiply(self.K0, max(1.0 - alpha, self.config.k_min_ratio), out=out)
+        alpha, scale = self._stiffness_scale(force_norm)
+        np.multiply(self.K0, scale, out=out)
         return alpha
 
-    def _external_wrench(self, snap: Snapshot, wrench: WrenchState, out: np.ndarray) -> None:
-        """F_ext, world axes, about the EE origin (from the sensor wrench or the observer)."""
-        if self.observer is not None:
-            out[:] = self.observer.update(snap, self._tau_prev)
-            return
-        ew = wrench.ext_world
-        out[:] = ew
-        # n_E = n_S + (p_S − p_E) × f
-        pS = snap.T_world_sensor[:3, 3]
-        pE = snap.p_ee_in_world
-        d0, d1, d2 = pS[0] - pE[0], pS[1] - pE[1], pS[2] - pE[2]
-        f0, f1, f2 = ew[0], ew[1], ew[2]
-        out[3] += d1 * f2 - d2 * f1
-        out[4] += d2 * f0 - d0 * f2
-        out[5] += d0 * f1 - d1 * f0
+    def _stiffness_scale(self, force_norm: float) -> tuple[float, float]:
+        """(α, max(1 − α, k_min_ratio)): K_r = K_0 times the second."""
+        s = _sigmoid(self.config.k_alpha * force_norm)
+        alpha = s if self.config.sigmoid == "plain" else 2.0 * s - 1.0
+        return alpha, max(1.0 - alpha, self.config.k_min_ratio)
 
     def _build_task(self, snap: Snapshot, ref: Reference, wrench: WrenchState) -> HQPProblem:
-        """Everything except the QP matrices: targets, box, closed form (the hot path)."""
+        """Everything except the QP matrices: targets, box, closed form (the hot path). Also records
+        whether the closed form satisfies every constraint (``_closed_feasible``, the test of
+        :meth:`_feasible` evaluated on floats) and its M q̈* (``_Mx``)."""
         c = self.config
         p = self.prob
-        nv = self.nv
         J = snap.J_ee_lwa
         p.J[:] = J
-        F = p.F_ext
-        self._external_wrench(snap, wrench, F)
+        x0, x1, x2 = snap.p_ee_in_world.tolist()
+        # F_ext, world axes, about the EE origin (from the sensor wrench or the observer)
+        if self.observer is not None:
+            f = self.observer.update(snap, self._tau_prev).tolist()
+        else:
+            e0, e1, e2, e3, e4, e5 = wrench.ext_world.tolist()
+            (_, _, _, s0), (_, _, _, s1), (_, _, _, s2), _ = snap.T_world_sensor.tolist()
+            # n_E = n_S + (p_S − p_E) × f
+            d0, d1, d2 = s0 - x0, s1 - x1, s2 - x2
+            f = [e0, e1, e2, e3 + (d1 * e2 - d2 * e1), e4 + (d2 * e0 - d0 * e2), e5 + (d0 * e1 - d1 * e0)]
         if not c.use_force_feedback:
-            F[:] = 0.0
-        fn = math.sqrt(F[0] * F[0] + F[1] * F[1] + F[2] * F[2])
-        p.alpha = self._adaptive_stiffness(fn, p.K_r)
+            f = [0.0] * 6
+        p.F_ext[:] = f
+        f0, f1, f2 = f[0], f[1], f[2]
+        p.alpha, scale = self._stiffness_scale(math.sqrt(f0 * f0 + f1 * f1 + f2 * f2))
+        kr = [k * scale for k in self._K0_t]
+        p.K_r[:] = kr
 
-        # Λ⁻¹ = J M⁻¹ Jᵀ; one eigh gives Λ and Λ^½
+        # Λ⁻¹ = J M⁻¹ Jᵀ = V diag(μ) Vᵀ (LAPACK dsyevd on the lower triangle, as np.linalg.eigh):
+        # Λ = V diag(1/μ) Vᵀ, Λ^½ = V diag(μ^−½) Vᵀ
         MinvJt = self._MinvJt
         np.matmul(snap.Minv, J.T, out=MinvJt)
         Li = p.Lambda_inv
         np.matmul(J, MinvJt, out=Li)
-        mu, V = np.linalg.eigh(Li)
-        np.matmul(V / mu, V.T, out=p.Lambda)
-        Lh = self._Lhalf
-        np.matmul(V / np.sqrt(mu), V.T, out=Lh)
+        mu, V, info = _dsyevd(Li, lower=1)
+        if info != 0:
+            mu, V = np.linalg.eigh(Li)
+        VS = self._VS
+        np.divide(V, mu, out=VS[:6])
+        np.sqrt(mu, out=mu)
+        np.divide(V, mu, out=VS[6:])
+        np.matmul(VS, V.T, out=self._LL)  # [Λ; Λ^½]
+        # D_r = Λ^½ K^½ + K^½ Λ^½ (K diagonal): (D_r)_ij = (Λ^½)_ij (√K_i + √K_j)
         kh = self._k_half
         np.sqrt(p.K_r, out=kh)
-        # D_r = Λ^½ K^½ + K^½ Λ^½ (K diagonal: column / row scaling)
-        np.multiply(Lh, kh, out=p.D_r)
-        p.D_r += kh[:, None] * Lh
+        np.add(self._k_half_col, kh, out=self._S6)
+        np.multiply(self._Lhalf, self._S6, out=p.D_r)
 
-        # pose and velocity errors
-        e = p.e_p
-        np.subtract(snap.p_ee_in_world, ref.pos, out=e[:3])
-        np.matmul(snap.R_world_ee, ref.R.T, out=self._RRdT)
-        e[3:] = so3_log(self._RRdT)
+        # pose and velocity errors: e_p = [x − x_d; log(R R_dᵀ)], Δν = ν − ν_d
+        (r00, r01, r02), (r10, r11, r12), (r20, r21, r22) = snap.R_world_ee.tolist()
+        (b00, b01, b02), (b10, b11, b12), (b20, b21, b22) = ref.R.tolist()
+        w0, w1, w2 = so3_log_floats(
+            r00 * b00 + r01 * b01 + r02 * b02,
+            r00 * b10 + r01 * b11 + r02 * b12,
+            r00 * b20 + r01 * b21 + r02 * b22,
+            r10 * b00 + r11 * b01 + r12 * b02,
+            r10 * b10 + r11 * b11 + r12 * b12,
+            r10 * b20 + r11 * b21 + r12 * b22,
+            r20 * b00 + r21 * b01 + r22 * b02,
+            r20 * b10 + r21 * b11 + r22 * b12,
+            r20 * b20 + r21 * b21 + r22 * b22,
+        )
+        g0, g1, g2 = ref.pos.tolist()
+        e = (x0 - g0, x1 - g1, x2 - g2, w0, w1, w2)
+        p.e_p[:] = e
+        t0, t1, t2, t3, t4, t5 = snap.twist_ee_lwa.tolist()
+        g0, g1, g2 = ref.vel.tolist()
+        o0, o1, o2 = ref.omega.tolist()
         dnu = p.dnu
-        tw = snap.twist_ee_lwa
-        np.subtract(tw[:3], ref.vel, out=dnu[:3])
-        np.subtract(tw[3:], ref.omega, out=dnu[3:])
-        # F_r = −D_r Δν − K_r e_p
-        Fr = p.F_r
-        np.matmul(p.D_r, dnu, out=Fr)
-        Fr += p.K_r * e
-        np.negative(Fr, out=Fr)
-        # a = ν̇_d + Λ⁻¹ (F_r + F_ext);  b = a − J̇ q̇
+        dnu[:] = (t0 - g0, t1 - g1, t2 - g2, t3 - o0, t4 - o1, t5 - o2)
+        # F_r = −D_r Δν − K_r e_p;  a = ν̇_d + Λ⁻¹ (F_r + F_ext);  b = a − J̇ q̇
+        t0, t1, t2, t3, t4, t5 = np.matmul(p.D_r, dnu, out=self._f6).tolist()
+        k0, k1, k2, k3, k4, k5 = kr
+        e0, e1, e2 = e[0], e[1], e[2]
+        Fr = (-(t0 + k0 * e0), -(t1 + k1 * e1), -(t2 + k2 * e2), -(t3 + k3 * w0), -(t4 + k4 * w1), -(t5 + k5 * w2))
+        p.F_r[:] = Fr
         g6 = self._g6
-        np.add(Fr, F, out=g6)
-        np.matmul(Li, g6, out=p.a)
-        p.a[:3] += ref.acc
-        p.a[3:] += ref.alpha
-        np.subtract(p.a, snap.dJdq_ee_lwa, out=p.b)
+        g6[:] = (Fr[0] + f0, Fr[1] + f1, Fr[2] + f2, Fr[3] + f[3], Fr[4] + f[4], Fr[5] + f[5])
+        t0, t1, t2, t3, t4, t5 = np.matmul(Li, g6, out=p.a).tolist()
+        g0, g1, g2 = ref.acc.tolist()
+        o0, o1, o2 = ref.alpha.tolist()
+        a = (t0 + g0, t1 + g1, t2 + g2, t3 + o0, t4 + o1, t5 + o2)
+        p.a[:] = a
+        t0, t1, t2, t3, t4, t5 = snap.dJdq_ee_lwa.tolist()
+        p.b[:] = (a[0] - t0, a[1] - t1, a[2] - t2, a[3] - t3, a[4] - t4, a[5] - t5)
 
         # level 2: q̈_2 = −D_j q̇ − K_j (q − q_ref) [+ k_sa ∇w]
-        q2 = p.qdd_posture
-        np.subtract(snap.q, self.q_ref, out=q2)
-        q2 *= -c.k_j
-        q2 -= c.d_j * snap.v
+        q = snap.q.tolist()
+        v = snap.v.tolist()
+        mkj, dj = -c.k_j, c.d_j
+        q2 = [(qi - qr) * mkj - dj * vi for qi, qr, vi in zip(q, self._q_ref_t, v, strict=True)]
         p.w = snap.manipulability
         if c.k_sa > 0.0 and p.w < c.w_th:
-            manipulability_gradient(J, p.w, self._grad_w)
-            q2 += c.k_sa * self._grad_w
+            ksa = c.k_sa
+            gw = manipulability_gradient(J, p.w, self._grad_w).tolist()
+            q2 = [a + ksa * gi for a, gi in zip(q2, gw, strict=True)]
             self.n_sa += 1
+        p.qdd_posture[:] = q2
 
         # closed form q̈* = q̈_2 + M⁻¹ Jᵀ Λ (b − J q̈_2)
-        np.matmul(J, q2, out=self._f6)
-        np.subtract(p.b, self._f6, out=self._f6)
-        np.matmul(p.Lambda, self._f6, out=g6)
+        f6 = self._f6
+        np.matmul(J, p.qdd_posture, out=f6)
+        np.subtract(p.b, f6, out=f6)
+        np.matmul(p.Lambda, f6, out=g6)
         np.matmul(MinvJt, g6, out=p.qdd_closed)
-        p.qdd_closed += q2
+        p.qdd_closed += p.qdd_posture
 
         # τ offset: τ = M q̈ + offset (+ τ_ff)
         np.copyto(p.tau_offset, snap.h)
         if c.wrench_compensation:
-            p.tau_offset -= J.T @ F
+            p.tau_offset -= J.T @ p.F_ext
 
-        # box over the horizon Δ (constants folded in __init__):
-        #   velocity  (±q̇_max − q̇)/Δ;   position  (2/Δ²)(q_lim − q) − (2/Δ) q̇
-        v, q = snap.v, snap.q
-        lbv, ubv, n = self._lbv, self._ubv, self._n
-        np.multiply(v, self._inv_D, out=n)
-        np.subtract(self._vmin_D, n, out=lbv)
-        np.subtract(self._vmax_D, n, out=ubv)
-        np.multiply(q, self._k2, out=n)
-        n += self._two_over_D * v
-        np.subtract(self._qmin_k2, n, out=p.lb)
-        np.subtract(self._qmax_k2, n, out=p.ub)
-        np.maximum(p.lb, lbv, out=p.lb)
-        np.minimum(p.ub, ubv, out=p.ub)
-        if (p.lb > p.ub).any():  # state already outside its limits: keep the velocity box there
-            bad = p.lb > p.ub
-            p.lb[bad] = lbv[bad]
-            p.ub[bad] = ubv[bad]
-        # torque rows: −τ_max + m − c ≤ M q̈ ≤ τ_max − m − c,  m = f + d|q̇| (feedforward margin)
-        m = self._margin
-        if self._has_margin:
-            np.abs(v, out=m)
-            m *= self._ff_d
-            np.subtract(self._tau_lim_f, m, out=m)  # τ_max − f − d|q̇|
-        else:
-            m[:] = self._tau_lim
-        np.subtract(m, p.tau_offset, out=p.h[:nv])
-        np.add(m, p.tau_offset, out=p.h[nv:])
+        # Per joint (constants folded in __init__):
+        #   box over the horizon Δ: velocity (±q̇_max − q̇)/Δ, position k2 (q_lim − q) − (k2 Δ) q̇, their
+        #   intersection (the velocity box alone where they do not intersect);
+        #   torque rows −τ_max + m − c ≤ M q̈ ≤ τ_max − m − c, m = f + d|q̇| (feedforward margin);
+        #   feasibility of q̈*: lb ≤ q̈* ≤ ub and −h_bot ≤ M q̈* ≤ h_top (the slacks of _slacks ≥ 0).
+        Mx = np.matmul(snap.M, p.qdd_closed, out=self._Mx).tolist()
+        inv_D, k2, tD = self._inv_D, self._k2, self._two_over_D
+        lb, ub, ht, hb = [], [], [], []
+        feasible = True
+        for (vmn, vmx, qmn, qmx, tl, fd), qi, vi, oi, xi, mi in zip(
+            self._joint_consts, q, v, p.tau_offset.tolist(), p.qdd_closed.tolist(), Mx, strict=True
+        ):
+            n1 = vi * inv_D
+            lv, uv = vmn - n1, vmx - n1
+            n2 = qi * k2 + tD * vi
+            lo, hi = qmn - n2, qmx - n2
+            if lv > lo:
+                lo = lv
+            if uv < hi:
+                hi = uv
+            if lo > hi:  # state already outside its limits: keep the velocity box there
+                lo, hi = lv, uv
+            m = tl - abs(vi) * fd
+            top, bot = m - oi, m + oi
+            if not (lo <= xi <= hi and -bot <= mi <= top):
+                feasible = False
+            lb.append(lo)
+            ub.append(hi)
+            ht.append(top)
+            hb.append(bot)
+        p.lb[:] = lb
+        p.ub[:] = ub
+        ht += hb
+        p.h[:] = ht
+        self._closed_feasible = feasible
         p.qp_assembled = False
         return p
 
@@ -617,10 +660,17 @@ class HQPController(Controller):
 
     def solve(self, snap: Snapshot) -> HQPSolution:
         """Solve the problem last built for ``snap`` (closed form when feasible in ``auto`` mode)."""
+        return self._solve(snap, None)
+
+    def _solve(self, snap: Snapshot, closed_feasible: bool | None) -> HQPSolution:
+        """:meth:`solve`; ``closed_feasible``: the feasibility of q̈* when already known (compute()
+        passes the test made in _build_task; None re-tests the problem's arrays)."""
         p = self.prob
         sol = self.sol
         t0 = time.perf_counter()
-        if self.config.qp_mode == "auto" and self._feasible(p.qdd_closed, snap):
+        if self.config.qp_mode == "auto" and (
+            self._feasible(p.qdd_closed, snap) if closed_feasible is None else closed_feasible
+        ):
             sol.qdd[:] = p.qdd_closed
             sol.qdd_level1[:] = p.qdd_closed
             sol.status = STATUS_CLOSED_FORM
@@ -673,10 +723,10 @@ class HQPController(Controller):
                     sol.status = STATUS_QP
                     self._stats(sol.qdd, snap.M, sol, eq=eq)
                 sol.solve_time = dt1 + dt2
-        f6 = self._f6
-        np.matmul(p.J, sol.qdd, out=f6)
-        f6 -= p.b
-        sol.level1_residual = math.sqrt(float(f6 @ f6))
+        r0, r1, r2, r3, r4, r5 = np.matmul(p.J, sol.qdd, out=self._f6).tolist()
+        b0, b1, b2, b3, b4, b5 = p.b.tolist()
+        r0, r1, r2, r3, r4, r5 = r0 - b0, r1 - b1, r2 - b2, r3 - b3, r4 - b4, r5 - b5
+        sol.level1_residual = math.sqrt(r0 * r0 + r1 * r1 + r2 * r2 + r3 * r3 + r4 * r4 + r5 * r5)
         return sol
 
     # ------------------------------------------------------------------------------------ compute
@@ -684,23 +734,20 @@ class HQPController(Controller):
     def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         self.n_steps += 1
         p = self._build_task(snap, ref, wrench)
-        sol = self.solve(snap)
+        sol = self._solve(snap, self._closed_feasible)
         tau = self.tau
-        np.matmul(snap.M, sol.qdd, out=tau)
-        tau += p.tau_offset
+        if sol.status == STATUS_CLOSED_FORM:
+            np.add(self._Mx, p.tau_offset, out=tau)  # M q̈* from _build_task
+        else:
+            np.matmul(snap.M, sol.qdd, out=tau)
+            tau += p.tau_offset
         if self.ff.active:
             tau += self.ff.compute(snap.v, tau)
         cmd.tau[:] = tau
-        self._tau_prev[:] = tau
-        d = cmd.diag
-        d[0] = sol.status
-        d[1] = sol.solve_time
-        d[2] = sol.primal_residual
-        d[3] = sol.n_active
-        d[4] = sol.level1_residual
-        d[5] = p.alpha
-        d[6] = p.K_r[0]
-        d[7] = p.K_r[3]
-        d[8] = p.F_ext[0]
-        d[9] = p.F_ext[1]
-        d[10] = p.F_ext[2]
+        if self.observer is not None:
+            self._tau_prev[:] = tau
+        K_r, F = p.K_r, p.F_ext
+        cmd.diag[:] = (
+            sol.status, sol.solve_time, sol.primal_residual, sol.n_active, sol.level1_residual,
+            p.alpha, K_r[0], K_r[3], F[0], F[1], F[2],
+        )

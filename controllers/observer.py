@@ -31,16 +31,23 @@ Wrench estimate: F̂_ext = (Jᵀ)⁺ r = (J Jᵀ)⁻¹ J r with J = ``J_ee_lwa``
 about the EE origin. Limitations: unmodelled torques appear in r — STATIC dry friction (a joint at
 rest holds any torque in [−f, f], which no velocity model can know), the implicit integration of
 damping, model errors; a contact away from the EE is mapped to the equivalent EE wrench.
+
+Implementation (1 kHz loop): the per-joint recursion runs on Python floats (one numpy call on a
+7-vector costs more than its arithmetic) in the same order of operations as the vector form, and
+(J Jᵀ)⁻¹ J r is one LAPACK Cholesky solve (``dposv``).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from scipy.linalg.lapack import dposv as _dposv
 
 from controllers.base import PlantInfo
 from sim.dynamics import Snapshot
 from sim.errors import ScenarioError
-from sim.wrench import WrenchState, cross3
+from sim.wrench import WrenchState
 
 
 class MomentumObserver:
@@ -73,23 +80,27 @@ class MomentumObserver:
         self.f = plant.dof_frictionloss.copy() if model_friction else np.zeros(nv)
         self.has_friction = bool(np.any(self.f != 0.0))
         self.inv_eps = 1.0 / friction_eps
-        self._s = np.zeros(nv)
         self.r = np.zeros(nv)
         self.wrench = np.zeros(6)
-        self._p0 = np.zeros(nv)
-        self._I = np.zeros(nv)
         self._M_prev = np.zeros((nv, nv))
-        self._h_prev = np.zeros(nv)
-        self._v_prev = np.zeros(nv)
         self._p = np.zeros(nv)
         self._t = np.zeros(nv)
         self._JJt = np.zeros((6, 6))
         self._Jr = np.zeros(6)
+        # per joint (K_O, d, f) and the recursion state as float lists: p(0), I, r, q̇ and h of the
+        # previous update
+        self._joint = tuple(zip(self.K.tolist(), self.d.tolist(), self.f.tolist(), strict=True))
+        self._p0: list[float] = [0.0] * nv
+        self._I: list[float] = [0.0] * nv
+        self._r: list[float] = [0.0] * nv
+        self._v_prev: list[float] = [0.0] * nv
+        self._h_prev: list[float] = [0.0] * nv
         self._started = False
 
     def reset(self) -> None:
         """Forget the history; the next :meth:`update` re-initialises p(0)."""
         self._started = False
+        self._r = [0.0] * self.nv
         self.r[:] = 0.0
         self.wrench[:] = 0.0
 
@@ -105,56 +116,62 @@ class MomentumObserver:
             a view of :attr:`wrench` (overwritten next call).
         """
         M, v = snap.M, snap.v
+        nv = self.nv
         if not self._started:
-            np.matmul(M, v, out=self._p0)
-            self._I[:] = 0.0
-            self.r[:] = 0.0
+            self._p0 = np.matmul(M, v, out=self._p).tolist()
+            self._I = [0.0] * nv
+            r = [0.0] * nv
             self._started = True
         else:
-            t = self._t
-            # (τ − τ_d(q̇) − h + r)_{k−1} Δt
-            np.multiply(self.d, self._v_prev, out=t)
-            if self.has_friction:
-                np.multiply(self._v_prev, self.inv_eps, out=self._s)
-                np.tanh(self._s, out=self._s)
-                self._s *= self.f
-                t += self._s
-            np.subtract(tau_applied, t, out=t)
-            t -= self._h_prev
-            t += self.r
-            t *= self.dt
-            self._I += t
-            # + (M_k − M_{k−1}) q̇_k   (Ṁ q̇ Δt by finite differences)
-            np.subtract(M, self._M_prev, out=self._M_prev)
-            np.matmul(self._M_prev, v, out=t)
-            self._I += t
+            # I += (τ − τ_d(q̇) − h + r)_{k−1} Δt + (M_k − M_{k−1}) q̇_k   (Ṁ q̇ Δt by finite differences);
             # r = K_O (p − p0 − I)
-            np.matmul(M, v, out=self._p)
-            self._p -= self._p0
-            self._p -= self._I
-            np.multiply(self.K, self._p, out=self.r)
+            np.subtract(M, self._M_prev, out=self._M_prev)
+            dMv = np.matmul(self._M_prev, v, out=self._t).tolist()
+            p = np.matmul(M, v, out=self._p).tolist()
+            dt, inv_eps, fric = self.dt, self.inv_eps, self.has_friction
+            I, r = self._I, self._r
+            for i, ((k, d, f), vp, hp, ti, mv, pi, p0) in enumerate(
+                zip(self._joint, self._v_prev, self._h_prev, tau_applied.tolist(), dMv, p, self._p0, strict=True)
+            ):
+                td = d * vp
+                if fric:
+                    td += math.tanh(vp * inv_eps) * f
+                Ii = I[i] + ((ti - td) - hp + r[i]) * dt + mv
+                I[i] = Ii
+                r[i] = k * ((pi - p0) - Ii)
+        self._r = r
+        self.r[:] = r
         self._M_prev[:] = M
-        self._h_prev[:] = snap.h
-        self._v_prev[:] = v
+        self._h_prev = snap.h.tolist()
+        self._v_prev = v.tolist()
         # F̂ = (J Jᵀ)⁻¹ J r
         J = snap.J_ee_lwa
         np.matmul(J, J.T, out=self._JJt)
         np.matmul(J, self.r, out=self._Jr)
-        self.wrench[:] = np.linalg.solve(self._JJt, self._Jr)
+        _, x, info = _dposv(self._JJt, self._Jr)  # J Jᵀ is SPD for a full-row-rank J
+        if info != 0:
+            x = np.linalg.solve(self._JJt, self._Jr)
+        self.wrench[:] = x
         return self.wrench
 
     def fill_wrench_state(self, snap: Snapshot, out: WrenchState) -> WrenchState:
         """Write the current estimate into ``out.ext_world`` (world axes, moment about the SENSOR
         origin, as the F/T path) and ``out.ext_body`` (EE axes, about the EE origin), so a loop can
         hand it to any controller in place of the F/T reading."""
-        F = self.wrench
-        pS = snap.T_world_sensor[:3, 3]
-        pE = snap.p_ee_in_world
-        R = snap.R_world_ee
+        f0, f1, f2, n0, n1, n2 = self.wrench.tolist()
+        (_, _, _, s0), (_, _, _, s1), (_, _, _, s2), _ = snap.T_world_sensor.tolist()
+        e0, e1, e2 = snap.p_ee_in_world.tolist()
+        (r00, r01, r02), (r10, r11, r12), (r20, r21, r22) = snap.R_world_ee.tolist()
         # world axes about S: n_S = n_E + (p_E − p_S) × f
-        out.ext_world[:3] = F[:3]
-        cross3(pE - pS, F[:3], out.ext_world[3:])
-        out.ext_world[3:] += F[3:]
-        np.matmul(R.T, F[:3], out=out.ext_body[:3])
-        np.matmul(R.T, F[3:], out=out.ext_body[3:])
+        a0, a1, a2 = e0 - s0, e1 - s1, e2 - s2
+        out.ext_world[:] = (f0, f1, f2, (a1 * f2 - a2 * f1) + n0, (a2 * f0 - a0 * f2) + n1, (a0 * f1 - a1 * f0) + n2)
+        # EE axes: Rᵀ f, Rᵀ n
+        out.ext_body[:] = (
+            r00 * f0 + r10 * f1 + r20 * f2,
+            r01 * f0 + r11 * f1 + r21 * f2,
+            r02 * f0 + r12 * f1 + r22 * f2,
+            r00 * n0 + r10 * n1 + r20 * n2,
+            r01 * n0 + r11 * n1 + r21 * n2,
+            r02 * n0 + r12 * n1 + r22 * n2,
+        )
         return out

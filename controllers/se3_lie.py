@@ -34,6 +34,14 @@ Evaluated with one linear solve: τ = J_bᵀ (y − F_body) − D_null M q̇ + h
 Λ_b⁻¹ y = V̇_ref − J̇_b q̇ + D_null V.
 
 Full derivation: docs/theory/se3_lie.md. Diagnostics: λ (``lambda_vx`` … ``lambda_wz`` [m, rad]).
+
+Implementation (1 kHz loop): the 6-vector algebra runs on Python floats (for arrays this small one
+numpy call costs more than the arithmetic). T̃, λ and every series coefficient come from one
+:func:`sim.lie.se3_log_floats`; :class:`sim.lie.DexpSE3` applies dexp_λ, dexp_λᵀ, dexp_λ⁻¹ and
+d/dt dexp_λ to vectors directly (no 6×6 matrix is formed, λ̇ needs no general solve), and
+Λ_b⁻¹ y = … is one LAPACK Cholesky solve (``dposv``). tests/paper/test_se3_lie.py checks the
+controller against a matrix-form implementation of the same equations (lie.dexp, lie.dexp_dot,
+np.linalg.solve) to round-off.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy.linalg.lapack import dposv as _dposv
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
@@ -50,7 +59,7 @@ from planners.motion_reference import MotionReference
 from sim.config import param
 from sim.dynamics import Snapshot
 from sim.errors import ScenarioError
-from sim.lie import Ad, Ad_inv, dexp, dexp_dot, se3_log
+from sim.lie import DexpSE3, se3_log_floats
 from sim.wrench import WrenchState
 
 Vec6 = tuple[float, float, float, float, float, float]
@@ -138,13 +147,21 @@ class SE3LieController(Controller):
         self.Ainv = np.linalg.inv(A)
         self.AinvD = self.Ainv @ D
         self.AinvK = self.Ainv @ K
+        # diagonal A⁻¹, A⁻¹D, A⁻¹K (the default): λ̈* per axis on floats, the very products of the
+        # matrix form (whose off-diagonal terms are exact zeros)
+        self._diag_gains: tuple[tuple[float, float, float], ...] | None = None
+        if all(np.count_nonzero(Mx - np.diag(np.diagonal(Mx))) == 0 for Mx in (self.Ainv, self.AinvD, self.AinvK)):
+            self._diag_gains = tuple(
+                zip(*(np.diagonal(Mx).tolist() for Mx in (self.Ainv, self.AinvD, self.AinvK)), strict=True)
+            )
         self.F_d = np.array(config.wrench_desired, dtype=float)
         self.has_Fd = bool(np.any(self.F_d != 0.0))
+        self._F_d = tuple(self.F_d.tolist())
         self._echo = _EchoPlanner() if planner is None else None
         self.mref = MotionReference(planner if planner is not None else self._echo)  # type: ignore[arg-type]
         self.ff = DissipationFeedforward(plant.dof_frictionloss, plant.dof_damping, config.feedforward)
         nv = plant.nv
-        # preallocated work arrays
+        # results, overwritten every step (public for tests and inspection)
         self.T_err = np.eye(4)  # T̃
         self.lam = np.zeros(6)  # λ
         self.lam_dot = np.zeros(6)  # λ̇
@@ -154,78 +171,147 @@ class SE3LieController(Controller):
         self.gamma = np.zeros(6)  # γ
         self.dV_ref = np.zeros(6)  # V̇_ref
         self.q_ddot_ref = np.zeros(nv)
-        self._Tinv = np.eye(4)
-        self._AdT = np.zeros((6, 6))
-        self._Jl = np.zeros((6, 6))
-        self._Jld = np.zeros((6, 6))
-        self._AdVd = np.zeros(6)
-        self._neglam = np.zeros(6)
-        self._neglamd = np.zeros(6)
-        self._t6 = np.zeros(6)
-        self._u6 = np.zeros(6)
+        # dexp_λ (lie's dexp at −λ) with its coefficients, and the float state that error_state hands
+        # to reference_acceleration
+        self._jac = DexpSE3()
+        self._Rt = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)  # R̃, row-major
+        self._pt = (0.0, 0.0, 0.0)  # p̃
+        self._lam_t = (0.0,) * 6  # λ
+        self._lamd_t = (0.0,) * 6  # λ̇
+        self._Verr_t = (0.0,) * 6  # Ṽ
+        self._AdVd_t = (0.0,) * 6  # Ad_T̃ V_d
+        self._gamma_t = (0.0,) * 6  # γ
+        self._V_t = (0.0,) * 6  # V
+        # work arrays
         self._MinvJt = np.zeros((nv, 6))
         self._Li = np.zeros((6, 6))
+        self._rhs = np.zeros(6)
         self._tau = np.zeros(nv)
         self._Mv = np.zeros(nv)
+        self._n = np.zeros(nv)
         self._zero6 = np.zeros(6)
 
     # ------------------------------------------------------------------------------------ pieces
 
     def error_state(self, T: np.ndarray, V: np.ndarray, T_d: np.ndarray, V_d: np.ndarray,
                     F_body: np.ndarray) -> None:
-        """Fill T̃, λ, Ṽ, λ̇, F̃, γ (and the dexp matrices) for pose T, body twist V, desired
+        """Fill T̃, λ, Ṽ, λ̇, F̃, γ (and the dexp_λ coefficients) for pose T, body twist V, desired
         (T_d, V_d) and body wrench F_body. Public for the equation-level tests."""
-        R = T[:3, :3]
-        Ti = self._Tinv
-        Ti[:3, :3] = R.T
-        np.matmul(R.T, T[:3, 3], out=Ti[:3, 3])
-        np.negative(Ti[:3, 3], out=Ti[:3, 3])
-        np.matmul(Ti, T_d, out=self.T_err)
-        self.lam[:] = se3_log(self.T_err)
-        Ad(self.T_err, self._AdT)
-        np.matmul(self._AdT, V_d, out=self._AdVd)
-        np.subtract(self._AdVd, V, out=self.V_err)
-        np.negative(self.lam, out=self._neglam)
-        dexp(self._neglam, self._Jl)  # dexp_λ (left Jacobian)
-        # λ̇ = dexp⁻¹_λ Ṽ, as one 6×6 solve with dexp_λ (≈2× cheaper than forming lie.dexp_inv(−λ);
-        # tests/paper/test_se3_lie.py checks it against the closed form and finite differences)
-        self.lam_dot[:] = np.linalg.solve(self._Jl, self.V_err)
-        # F̃ = Ad_{T̃}⁻ᵀ F_d − F_body
+        (a00, a01, a02, a03), (a10, a11, a12, a13), (a20, a21, a22, a23), _ = T.tolist()
+        (b00, b01, b02, b03), (b10, b11, b12, b13), (b20, b21, b22, b23), _ = T_d.tolist()
+        # T̃ = T⁻¹ T_d:  R̃ = Rᵀ R_d,  p̃ = Rᵀ (p_d − p)
+        t00 = a00 * b00 + a10 * b10 + a20 * b20
+        t01 = a00 * b01 + a10 * b11 + a20 * b21
+        t02 = a00 * b02 + a10 * b12 + a20 * b22
+        t10 = a01 * b00 + a11 * b10 + a21 * b20
+        t11 = a01 * b01 + a11 * b11 + a21 * b21
+        t12 = a01 * b02 + a11 * b12 + a21 * b22
+        t20 = a02 * b00 + a12 * b10 + a22 * b20
+        t21 = a02 * b01 + a12 * b11 + a22 * b21
+        t22 = a02 * b02 + a12 * b12 + a22 * b22
+        e0, e1, e2 = b03 - a03, b13 - a13, b23 - a23
+        p0 = a00 * e0 + a10 * e1 + a20 * e2
+        p1 = a01 * e0 + a11 * e1 + a21 * e2
+        p2 = a02 * e0 + a12 * e1 + a22 * e2
+        self.T_err[:3] = ((t00, t01, t02, p0), (t10, t11, t12, p1), (t20, t21, t22, p2))
+        self._Rt = (t00, t01, t02, t10, t11, t12, t20, t21, t22)
+        self._pt = (p0, p1, p2)
+        # λ = log T̃, with the series coefficients of θ = |φ|; they are even in θ, so they also serve
+        # dexp_λ := lie.dexp(−λ)
+        lam, co = se3_log_floats(t00, t01, t02, t10, t11, t12, t20, t21, t22, p0, p1, p2)
+        l0, l1, l2, l3, l4, l5 = lam
+        jac = self._jac.set(-l0, -l1, -l2, -l3, -l4, -l5, co)
+        # Ad_T̃ V_d = [R̃ v_d + p̃ × (R̃ ω_d); R̃ ω_d];  Ṽ = Ad_T̃ V_d − V
+        v0, v1, v2, w0, w1, w2 = V_d.tolist()
+        c0 = t00 * w0 + t01 * w1 + t02 * w2
+        c1 = t10 * w0 + t11 * w1 + t12 * w2
+        c2 = t20 * w0 + t21 * w1 + t22 * w2
+        d0 = t00 * v0 + t01 * v1 + t02 * v2 + (p1 * c2 - p2 * c1)
+        d1 = t10 * v0 + t11 * v1 + t12 * v2 + (p2 * c0 - p0 * c2)
+        d2 = t20 * v0 + t21 * v1 + t22 * v2 + (p0 * c1 - p1 * c0)
+        vt = V.tolist()
+        u0, u1, u2, u3, u4, u5 = vt
+        adv = (d0, d1, d2, c0, c1, c2)
+        verr = (d0 - u0, d1 - u1, d2 - u2, c0 - u3, c1 - u4, c2 - u5)
+        # λ̇ = dexp⁻¹_λ Ṽ (block back-substitution of the closed-form inverse; tests/paper/test_se3_lie.py
+        # checks it against lie.dexp_inv and finite differences)
+        lamd = jac.solve(verr)
+        # F̃ = Ad_T̃⁻ᵀ F_d − F_body,  Ad_T̃⁻ᵀ [f; n] = [R̃ f; p̃ × (R̃ f) + R̃ n]
+        f0, f1, f2, n0, n1, n2 = F_body.tolist()
         if self.has_Fd:
-            np.matmul(Ad_inv(self.T_err).T, self.F_d, out=self.F_err)
-            self.F_err -= F_body
+            g0, g1, g2, h0, h1, h2 = self._F_d
+            c0 = t00 * g0 + t01 * g1 + t02 * g2
+            c1 = t10 * g0 + t11 * g1 + t12 * g2
+            c2 = t20 * g0 + t21 * g1 + t22 * g2
+            ferr = (
+                c0 - f0,
+                c1 - f1,
+                c2 - f2,
+                t00 * h0 + t01 * h1 + t02 * h2 + (p1 * c2 - p2 * c1) - n0,
+                t10 * h0 + t11 * h1 + t12 * h2 + (p2 * c0 - p0 * c2) - n1,
+                t20 * h0 + t21 * h1 + t22 * h2 + (p0 * c1 - p1 * c0) - n2,
+            )
         else:
-            np.negative(F_body, out=self.F_err)
-        np.matmul(self._Jl.T, self.F_err, out=self.gamma)
+            ferr = (-f0, -f1, -f2, -n0, -n1, -n2)
+        # γ = dexp_λᵀ F̃
+        gam = jac.tmul(ferr)
+        self._lam_t, self._lamd_t, self._Verr_t, self._AdVd_t, self._gamma_t, self._V_t = lam, lamd, verr, adv, gam, vt
+        self.lam[:] = lam
+        self.V_err[:] = verr
+        self.lam_dot[:] = lamd
+        self.F_err[:] = ferr
+        self.gamma[:] = gam
 
     def reference_acceleration(self, dV_d: np.ndarray) -> np.ndarray:
         """V̇_ref (6,) realising A λ̈ + D λ̇ + K λ = γ (after :meth:`error_state`)."""
-        lam, lamd = self.lam, self.lam_dot
+        self.dV_ref[:] = self._reference_acceleration(dV_d.tolist())
+        return self.dV_ref
+
+    def _reference_acceleration(self, dV_d: list[float]) -> tuple[float, float, float, float, float, float]:
+        """:meth:`reference_acceleration` on floats: fills ``lam_ddot``, returns V̇_ref."""
+        lam, lamd = self._lam_t, self._lamd_t
         # λ̈* = A⁻¹γ − A⁻¹D λ̇ − A⁻¹K λ
-        l2 = self.lam_ddot
-        np.matmul(self.Ainv, self.gamma, out=l2)
-        l2 -= self.AinvD @ lamd
-        l2 -= self.AinvK @ lam
-        # dṼ* = dexp λ̈* + (d/dt dexp) λ̇
-        np.negative(lamd, out=self._neglamd)
-        dexp_dot(self._neglam, self._neglamd, self._Jld)
-        t6 = self._t6
-        np.matmul(self._Jl, l2, out=t6)
-        t6 += self._Jld @ lamd
-        # V̇_ref = Ad V̇_d + ad_Ṽ (Ad V_d) − dṼ*
-        out = self.dV_ref
-        np.matmul(self._AdT, dV_d, out=out)
-        out -= t6
-        v0, v1, v2, w0, w1, w2 = self.V_err
-        a0, a1, a2, b0, b1, b2 = self._AdVd
-        # ad_ξ η = [ω × v_η + v × ω_η; ω × ω_η]
-        out[0] += w1 * a2 - w2 * a1 + v1 * b2 - v2 * b1
-        out[1] += w2 * a0 - w0 * a2 + v2 * b0 - v0 * b2
-        out[2] += w0 * a1 - w1 * a0 + v0 * b1 - v1 * b0
-        out[3] += w1 * b2 - w2 * b1
-        out[4] += w2 * b0 - w0 * b2
-        out[5] += w0 * b1 - w1 * b0
-        return out
+        if self._diag_gains is not None:
+            l2 = [
+                ai * g - ad * ld - ak * lm
+                for (ai, ad, ak), g, ld, lm in zip(self._diag_gains, self._gamma_t, lamd, lam, strict=True)
+            ]
+            self.lam_ddot[:] = l2
+        else:
+            l2a = self.lam_ddot
+            np.matmul(self.Ainv, self.gamma, out=l2a)
+            l2a -= self.AinvD @ self.lam_dot
+            l2a -= self.AinvK @ self.lam
+            l2 = l2a.tolist()
+        # dṼ* = dexp_λ λ̈* + (d/dt dexp_λ) λ̇, where d/dt dexp_λ = lie's dexp_dot at (−λ, −λ̇); dexp_dot is
+        # linear in the rate, so (d/dt dexp_λ) λ̇ = −dot_mul(λ̇, λ̇) (exactly: every term flips sign)
+        jac = self._jac
+        m0, m1, m2, m3, m4, m5 = jac.mul(l2)
+        d0, d1, d2, d3, d4, d5 = jac.dot_mul(lamd, lamd)
+        # V̇_ref = Ad_T̃ V̇_d + ad_Ṽ (Ad_T̃ V_d) − dṼ*,  Ad_T̃ [a; α] = [R̃ a + p̃ × (R̃ α); R̃ α]
+        t00, t01, t02, t10, t11, t12, t20, t21, t22 = self._Rt
+        p0, p1, p2 = self._pt
+        e0, e1, e2, f0, f1, f2 = dV_d
+        c0 = t00 * f0 + t01 * f1 + t02 * f2
+        c1 = t10 * f0 + t11 * f1 + t12 * f2
+        c2 = t20 * f0 + t21 * f1 + t22 * f2
+        o0 = t00 * e0 + t01 * e1 + t02 * e2 + (p1 * c2 - p2 * c1) - (m0 - d0)
+        o1 = t10 * e0 + t11 * e1 + t12 * e2 + (p2 * c0 - p0 * c2) - (m1 - d1)
+        o2 = t20 * e0 + t21 * e1 + t22 * e2 + (p0 * c1 - p1 * c0) - (m2 - d2)
+        o3 = c0 - (m3 - d3)
+        o4 = c1 - (m4 - d4)
+        o5 = c2 - (m5 - d5)
+        # ad_ξ η = [ω × v_η + v × ω_η; ω × ω_η],  ξ = Ṽ = [v; ω],  η = Ad_T̃ V_d = [a; b]
+        v0, v1, v2, w0, w1, w2 = self._Verr_t
+        a0, a1, a2, b0, b1, b2 = self._AdVd_t
+        return (
+            o0 + (w1 * a2 - w2 * a1 + v1 * b2 - v2 * b1),
+            o1 + (w2 * a0 - w0 * a2 + v2 * b0 - v0 * b2),
+            o2 + (w0 * a1 - w1 * a0 + v0 * b1 - v1 * b0),
+            o3 + (w1 * b2 - w2 * b1),
+            o4 + (w2 * b0 - w0 * b2),
+            o5 + (w0 * b1 - w1 * b0),
+        )
 
     # ------------------------------------------------------------------------------------ compute
 
@@ -236,30 +322,38 @@ class SE3LieController(Controller):
         mr = self.mref.update(snap.t)
         F_body = wrench.ext_body if c.use_force_feedback else self._zero6
         self.error_state(snap.T_world_ee, snap.twist_ee_body, mr.T, mr.V, F_body)
-        dVref = self.reference_acceleration(mr.dV)
+        r0, r1, r2, r3, r4, r5 = self._reference_acceleration(mr.dV.tolist())
+        self.dV_ref[:] = (r0, r1, r2, r3, r4, r5)
 
         # τ = J_bᵀ (y − F_body) − d_null M q̇ + h + τ_ff,  Λ_b⁻¹ y = V̇_ref − J̇_b q̇ + d_null V
         Jb = snap.J_ee_body
         MinvJt = self._MinvJt
         np.matmul(snap.Minv, Jb.T, out=MinvJt)
         np.matmul(Jb, MinvJt, out=self._Li)
-        rhs = self._u6
-        np.subtract(dVref, snap.dJdq_ee_body, out=rhs)
-        if c.d_null != 0.0:
-            rhs += c.d_null * snap.twist_ee_body
-        y = np.linalg.solve(self._Li, rhs)
+        dn = c.d_null
+        j0, j1, j2, j3, j4, j5 = snap.dJdq_ee_body.tolist()
+        rhs = self._rhs
+        if dn != 0.0:
+            u0, u1, u2, u3, u4, u5 = self._V_t
+            rhs[:] = (r0 - j0 + dn * u0, r1 - j1 + dn * u1, r2 - j2 + dn * u2,
+                      r3 - j3 + dn * u3, r4 - j4 + dn * u4, r5 - j5 + dn * u5)
+        else:
+            rhs[:] = (r0 - j0, r1 - j1, r2 - j2, r3 - j3, r4 - j4, r5 - j5)
+        _, y, info = _dposv(self._Li, rhs)  # Λ_b⁻¹ = J_b M⁻¹ J_bᵀ is SPD away from singularities
+        if info != 0:
+            y = np.linalg.solve(self._Li, rhs)
         # q̈_ref (kept for inspection/tests): M⁻¹Jᵀ y − d_null q̇
         np.matmul(MinvJt, y, out=self.q_ddot_ref)
-        self.q_ddot_ref -= c.d_null * snap.v
-        y -= F_body
         tau = self._tau
+        y -= F_body
         np.matmul(Jb.T, y, out=tau)
-        if c.d_null != 0.0:
-            np.matmul(snap.M, snap.v, out=self._Mv)
-            self._Mv *= c.d_null
+        if dn != 0.0:
+            np.multiply(snap.v, dn, out=self._n)
+            self.q_ddot_ref -= self._n
+            np.matmul(snap.M, self._n, out=self._Mv)
             tau -= self._Mv
         tau += snap.h
         if self.ff.active:
             tau += self.ff.compute(snap.v, tau)
         cmd.tau[:] = tau
-        cmd.diag[:] = self.lam
+        cmd.diag[:] = self._lam_t

@@ -46,6 +46,7 @@ Performance: closed forms only (no ``scipy.linalg.expm``); the 6×6 / 4×4 produ
 from __future__ import annotations
 
 import math
+from bisect import bisect_right as _bisect_right
 
 import numpy as np
 
@@ -69,6 +70,11 @@ __all__ = [
     "dexp",
     "dexp_inv",
     "dexp_dot",
+    "se3_jacobian_coeffs",
+    "so3_log_floats",
+    "se3_log_floats",
+    "DexpSE3",
+    "dexp_and_dot",
     "rotation_error_world",
     "quat_to_matrix",
     "matrix_to_quat",
@@ -609,6 +615,465 @@ def dexp_dot(lam: np.ndarray, lam_dot: np.ndarray, out: np.ndarray | None = None
         dku * r2 + ku * s2 + dkp * p2 + kp * q2,
     )
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Fused evaluation: every series coefficient of one λ computed ONCE (the 1 kHz SE(3) controller path)
+# --------------------------------------------------------------------------------------------------
+#
+# dexp, dexp_inv, dexp_dot and se3_log above each evaluate their own coefficient series (14-term Horner
+# loops). The SE(3) controller needs all of them at the same θ every step, so here the nine functions
+# (α, β, b, c, γ and α'/θ, β'/θ, b'/θ, c'/θ) are evaluated in ONE Horner pass, and with only as many
+# terms as the given θ needs: n terms are used when the omitted tail is below 2⁻⁶⁴ |f(θ)| for every one
+# of the nine series (``_X_TIERS``, checked in tests/paper/test_lie.py), i.e. far below half an ulp,
+# so the result equals the 14-term sum to round-off (θ ≈ 2 mrad, a docking error, needs 3 terms).
+# :class:`DexpSE3` then applies dexp_λ, dexp_λᵀ, dexp_λ⁻¹ and d/dt dexp_λ to vectors directly (Python
+# floats, no 6×6 matrix, no solve) or fills the matrices, all from the one coefficient set.
+
+#: x = θ² below which n + 1 series terms suffice (n = 1 … 13, rounded down); 14 terms above the last.
+_X_TIERS = (6.5e-19, 4.41e-9, 1.03e-5, 5.6e-4, 6.11e-3, 2.63e-2, 7.49e-2, 0.164, 0.301, 0.491, 0.731, 1.01, 1.35)
+
+
+def _dseries(coeffs: tuple[float, ...]) -> tuple[float, ...]:
+    """Coefficients of f'(θ)/θ = Σ_{k≥1} 2k c_k x^{k−1} (the terms of :func:`_series_dtheta_over_theta`),
+    padded with a zero to _NTERMS entries."""
+    return tuple(2.0 * k * coeffs[k] for k in range(1, len(coeffs))) + (0.0,)
+
+
+#: the nine series side by side, row k = the x^k coefficients of (α, β, b, c, γ, α'/θ, β'/θ, b'/θ, c'/θ)
+_FUSED_ROWS = tuple(
+    zip(
+        *(_C_ALPHA, _C_BETA, _C_B, _C_C, _C_GAMMA),
+        *(_dseries(c) for c in (_C_ALPHA, _C_BETA, _C_B, _C_C)),
+        strict=True,
+    )
+)
+#: _FUSED_HORNER[n]: the first n rows, highest power first (Horner order)
+_FUSED_HORNER = tuple(tuple(reversed(_FUSED_ROWS[:n])) for n in range(_NTERMS + 1))
+
+SE3Coeffs = tuple[float, float, float, float, float, float, float, float, float]
+
+
+def se3_jacobian_coeffs(x: float) -> SE3Coeffs:
+    """(α, β, b, c, γ, α'/θ, β'/θ, b'/θ, c'/θ) at x = θ² in one pass (module docstring for the
+    functions; the primes are d/dθ). Equal to ``_se3_coeffs``, ``_gamma`` and ``_se3_coeff_derivs``
+    to round-off: power series in θ² below θ = 1.5 with only the terms that matter at this θ, the same
+    closed forms above."""
+    if x < _SERIES_X:
+        al = be = b = c = g = dal = dbe = db = dc = 0.0
+        for k0, k1, k2, k3, k4, k5, k6, k7, k8 in _FUSED_HORNER[_bisect_right(_X_TIERS, x) + 1]:
+            al = al * x + k0
+            be = be * x + k1
+            b = b * x + k2
+            c = c * x + k3
+            g = g * x + k4
+            dal = dal * x + k5
+            dbe = dbe * x + k6
+            db = db * x + k7
+            dc = dc * x + k8
+        return al, be, b, c, g, dal, dbe, db, dc
+    th = math.sqrt(x)
+    s, co = math.sin(th), math.cos(th)
+    sinc, al, be = s / th, (1.0 - co) / x, (th - s) / (x * th)
+    b = (1.0 - 2.0 * al) / (2.0 * x)
+    c = (3.0 * be - al) / (2.0 * x)
+    half = 0.5 * th
+    g = (1.0 - half * math.cos(half) / math.sin(half)) / x
+    dal = (sinc - 2.0 * al) / x
+    dbe = (al - 3.0 * be) / x
+    db = -(dal + 2.0 * b) / x
+    dc = (0.5 * (3.0 * dbe - dal) - 2.0 * c) / x
+    return al, be, b, c, g, dal, dbe, db, dc
+
+
+def so3_log_floats(
+    r00: float, r01: float, r02: float, r10: float, r11: float, r12: float, r20: float, r21: float, r22: float
+) -> tuple[float, float, float]:
+    """:func:`so3_log` of the rotation matrix with rows (r00, r01, r02), … given as Python floats;
+    returns φ as a float triple. Same operations, same result bit for bit."""
+    s0 = 0.5 * (r21 - r12)
+    s1 = 0.5 * (r02 - r20)
+    s2 = 0.5 * (r10 - r01)
+    c = 0.5 * (r00 + r11 + r22 - 1.0)
+    c = min(1.0, max(-1.0, c))
+    s = math.sqrt(s0 * s0 + s1 * s1 + s2 * s2)
+    theta = math.atan2(s, c)
+    if c > -0.9:
+        ratio = theta / s if s > 1e-12 else 1.0 + theta * theta / 6.0
+        return s0 * ratio, s1 * ratio, s2 * ratio
+    # near π: B = ½(R + Rᵀ) − cI = (1 − c) n nᵀ; column i of it, i = first index of the largest diagonal
+    one_m_c = 1.0 - c
+    d0, d1, d2 = r00 - c, r11 - c, r22 - c
+    if d0 >= d1 and d0 >= d2:
+        di, n0, n1, n2 = d0, d0, 0.5 * (r10 + r01), 0.5 * (r20 + r02)
+    elif d1 >= d2:
+        di, n0, n1, n2 = d1, 0.5 * (r01 + r10), d1, 0.5 * (r21 + r12)
+    else:
+        di, n0, n1, n2 = d2, 0.5 * (r02 + r20), 0.5 * (r12 + r21), d2
+    k = math.sqrt(di * one_m_c)
+    n0, n1, n2 = n0 / k, n1 / k, n2 / k
+    if n0 * s0 + n1 * s1 + n2 * s2 < 0.0:
+        n0, n1, n2 = -n0, -n1, -n2
+    return theta * n0, theta * n1, theta * n2
+
+
+def se3_log_floats(
+    r00: float,
+    r01: float,
+    r02: float,
+    r10: float,
+    r11: float,
+    r12: float,
+    r20: float,
+    r21: float,
+    r22: float,
+    p0: float,
+    p1: float,
+    p2: float,
+) -> tuple[tuple[float, float, float, float, float, float], SE3Coeffs]:
+    """:func:`se3_log` of T = [[R, p], [0, 1]] given as Python floats (R row by row, then p).
+
+    Returns (λ = (ρ0, ρ1, ρ2, φ0, φ1, φ2), the :func:`se3_jacobian_coeffs` of θ = |φ|): the log needs γ
+    anyway, and the coefficients (even in θ) serve the Jacobians at λ and at −λ (:meth:`DexpSE3.set`).
+    """
+    w0, w1, w2 = so3_log_floats(r00, r01, r02, r10, r11, r12, r20, r21, r22)
+    co = se3_jacobian_coeffs(w0 * w0 + w1 * w1 + w2 * w2)
+    g = co[4]
+    # J_l3⁻¹ p = p − ½ φ × p + γ φ × (φ × p)
+    c0, c1, c2 = w1 * p2 - w2 * p1, w2 * p0 - w0 * p2, w0 * p1 - w1 * p0
+    d0, d1, d2 = w1 * c2 - w2 * c1, w2 * c0 - w0 * c2, w0 * c1 - w1 * c0
+    return (p0 - 0.5 * c0 + g * d0, p1 - 0.5 * c1 + g * d1, p2 - 0.5 * c2 + g * d2, w0, w1, w2), co
+
+
+class DexpSE3:
+    """dexp_λ (the SE(3) right Jacobian, :func:`dexp`) at one λ, every coefficient evaluated once.
+
+    ``set`` takes λ = [ρ; φ] as six floats (and optionally the coefficients of θ = |φ| from
+    :func:`se3_log_floats`); then
+
+    * :meth:`mul`, :meth:`tmul`, :meth:`solve`: dexp_λ y, dexp_λᵀ y, dexp_λ⁻¹ y for a 6-vector y
+      (any sequence of 6 floats) → tuple of 6 floats, straight from the rank-one form (no matrix);
+    * :meth:`dot_mul`: (d/dt dexp_λ) y for the rate λ̇ (the product rule of :func:`dexp_dot`);
+    * :meth:`matrix`, :meth:`inverse`, :meth:`dot_matrix`: the (6, 6) matrices of :func:`dexp`,
+      :func:`dexp_inv`, :func:`dexp_dot`.
+
+    All agree with the separate functions to round-off (tests/paper/test_lie.py).
+    """
+
+    __slots__ = ("r", "p", "x", "k", "j", "d", "u", "e", "f")
+
+    def __init__(self, lam: np.ndarray | None = None):
+        self.set(*((0.0,) * 6 if lam is None else (float(v) for v in lam)))
+
+    def set(
+        self, r0: float, r1: float, r2: float, p0: float, p1: float, p2: float, coeffs: SE3Coeffs | None = None
+    ) -> DexpSE3:
+        """Evaluate at λ = (r0, r1, r2, p0, p1, p2); ``coeffs`` = se3_jacobian_coeffs(|φ|²) if known."""
+        x = p0 * p0 + p1 * p1 + p2 * p2
+        k = se3_jacobian_coeffs(x) if coeffs is None else coeffs
+        be, b, c = k[1], k[2], k[3]
+        d = p0 * r0 + p1 * r1 + p2 * r2
+        ku = b * x - 0.5
+        kp = (be - 2.0 * b) * d
+        self.r = (r0, r1, r2)
+        self.p = (p0, p1, p2)
+        self.x = x
+        self.k = k
+        self.j = 1.0 - be * x  # J_r3 = j I − α φ^ + β φ φᵀ
+        self.d = d
+        # B = u^ + β (ρ φᵀ + φ ρᵀ) + e φ φᵀ + f I
+        self.u = (ku * r0 + kp * p0, ku * r1 + kp * p1, ku * r2 + kp * p2)
+        self.e = -2.0 * c * d
+        self.f = 2.0 * d * (c * x - be)
+        return self
+
+    # ---------------------------------------------------------------------------- vector products
+
+    def mul(self, y) -> tuple[float, float, float, float, float, float]:
+        """dexp_λ y = [J_r3 y_v + B y_ω; J_r3 y_ω]."""
+        y0, y1, y2, y3, y4, y5 = y
+        r0, r1, r2 = self.r
+        p0, p1, p2 = self.p
+        u0, u1, u2 = self.u
+        al, be = self.k[0], self.k[1]
+        j, e, f = self.j, self.e, self.f
+        pv = p0 * y0 + p1 * y1 + p2 * y2
+        pw = p0 * y3 + p1 * y4 + p2 * y5
+        rw = r0 * y3 + r1 * y4 + r2 * y5
+        # J_r3 z = j z − α φ × z + β φ (φ·z)
+        bv, bw = be * pv, be * pw
+        ev = e * pw
+        return (
+            j * y0
+            - al * (p1 * y2 - p2 * y1)
+            + bv * p0
+            + (u1 * y5 - u2 * y4)
+            + be * (r0 * pw + p0 * rw)
+            + ev * p0
+            + f * y3,
+            j * y1
+            - al * (p2 * y0 - p0 * y2)
+            + bv * p1
+            + (u2 * y3 - u0 * y5)
+            + be * (r1 * pw + p1 * rw)
+            + ev * p1
+            + f * y4,
+            j * y2
+            - al * (p0 * y1 - p1 * y0)
+            + bv * p2
+            + (u0 * y4 - u1 * y3)
+            + be * (r2 * pw + p2 * rw)
+            + ev * p2
+            + f * y5,
+            j * y3 - al * (p1 * y5 - p2 * y4) + bw * p0,
+            j * y4 - al * (p2 * y3 - p0 * y5) + bw * p1,
+            j * y5 - al * (p0 * y4 - p1 * y3) + bw * p2,
+        )
+
+    def tmul(self, y) -> tuple[float, float, float, float, float, float]:
+        """dexp_λᵀ y = [J_r3ᵀ y_v; Bᵀ y_v + J_r3ᵀ y_ω]."""
+        y0, y1, y2, y3, y4, y5 = y
+        r0, r1, r2 = self.r
+        p0, p1, p2 = self.p
+        u0, u1, u2 = self.u
+        al, be = self.k[0], self.k[1]
+        j, e, f = self.j, self.e, self.f
+        pv = p0 * y0 + p1 * y1 + p2 * y2
+        pw = p0 * y3 + p1 * y4 + p2 * y5
+        rv = r0 * y0 + r1 * y1 + r2 * y2
+        # J_r3ᵀ z = j z + α φ × z + β φ (φ·z);  Bᵀ z = −u × z + (symmetric part) z
+        bv, bw = be * pv, be * pw
+        ev = e * pv
+        return (
+            j * y0 + al * (p1 * y2 - p2 * y1) + bv * p0,
+            j * y1 + al * (p2 * y0 - p0 * y2) + bv * p1,
+            j * y2 + al * (p0 * y1 - p1 * y0) + bv * p2,
+            j * y3
+            + al * (p1 * y5 - p2 * y4)
+            + bw * p0
+            - (u1 * y2 - u2 * y1)
+            + be * (r0 * pv + p0 * rv)
+            + ev * p0
+            + f * y0,
+            j * y4
+            + al * (p2 * y3 - p0 * y5)
+            + bw * p1
+            - (u2 * y0 - u0 * y2)
+            + be * (r1 * pv + p1 * rv)
+            + ev * p1
+            + f * y1,
+            j * y5
+            + al * (p0 * y4 - p1 * y3)
+            + bw * p2
+            - (u0 * y1 - u1 * y0)
+            + be * (r2 * pv + p2 * rv)
+            + ev * p2
+            + f * y2,
+        )
+
+    def solve(self, y) -> tuple[float, float, float, float, float, float]:
+        """dexp_λ⁻¹ y: ω' = J_r3⁻¹ y_ω, v' = J_r3⁻¹ (y_v − B ω') (block back-substitution of the
+        closed form of :func:`dexp_inv`); J_r3⁻¹ z = z + ½ φ × z + γ φ × (φ × z)."""
+        y0, y1, y2, y3, y4, y5 = y
+        r0, r1, r2 = self.r
+        p0, p1, p2 = self.p
+        u0, u1, u2 = self.u
+        be, g = self.k[1], self.k[4]
+        e, f = self.e, self.f
+        # ω' = J⁻¹ y_ω
+        c0, c1, c2 = p1 * y5 - p2 * y4, p2 * y3 - p0 * y5, p0 * y4 - p1 * y3
+        w0 = y3 + 0.5 * c0 + g * (p1 * c2 - p2 * c1)
+        w1 = y4 + 0.5 * c1 + g * (p2 * c0 - p0 * c2)
+        w2 = y5 + 0.5 * c2 + g * (p0 * c1 - p1 * c0)
+        # z = y_v − B ω'
+        pw = p0 * w0 + p1 * w1 + p2 * w2
+        rw = r0 * w0 + r1 * w1 + r2 * w2
+        ew = e * pw
+        z0 = y0 - ((u1 * w2 - u2 * w1) + be * (r0 * pw + p0 * rw) + ew * p0 + f * w0)
+        z1 = y1 - ((u2 * w0 - u0 * w2) + be * (r1 * pw + p1 * rw) + ew * p1 + f * w1)
+        z2 = y2 - ((u0 * w1 - u1 * w0) + be * (r2 * pw + p2 * rw) + ew * p2 + f * w2)
+        # v' = J⁻¹ z
+        c0, c1, c2 = p1 * z2 - p2 * z1, p2 * z0 - p0 * z2, p0 * z1 - p1 * z0
+        return (
+            z0 + 0.5 * c0 + g * (p1 * c2 - p2 * c1),
+            z1 + 0.5 * c1 + g * (p2 * c0 - p0 * c2),
+            z2 + 0.5 * c2 + g * (p0 * c1 - p1 * c0),
+            w0,
+            w1,
+            w2,
+        )
+
+    def _dot_terms(self, lam_dot):
+        """Time derivatives of the rank-one form for the rate λ̇ = (ρ̇, φ̇) (see :func:`dexp_dot`)."""
+        s0, s1, s2, q0, q1, q2 = lam_dot
+        r0, r1, r2 = self.r
+        p0, p1, p2 = self.p
+        x, d = self.x, self.d
+        al, be, b, c, _, dal, dbe, db, dc = self.k
+        rr = p0 * q0 + p1 * q1 + p2 * q2  # θ θ̇
+        dx = 2.0 * rr
+        dal *= rr
+        dbe *= rr
+        db *= rr
+        dc *= rr
+        g = -(dbe * x + be * dx)
+        dd = q0 * r0 + q1 * r1 + q2 * r2 + p0 * s0 + p1 * s1 + p2 * s2
+        ku, dku = b * x - 0.5, db * x + b * dx
+        kp, dkp = (be - 2.0 * b) * d, (dbe - 2.0 * db) * d + (be - 2.0 * b) * dd
+        de = -2.0 * (dc * d + c * dd)
+        df = 2.0 * dd * (c * x - be) + 2.0 * d * (dc * x + c * dx - dbe)
+        return s0, s1, s2, q0, q1, q2, al, be, dal, dbe, g, ku, dku, kp, dkp, de, df
+
+    def dot_mul(self, lam_dot, y) -> tuple[float, float, float, float, float, float]:
+        """(d/dt dexp_λ) y for λ changing at the rate λ̇ (6 floats): [J̇ y_v + Ḃ y_ω; J̇ y_ω] with
+        J̇ z = β̇ φ(φ·z) + β(φ̇(φ·z) + φ(φ̇·z)) + g z − (α̇ φ + α φ̇) × z and
+        Ḃ z = u̇ × z + β̇(ρ(φ·z) + φ(ρ·z)) + β(ρ̇(φ·z) + φ(ρ̇·z) + ρ(φ̇·z) + φ̇(ρ·z)) + ė φ(φ·z)
+        + e(φ̇(φ·z) + φ(φ̇·z)) + ḟ z."""
+        s0, s1, s2, q0, q1, q2, al, be, dal, dbe, g, ku, dku, kp, dkp, de, df = self._dot_terms(lam_dot)
+        y0, y1, y2, y3, y4, y5 = y
+        r0, r1, r2 = self.r
+        p0, p1, p2 = self.p
+        e = self.e
+        # J̇ skew part −a × z, a = α̇ φ + α φ̇;  Ḃ skew part u̇ × z
+        a0, a1, a2 = dal * p0 + al * q0, dal * p1 + al * q1, dal * p2 + al * q2
+        v0 = dku * r0 + ku * s0 + dkp * p0 + kp * q0
+        v1 = dku * r1 + ku * s1 + dkp * p1 + kp * q1
+        v2 = dku * r2 + ku * s2 + dkp * p2 + kp * q2
+        # J̇ y_ω
+        pz, qz = p0 * y3 + p1 * y4 + p2 * y5, q0 * y3 + q1 * y4 + q2 * y5
+        m, n = dbe * pz, be * pz
+        o = be * qz
+        t3 = m * p0 + n * q0 + o * p0 + g * y3 - (a1 * y5 - a2 * y4)
+        t4 = m * p1 + n * q1 + o * p1 + g * y4 - (a2 * y3 - a0 * y5)
+        t5 = m * p2 + n * q2 + o * p2 + g * y5 - (a0 * y4 - a1 * y3)
+        # Ḃ y_ω (reusing pz = φ·y_ω, qz = φ̇·y_ω)
+        rz, sz = r0 * y3 + r1 * y4 + r2 * y5, s0 * y3 + s1 * y4 + s2 * y5
+        h0 = v1 * y5 - v2 * y4 + dbe * (r0 * pz + p0 * rz) + be * (s0 * pz + p0 * sz + r0 * qz + q0 * rz)
+        h1 = v2 * y3 - v0 * y5 + dbe * (r1 * pz + p1 * rz) + be * (s1 * pz + p1 * sz + r1 * qz + q1 * rz)
+        h2 = v0 * y4 - v1 * y3 + dbe * (r2 * pz + p2 * rz) + be * (s2 * pz + p2 * sz + r2 * qz + q2 * rz)
+        dep, ep, eq = de * pz, e * pz, e * qz
+        h0 += dep * p0 + ep * q0 + eq * p0 + df * y3
+        h1 += dep * p1 + ep * q1 + eq * p1 + df * y4
+        h2 += dep * p2 + ep * q2 + eq * p2 + df * y5
+        # J̇ y_v
+        pz, qz = p0 * y0 + p1 * y1 + p2 * y2, q0 * y0 + q1 * y1 + q2 * y2
+        m, n = dbe * pz, be * pz
+        o = be * qz
+        return (
+            m * p0 + n * q0 + o * p0 + g * y0 - (a1 * y2 - a2 * y1) + h0,
+            m * p1 + n * q1 + o * p1 + g * y1 - (a2 * y0 - a0 * y2) + h1,
+            m * p2 + n * q2 + o * p2 + g * y2 - (a0 * y1 - a1 * y0) + h2,
+            t3,
+            t4,
+            t5,
+        )
+
+    # ---------------------------------------------------------------------------- matrices
+
+    def matrix(self, out: np.ndarray | None = None) -> np.ndarray:
+        """dexp_λ (6, 6), as :func:`dexp`."""
+        if out is None:
+            out = np.empty((6, 6))
+        p0, p1, p2 = self.p
+        al, be, b, c = self.k[:4]
+        d = self.j
+        _put3(
+            out[:3, :3],
+            d + be * p0 * p0,
+            be * p0 * p1,
+            be * p0 * p2,
+            d + be * p1 * p1,
+            be * p1 * p2,
+            d + be * p2 * p2,
+            -al * p0,
+            -al * p1,
+            -al * p2,
+        )
+        out[3:, 3:] = out[:3, :3]
+        out[3:, :3] = 0.0
+        _B_into(self.r, self.p, self.x, be, b, c, out[:3, 3:])
+        return out
+
+    def inverse(self, out: np.ndarray | None = None) -> np.ndarray:
+        """dexp_λ⁻¹ (6, 6), as :func:`dexp_inv`."""
+        if out is None:
+            out = np.empty((6, 6))
+        p0, p1, p2 = self.p
+        _, be, b, c, g = self.k[:5]
+        d = 1.0 - g * self.x
+        Ji = out[:3, :3]
+        _put3(
+            Ji,
+            d + g * p0 * p0,
+            g * p0 * p1,
+            g * p0 * p2,
+            d + g * p1 * p1,
+            g * p1 * p2,
+            d + g * p2 * p2,
+            0.5 * p0,
+            0.5 * p1,
+            0.5 * p2,
+        )
+        out[3:, 3:] = Ji
+        out[3:, :3] = 0.0
+        B = _B_into(self.r, self.p, self.x, be, b, c, np.empty((3, 3)))
+        np.matmul(Ji, B @ Ji, out=out[:3, 3:])
+        np.negative(out[:3, 3:], out=out[:3, 3:])
+        return out
+
+    def dot_matrix(self, lam_dot, out: np.ndarray | None = None) -> np.ndarray:
+        """d/dt dexp_λ (6, 6) for the rate λ̇ (6 floats), as :func:`dexp_dot`."""
+        if out is None:
+            out = np.empty((6, 6))
+        s0, s1, s2, q0, q1, q2, al, be, dal, dbe, g, ku, dku, kp, dkp, de, df = self._dot_terms(lam_dot)
+        r0, r1, r2 = self.r
+        p0, p1, p2 = self.p
+        e = self.e
+        _put3(
+            out[:3, :3],
+            dbe * p0 * p0 + 2.0 * be * p0 * q0 + g,
+            dbe * p0 * p1 + be * (p0 * q1 + q0 * p1),
+            dbe * p0 * p2 + be * (p0 * q2 + q0 * p2),
+            dbe * p1 * p1 + 2.0 * be * p1 * q1 + g,
+            dbe * p1 * p2 + be * (p1 * q2 + q1 * p2),
+            dbe * p2 * p2 + 2.0 * be * p2 * q2 + g,
+            -(dal * p0 + al * q0),
+            -(dal * p1 + al * q1),
+            -(dal * p2 + al * q2),
+        )
+        out[3:, 3:] = out[:3, :3]
+        out[3:, :3] = 0.0
+        R, P, S, Q = self.r, self.p, (s0, s1, s2), (q0, q1, q2)
+
+        def entry(i: int, j: int) -> float:
+            return (
+                dbe * (R[i] * P[j] + P[i] * R[j])
+                + be * (S[i] * P[j] + P[i] * S[j] + R[i] * Q[j] + Q[i] * R[j])
+                + de * P[i] * P[j]
+                + e * (Q[i] * P[j] + P[i] * Q[j])
+            )
+
+        _put3(
+            out[:3, 3:],
+            entry(0, 0) + df,
+            entry(0, 1),
+            entry(0, 2),
+            entry(1, 1) + df,
+            entry(1, 2),
+            entry(2, 2) + df,
+            dku * r0 + ku * s0 + dkp * p0 + kp * q0,
+            dku * r1 + ku * s1 + dkp * p1 + kp * q1,
+            dku * r2 + ku * s2 + dkp * p2 + kp * q2,
+        )
+        return out
+
+
+def dexp_and_dot(
+    lam: np.ndarray, lam_dot: np.ndarray, out: np.ndarray | None = None, out_dot: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`dexp` (λ), :func:`dexp_dot` (λ, λ̇)) from one shared coefficient evaluation."""
+    jac = DexpSE3(lam)
+    return jac.matrix(out), jac.dot_matrix([float(v) for v in lam_dot], out_dot)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
+from controllers.feedforward import DissipationFeedforward
 from controllers.hqp import (
     STATUS_CLOSED_FORM,
     STATUS_FALLBACK,
@@ -23,6 +24,7 @@ from controllers.hqp import (
     HQPController,
     manipulability_gradient,
 )
+from controllers.observer import MomentumObserver
 from planners.base import Reference
 from sim import lie
 from sim.loop import build, simulate
@@ -39,6 +41,7 @@ TOL_QP_VS_CLOSED = 1e-7  # QP solution vs the closed form when no constraint is 
 TOL_BACKENDS = 1e-5  # daqp vs quadprog vs proxqp (proxqp eps_abs = 1e-7) on the same problem
 TOL_TORQUE = 1e-9  # |τ_cmd| ≤ τ_max (relative)
 TOL_JOINT_LIMIT = 1e-4  # joint-limit overshoot scale [rad]
+TOL_IMPL = 1e-11  # float / LAPACK implementation vs the straightforward numpy reference (relative)
 
 SEED = 3
 
@@ -148,6 +151,173 @@ def test_manipulability_gradient_matches_finite_differences(robot: str) -> None:
         fd = np.array([(w_and_J(q + h * e)[0] - w_and_J(q - h * e)[0]) / (2 * h) for e in np.eye(len(q))])
         np.testing.assert_allclose(g, fd, atol=TOL_GRAD_FD)
         assert np.abs(fd).max() > 1e-3  # the check is not trivially zero
+
+
+# ------------------------------------------------------------------------------ implementation
+
+
+def _grad_w_reference(J: np.ndarray, w: float) -> np.ndarray:
+    """∇w by the masked-matrix form: [i, k] = Jω_i · U_k (i < k), Jv_i · C_k (i ≥ k), summed over k."""
+    P = np.linalg.solve(J @ J.T, J)
+    Jv, Jw, Pv, Pw = J[:3], J[3:], P[:3], P[3:]
+    U = np.cross(Jv, Pv, axis=0) + np.cross(Jw, Pw, axis=0)
+    C = np.cross(Pv, Jw, axis=0)
+    upper = np.triu(Jw.T @ U, 1)
+    lower = np.tril(Jv.T @ C)
+    return w * (upper + lower).sum(axis=1)
+
+
+def _reference_problem(ctrl: HQPController, snap, ref: Reference, wrench: WrenchState) -> dict:
+    """The level-1/level-2 targets, box, torque rows and closed form written out with numpy
+    (np.linalg.eigh, explicit slacks) — the reference of the optimised _build_task."""
+    c, plant, nv = ctrl.config, ctrl.plant, ctrl.nv
+    J, M = snap.J_ee_lwa, snap.M
+    F = wrench.ext_world.copy()
+    F[3:] += np.cross(snap.T_world_sensor[:3, 3] - snap.p_ee_in_world, F[:3])
+    if not c.use_force_feedback:
+        F[:] = 0.0
+    s = 1.0 / (1.0 + np.exp(-c.k_alpha * np.linalg.norm(F[:3])))
+    alpha = s if c.sigmoid == "plain" else 2.0 * s - 1.0
+    K0 = np.array(c.k0)
+    K_r = np.clip((1.0 - alpha) * K0, c.k_min_ratio * K0, K0)
+    Li = J @ snap.Minv @ J.T
+    mu, V = np.linalg.eigh(Li)
+    Lam = (V / mu) @ V.T
+    Lh = (V / np.sqrt(mu)) @ V.T
+    D_r = Lh @ np.diag(np.sqrt(K_r)) + np.diag(np.sqrt(K_r)) @ Lh
+    e_p = np.concatenate((snap.p_ee_in_world - ref.pos, lie.so3_log(snap.R_world_ee @ ref.R.T)))
+    dnu = snap.twist_ee_lwa - np.concatenate((ref.vel, ref.omega))
+    F_r = -D_r @ dnu - K_r * e_p
+    a = np.concatenate((ref.acc, ref.alpha)) + Li @ (F_r + F)
+    b = a - snap.dJdq_ee_lwa
+    q2 = -c.d_j * snap.v - c.k_j * (snap.q - plant.q_home)
+    if c.k_sa > 0.0 and snap.manipulability < c.w_th:
+        q2 = q2 + c.k_sa * _grad_w_reference(J, snap.manipulability)
+    qdd = q2 + snap.Minv @ J.T @ Lam @ (b - J @ q2)
+    tau_offset = snap.h - (J.T @ F if c.wrench_compensation else 0.0)
+    D = c.horizon
+    kq = 1.0 / ((0.5 if c.position_constraint == "paper" else 0.25) * D * D)
+    lbv, ubv = (-plant.v_max - snap.v) / D, (plant.v_max - snap.v) / D
+    lb = np.maximum(kq * (plant.q_min - snap.q) - kq * D * snap.v, lbv)
+    ub = np.minimum(kq * (plant.q_max - snap.q) - kq * D * snap.v, ubv)
+    bad = lb > ub
+    lb[bad], ub[bad] = lbv[bad], ubv[bad]
+    m = ctrl._tau_lim - (ctrl._ff_f + ctrl._ff_d * np.abs(snap.v))
+    h = np.concatenate((m - tau_offset, m + tau_offset))
+    slack = np.concatenate((qdd - lb, ub - qdd, h[:nv] - M @ qdd, h[nv:] + M @ qdd))
+    return {"F_ext": F, "K_r": K_r, "Lambda": Lam, "D_r": D_r, "e_p": e_p, "dnu": dnu, "F_r": F_r, "a": a, "b": b,
+            "qdd_posture": q2, "qdd_closed": qdd, "tau_offset": tau_offset, "lb": lb, "ub": ub, "h": h,
+            "alpha": alpha, "min_slack": slack.min()}
+
+
+@pytest.mark.parametrize("robot", ["iiwa14", "fr3"])
+def test_optimised_problem_equals_numpy_reference(robot: str) -> None:
+    """_build_task (floats, LAPACK dsyevd, running-sum ∇w, float feasibility test) = the numpy
+    reference to round-off; its feasibility verdict equals the sign of the smallest slack, and
+    compute() returns τ = M q̈ + offset (+ τ_ff) of the closed form."""
+    s = build(scenario_from_dict(_free_space(robot)))
+    rng = np.random.default_rng(SEED + 5)
+    tight = dataclasses.replace(s.plant, tau_max=np.full(s.plant.nv, 4.0))
+    q_max = s.plant.q_max.copy()
+    q_max[0] = s.q0[0] - 0.4  # joint 0 beyond its upper limit: its position and velocity boxes are disjoint
+    outside = dataclasses.replace(s.plant, q_max=q_max, q_min=np.minimum(s.plant.q_min, q_max - 1.0))
+    # (config, plant, scale of the state, of the wrench and of the reference error): small errors keep
+    # the closed form feasible, large ones (and 4 N·m limits) make it infeasible
+    configs = [
+        (HQPConfig(w_th=10.0), s.plant, 0.02, 0.5, 0.002),  # ∇w always on
+        (HQPConfig(w_th=10.0), s.plant, 0.5, 5.0, 0.05),
+        (HQPConfig(sigmoid="shifted", wrench_compensation=True, position_constraint="critical", feedforward="off"),
+         s.plant, 0.02, 0.5, 0.002),
+        (HQPConfig(use_force_feedback=False, w_th=10.0), tight, 0.5, 5.0, 0.05),
+        # large wrench-compensation offsets make the torque rows asymmetric (h_top ≠ h_bot)
+        (HQPConfig(wrench_compensation=True, k_alpha=0.0), tight, 0.02, 8.0, 0.005),
+        (HQPConfig(), outside, 0.02, 0.5, 0.002),
+    ]
+    verdicts = set()
+    for cfg, plant, dv, fs, err in configs:
+        ctrl = HQPController(cfg, plant, s.planner)
+        cmd = ctrl.make_command()
+        w = WrenchState()
+        for q, v in _random_states(s, 8, rng, dq=0.3, dv=dv):
+            snap = s.dynamics.update(q, v, 0.0)
+            w.ext_world[:] = rng.normal(scale=fs, size=6)
+            ref = _ref_near(snap, rng, err, rot_err=err)
+            ref.omega[:], ref.alpha[:] = rng.normal(scale=dv, size=3), rng.normal(scale=dv, size=3)
+            want = _reference_problem(ctrl, snap, ref, w)
+            p = ctrl.build_problem(snap, ref, w)
+            for k, x in want.items():
+                if k in ("alpha", "min_slack"):
+                    continue
+                got = getattr(p, k)
+                err = np.abs(got - x).max() / max(1.0, np.abs(x).max())
+                assert err <= TOL_IMPL, (k, err)
+            assert abs(p.alpha - want["alpha"]) <= 1e-15
+            feasible = bool(ctrl._slacks(p.qdd_closed, snap.M).min() >= 0.0)
+            assert ctrl._closed_feasible == feasible
+            if abs(want["min_slack"]) > 1e-9:  # away from the boundary the reference agrees too
+                assert feasible == (want["min_slack"] >= 0.0)
+            verdicts.add(feasible)
+            ctrl.compute(snap, ref, w, cmd)
+            sol = ctrl.sol
+            tau = snap.M @ sol.qdd + p.tau_offset
+            if ctrl.ff.active:
+                tau += DissipationFeedforward(plant.dof_frictionloss, plant.dof_damping, cfg.feedforward).compute(
+                    snap.v, tau)
+            np.testing.assert_allclose(cmd.tau, tau, rtol=0, atol=1e-12 * max(1.0, np.abs(tau).max()))
+            assert cmd.diag[0] == sol.status and cmd.diag[4] == sol.level1_residual
+            np.testing.assert_array_equal(cmd.diag[5:], [p.alpha, p.K_r[0], p.K_r[3], *p.F_ext[:3]])
+    assert verdicts == {True, False}, "both closed-form outcomes must be exercised"
+
+
+@pytest.mark.parametrize("robot", ["iiwa14", "fr3"])
+def test_manipulability_gradient_equals_masked_form(robot: str) -> None:
+    s = build(scenario_from_dict(_free_space(robot)))
+    rng = np.random.default_rng(SEED + 6)
+    for q, _ in _random_states(s, 10, rng, dq=0.8):
+        snap = s.dynamics.update(q, np.zeros(s.plant.nv), 0.0)
+        J, w = snap.J_ee_lwa, snap.manipulability
+        g_ref = _grad_w_reference(J, w)
+        np.testing.assert_allclose(manipulability_gradient(J, w), g_ref, rtol=0, atol=1e-13 * np.abs(g_ref).max())
+
+
+def test_observer_recursion_equals_vector_form() -> None:
+    """The momentum observer of the sensorless mode (per-joint float recursion, Cholesky wrench solve)
+    equals its vector form I += (τ − τ_d − h + r)Δt + (M_k − M_{k−1})q̇_k, r = K_O(Mq̇ − p0 − I),
+    F̂ = (J Jᵀ)⁻¹ J r, and fill_wrench_state transports F̂ as the F/T path does."""
+    s = build(scenario_from_dict(_free_space("fr3")))  # FR3: joint damping and friction are modelled
+    plant = s.plant
+    assert np.any(plant.dof_frictionloss > 0.0)
+    obs = MomentumObserver(plant, 50.0)
+    rng = np.random.default_rng(SEED + 7)
+    K, dt, d, f = obs.K, obs.dt, plant.dof_damping, plant.dof_frictionloss
+    q, v = s.q0.copy(), np.zeros(plant.nv)
+    prev = None
+    w = WrenchState()
+    for k in range(60):
+        v += rng.normal(scale=0.05, size=plant.nv)
+        q += v * dt
+        snap = s.dynamics.update(q, v, k * dt)
+        tau = rng.normal(scale=3.0, size=plant.nv)
+        est = obs.update(snap, tau).copy()
+        if prev is None:
+            p0, I, r = snap.M @ v, np.zeros(plant.nv), np.zeros(plant.nv)
+        else:
+            M_p, h_p, v_p = prev  # τ: the torque applied since the previous update
+            I = I + (tau - (d * v_p + f * np.tanh(v_p / 0.01)) - h_p + r) * dt + (snap.M - M_p) @ v
+            r = K * (snap.M @ v - p0 - I)
+        prev = (snap.M.copy(), snap.h.copy(), v.copy())
+        J = snap.J_ee_lwa
+        F = np.linalg.solve(J @ J.T, J @ r)
+        scale = max(1.0, np.abs(r).max())
+        np.testing.assert_allclose(obs.r, r, rtol=0, atol=1e-12 * scale)
+        np.testing.assert_allclose(est, F, rtol=0, atol=1e-11 * max(1.0, np.abs(F).max()))
+        obs.fill_wrench_state(snap, w)
+        pS, pE, R = snap.T_world_sensor[:3, 3], snap.p_ee_in_world, snap.R_world_ee
+        ext_world = np.concatenate((est[:3], est[3:] + np.cross(pE - pS, est[:3])))
+        np.testing.assert_allclose(w.ext_world, ext_world, rtol=0, atol=1e-13 * max(1.0, np.abs(ext_world).max()))
+        np.testing.assert_allclose(w.ext_body, np.concatenate((R.T @ est[:3], R.T @ est[3:])), rtol=0,
+                                   atol=1e-13 * max(1.0, np.abs(est).max()))
+    assert np.abs(r).max() > 1.0  # the recursion really moved
 
 
 # ------------------------------------------------------------------------------ strict priority

@@ -23,6 +23,7 @@ TOL_PIN_JAC = 1e-7  # Pinocchio's Jexp6/Jlog6 truncate their Taylor branch (~1.5
 TOL_SERIES = 1e-12  # dexp against its defining series Σ (−ad)^k/(k+1)! summed in float64
 TOL_FD = 1e-7  # central finite differences, step H_FD (error ~ H² · third derivative)
 TOL_SWITCH = 1e-12  # series / closed-form branches on both sides of the switch angle
+TOL_FUSED = 1e-14  # fused evaluation (se3_jacobian_coeffs, DexpSE3, *_floats) vs the separate functions
 H_FD = 1e-5
 
 SEED = 20240611
@@ -336,3 +337,79 @@ def test_quaternion_conversions():
             lie.quat_to_matrix(q),
             atol=TOL_ROUNDTRIP,
         )
+
+
+# ------------------------------------------------------------------------------------ fused evaluation
+
+
+def _rel(a, b) -> float:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return float(np.abs(a - b).max() / max(1.0, np.abs(b).max()))
+
+
+@pytest.mark.parametrize("xi", TWISTS, ids=IDS)
+def test_fused_dexp_equals_separate_functions(xi):
+    """DexpSE3 (one coefficient evaluation) equals dexp, dexp_inv, dexp_dot and their products."""
+    rng = np.random.default_rng(SEED + 20)
+    rate, y = rng.normal(size=6), rng.normal(size=6)
+    D, Di, Dd = lie.dexp(xi), lie.dexp_inv(xi), lie.dexp_dot(xi, rate)
+    jac = lie.DexpSE3(xi)
+    assert _rel(jac.matrix(), D) <= TOL_FUSED
+    assert _rel(jac.inverse(), Di) <= TOL_FUSED
+    assert _rel(jac.dot_matrix(rate.tolist()), Dd) <= TOL_FUSED
+    assert _rel(jac.mul(y.tolist()), D @ y) <= TOL_FUSED
+    assert _rel(jac.tmul(y.tolist()), D.T @ y) <= TOL_FUSED
+    assert _rel(jac.solve(y.tolist()), Di @ y) <= TOL_FUSED
+    assert _rel(jac.dot_mul(rate.tolist(), y.tolist()), Dd @ y) <= TOL_FUSED
+    A, B = lie.dexp_and_dot(xi, rate)
+    assert _rel(A, D) <= TOL_FUSED and _rel(B, Dd) <= TOL_FUSED
+    # set() with the coefficients handed over (as the SE(3) controller does for −λ)
+    x = float(xi[3:] @ xi[3:])
+    jac2 = lie.DexpSE3().set(*(-xi).tolist(), lie.se3_jacobian_coeffs(x))
+    assert _rel(jac2.matrix(), lie.dexp(-xi)) <= TOL_FUSED
+
+
+@pytest.mark.parametrize("th", [*ANGLES, 1.35, 1.36, 2.25, 3.0, 4.0, 6.0])
+def test_fused_coefficients_equal_separate_series(th):
+    """(α, β, b, c, γ, α'/θ, β'/θ, b'/θ, c'/θ) in one truncated pass = the 14-term series / closed forms."""
+    x = th * th
+    ref = (*lie._se3_coeffs(x), lie._gamma(x), *lie._se3_coeff_derivs(x))
+    got = lie.se3_jacobian_coeffs(x)
+    for a, b in zip(got, ref, strict=True):
+        assert abs(a - b) <= TOL_FUSED * abs(b), (th, a, b)
+
+
+def test_fused_series_truncation_tiers_are_safe():
+    """At each tier boundary x = X_n, the n + 1 terms used leave a tail below 2⁻⁶⁴ |f| for all nine
+    series (so dropping it is far below round-off), and the tiers increase."""
+    tiers = lie._X_TIERS
+    assert all(a < b for a, b in zip(tiers[:-1], tiers[1:], strict=True)) and tiers[-1] < lie._SERIES_X
+    rows = lie._FUSED_ROWS
+    for n, x in enumerate(tiers, start=1):
+        used = n + 1
+        for s in range(9):
+            coeffs = [r[s] for r in rows]
+            f = sum(c * x**k for k, c in enumerate(coeffs))
+            tail = sum(abs(c) * x**k for k, c in enumerate(coeffs) if k >= used)
+            assert tail <= 2.0**-64 * abs(f), (n, s, tail, f)
+
+
+@pytest.mark.parametrize("xi", TWISTS, ids=IDS)
+def test_log_floats_equal_log(xi):
+    T = lie.se3_exp(xi)
+    R9, p3 = T[:3, :3].ravel().tolist(), T[:3, 3].tolist()
+    phi = lie.so3_log_floats(*R9)
+    np.testing.assert_array_equal(phi, lie.so3_log(T[:3, :3]))  # same operations: bit for bit
+    lam, co = lie.se3_log_floats(*R9, *p3)
+    assert _rel(lam, lie.se3_log(T)) <= TOL_FUSED
+    assert co == lie.se3_jacobian_coeffs(float(np.dot(phi, phi)))
+
+
+def test_so3_log_floats_at_pi_equals_so3_log():
+    """The near-π branch (axis from the symmetric part), including θ = π exactly, each diagonal pivot."""
+    rng = np.random.default_rng(SEED + 21)
+    axes = [np.eye(3)[i] for i in range(3)] + [_axis(rng) for _ in range(6)]
+    for th in (2.7, math.pi - 1e-9, math.pi):
+        for n in axes:
+            R = lie.so3_exp(th * n)
+            np.testing.assert_array_equal(lie.so3_log_floats(*R.ravel().tolist()), lie.so3_log(R))

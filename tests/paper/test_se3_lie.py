@@ -17,6 +17,7 @@ import mujoco
 import numpy as np
 import pytest
 
+from controllers.feedforward import DissipationFeedforward
 from controllers.se3_lie import SE3LieConfig, SE3LieController
 from planners.base import Reference
 from sim import lie
@@ -35,6 +36,7 @@ TOL_TASK = 1e-9  # task acceleration with/without the null-space term (algebra)
 TOL_TASK_MJ = 1e-6  # the same measured through MuJoCo (model agreement ~1e-9 relative)
 TOL_CLOSURE = 1e-3  # ‖λ − λ_analytic‖ / ‖λ(0)‖ over 2 s (MATH.md §4)
 TOL_OVERSHOOT = 0.01  # relative error of the step overshoot
+TOL_IMPL = 1e-12  # float implementation vs the matrix-form reference (relative to the quantity's size)
 
 SEED = 5
 ANGLES = (0.0, 0.35, 1.6, 3.0)  # rotation errors [rad]: zero, 20°, past the series switch, near π
@@ -181,6 +183,76 @@ def test_null_space_term_leaves_task_acceleration_unchanged() -> None:
             meas[d_null] = snap.J_ee_body @ data.qacc[s.asm.dof_adr] + snap.dJdq_ee_body
             np.testing.assert_allclose(meas[d_null], acc[d_null], atol=TOL_TASK_MJ * max(1, np.abs(acc[0.0]).max()))
         np.testing.assert_allclose(meas[10.0], meas[0.0], atol=TOL_TASK_MJ * max(1, np.abs(acc[0.0]).max()))
+
+
+# ------------------------------------------------------------------------------ implementation
+
+
+def _matrix_form(ctrl: SE3LieController, snap, mr_T, mr_V, mr_dV, F_body) -> dict[str, np.ndarray]:
+    """The controller's equations written with 6×6 matrices (lie.dexp, lie.dexp_dot, lie.Ad,
+    np.linalg.solve): the reference the float implementation must reproduce to round-off."""
+    c = ctrl.config
+    T = snap.T_world_ee
+    T_err = lie.se3_inv(T) @ mr_T
+    lam = lie.se3_log(T_err)
+    AdT = lie.Ad(T_err)
+    AdVd = AdT @ mr_V
+    V_err = AdVd - snap.twist_ee_body
+    Jl = lie.dexp(-lam)
+    lam_dot = np.linalg.solve(Jl, V_err)
+    F_err = lie.Ad_inv(T_err).T @ ctrl.F_d - F_body
+    gamma = Jl.T @ F_err
+    lam_ddot = ctrl.Ainv @ gamma - ctrl.AinvD @ lam_dot - ctrl.AinvK @ lam
+    Jld = lie.dexp_dot(-lam, -lam_dot)
+    dV_ref = AdT @ mr_dV + lie.ad(V_err) @ AdVd - (Jl @ lam_ddot + Jld @ lam_dot)
+    Jb, M = snap.J_ee_body, snap.M
+    Li = Jb @ snap.Minv @ Jb.T
+    y = np.linalg.solve(Li, dV_ref - snap.dJdq_ee_body + c.d_null * snap.twist_ee_body)
+    q_ddot_ref = snap.Minv @ Jb.T @ y - c.d_null * snap.v
+    tau = Jb.T @ (y - F_body) - c.d_null * (M @ snap.v) + snap.h
+    if ctrl.ff.active:
+        tau = tau + DissipationFeedforward(ctrl.plant.dof_frictionloss, ctrl.plant.dof_damping,
+                                           c.feedforward).compute(snap.v, tau)
+    return {"T_err": T_err, "lam": lam, "V_err": V_err, "lam_dot": lam_dot, "F_err": F_err, "gamma": gamma,
+            "lam_ddot": lam_ddot, "dV_ref": dV_ref, "q_ddot_ref": q_ddot_ref, "tau": tau}
+
+
+@pytest.mark.parametrize("robot", ["iiwa14", "fr3"])
+@pytest.mark.parametrize("angle", ANGLES)
+def test_float_implementation_equals_matrix_form(robot: str, angle: float) -> None:
+    """compute() (Python floats, fused lie.DexpSE3, Cholesky) = the matrix-form equations to round-off,
+    for diagonal and full A, D, K, with and without F_d, at rotation errors up to near π."""
+    rng = np.random.default_rng(SEED + 10)
+    s = build(scenario_from_dict(_free_space(robot)))
+    B = rng.normal(size=(6, 6))
+    A = B @ B.T + 6 * np.eye(6)
+    configs = [
+        SE3LieConfig(),
+        SE3LieConfig(wrench_desired=(1.0, -2.0, 0.5, 0.1, 0.2, -0.3), d_null=0.0, feedforward="velocity"),
+        SE3LieConfig(a_matrix=tuple(map(tuple, A)), k_matrix=tuple(map(tuple, A + np.eye(6)))),
+    ]
+    w = WrenchState()
+    for cfg in configs:
+        ctrl = SE3LieController(cfg, s.plant, None)  # echoes the reference handed to compute()
+        cmd = ctrl.make_command()
+        for _ in range(3):
+            q = s.q0 + rng.uniform(-0.3, 0.3, s.plant.nv)
+            v = rng.uniform(-0.5, 0.5, s.plant.nv)
+            snap = s.dynamics.update(q, v, 0.0)
+            T_d = snap.T_world_ee @ lie.se3_exp(np.concatenate((rng.normal(scale=0.05, size=3), angle * _axis(rng))))
+            ref = Reference()
+            ref.pos[:], ref.R[:] = T_d[:3, 3], T_d[:3, :3]
+            ref.vel[:], ref.acc[:] = rng.normal(size=3), rng.normal(size=3)
+            ref.omega[:], ref.alpha[:] = rng.normal(size=3), rng.normal(size=3)
+            w.ext_body[:] = rng.normal(scale=5.0, size=6)
+            ctrl.compute(snap, ref, w, cmd)
+            mr = ctrl.mref
+            want = _matrix_form(ctrl, snap, mr.T, mr.V, mr.dV, w.ext_body)
+            got = {k: getattr(ctrl, k) for k in want if k != "tau"} | {"tau": cmd.tau}
+            for k, x in want.items():
+                err = np.abs(got[k] - x).max() / max(1.0, np.abs(x).max())
+                assert err <= TOL_IMPL, (k, err)
+            np.testing.assert_array_equal(cmd.diag, ctrl.lam)
 
 
 # ------------------------------------------------------------------------------ closed loop
