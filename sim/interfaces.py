@@ -204,7 +204,7 @@ class DrogueConfig:
     )
     friction: float = param(0.3, ge=0.0, doc="sliding friction of the drogue walls")
     solref: tuple[float, float] = param(
-        (0.004, 1.0), length=2, doc="contact solref (timeconst [s], dampratio)"
+        (0.01, 1.0), length=2, doc="contact solref (timeconst [s], dampratio)"
     )
     solimp: tuple[float, float, float, float, float] = param(
         (0.95, 0.99, 0.001, 0.5, 2.0), length=5, doc="contact solimp"

@@ -17,12 +17,13 @@ def test_docking_scenario_passes(name: str) -> None:
 
 
 @pytest.mark.slow
-def test_step_size_convergence() -> None:
+@pytest.mark.parametrize("name", ["iiwa14_docking", "fr3_docking"])
+def test_step_size_convergence(name: str) -> None:
     """dt and dt/2 at the same 1 ms control period: same verdict, peak truth force within 10%,
     final depth within 0.2 mm."""
     results = {}
     for dt in (0.001, 0.0005):
-        d = scenario_dict("iiwa14_docking")
+        d = scenario_dict(name)
         d["sim"]["timestep"] = dt
         results[dt] = run(scenario_from_dict(d), out_root=None)
     a, b = results[0.001], results[0.0005]
