@@ -234,7 +234,6 @@ def simulate(
     extra = {f"ctrl_{n}": "" for n in ctrl.diag_names}
     runtime = setup.runtime
     tel = Telemetry(n_steps, setup.plant.nv, extra, runtime.channels if runtime is not None else None)
-    diag_arrays = [tel.arrays[f"ctrl_{n}"] for n in ctrl.diag_names]
 
     qadr, dadr, aids = setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids
 
@@ -267,6 +266,26 @@ def simulate(
     w_qacc = d.warning[mujoco.mjtWarning.mjWARN_BADQACC]
 
     snap = dyn.update(d.qpos[qs], d.qvel[vs], 0.0)
+    # One telemetry row per step: every source below is updated in place each step (the snapshot,
+    # the reference, the command, the wrench state), so the list is built once.
+    scal = np.zeros(5)  # t, saturated, tool contacts, all contacts, manipulability
+    abs_tau = np.zeros(setup.plant.nv)
+    ws = wp.state
+    used = (w_obs if observer is not None else ws).ext_world
+    src = {
+        "t": scal[0:1], "q": snap.q, "v": snap.v, "tau_cmd": cmd.tau, "tau_applied": tau,
+        "saturated": scal[1:2], "ee_pos": snap.p_ee_in_world, "ee_quat": quat, "ee_vel": snap.twist_ee_lwa,
+        "ee_pos_des": ref.pos, "ee_vel_des": ref.vel, "ee_acc_des": ref.acc, "ee_quat_des": quat_des,
+        "ee_omega_des": ref.omega,
+        "wrench_ext_world": ws.truth_world if use_truth else ws.ext_world,
+        "wrench_ext_body": ws.truth_body if use_truth else ws.ext_body,
+        "wrench_truth_world": ws.truth_world, "wrench_truth_body": ws.truth_body, "wrench_used_world": used,
+        "contact_count": scal[2:3], "contact_count_all": scal[3:4], "manipulability": scal[4:5],
+    }
+    for k, name in enumerate(ctrl.diag_names):
+        src[f"ctrl_{name}"] = cmd.diag[k : k + 1]
+    row_sources = [src[name] for name in tel.row_channels]
+    block = tel.block
     planner.evaluate(0.0, ref)
     ctrl.reset(snap, ref)
 
@@ -300,32 +319,11 @@ def simulate(
                 c2 = clock()
                 t_ctrl += c2 - c1
             if record:
-                tel.t[i] = t
-                tel.q[i] = snap.q
-                tel.v[i] = snap.v
-                tel.tau_cmd[i] = cmd.tau
-                tel.tau_applied[i] = tau
-                tel.saturated[i] = bool(np.any(np.abs(cmd.tau) > tau_max))
-                tel.ee_pos[i] = snap.p_ee_in_world
+                np.abs(cmd.tau, out=abs_tau)
+                scal[:] = (t, (abs_tau > tau_max).any(), wp.state.contact_count, d.ncon, snap.manipulability)
                 mju_mat2Quat(quat, snap.R_world_ee.ravel())
-                tel.ee_quat[i] = quat
-                tel.ee_vel[i] = snap.twist_ee_lwa
-                tel.ee_pos_des[i] = ref.pos
-                tel.ee_vel_des[i] = ref.vel
-                tel.ee_acc_des[i] = ref.acc
                 mju_mat2Quat(quat_des, ref.R.ravel())
-                tel.ee_quat_des[i] = quat_des
-                tel.ee_omega_des[i] = ref.omega
-                tel.wrench_ext_world[i] = wp.state.ext_world if not use_truth else wp.state.truth_world
-                tel.wrench_ext_body[i] = wp.state.ext_body if not use_truth else wp.state.truth_body
-                tel.wrench_truth_world[i] = wp.state.truth_world
-                tel.wrench_truth_body[i] = wp.state.truth_body
-                tel.wrench_used_world[i] = w.ext_world
-                tel.contact_count[i] = wp.state.contact_count
-                tel.contact_count_all[i] = d.ncon
-                tel.manipulability[i] = snap.manipulability
-                for k, arr in enumerate(diag_arrays):
-                    arr[i] = cmd.diag[k]
+                np.concatenate(row_sources, out=block[i])  # the whole step in one copy
                 if runtime is not None:
                     runtime.record(i, tel.arrays)
             tel.n = i + 1

@@ -68,6 +68,13 @@ CHANNELS: dict[str, tuple[tuple, str, str, str]] = {
 class Telemetry:
     """Preallocated arrays for ``n_steps`` control steps (see :data:`CHANNELS`).
 
+    The per-step channels of :data:`CHANNELS` and the scalar ``extra`` channels live side by side in
+    ONE float64 block of shape (n_steps, W); each channel is a column view of it (in the order
+    :attr:`row_channels`), so the loop records a whole step with a single
+    ``np.concatenate(sources, out=block[i])``. Boolean and integer channels are stored as floats and
+    converted back by :meth:`channels`. ``extra_shaped`` channels (e.g. the hand's) are separate
+    arrays written by their owner.
+
     Args:
         n_steps: capacity.
         nv: arm dof count.
@@ -86,23 +93,44 @@ class Telemetry:
         self.n = 0
         self.units: dict[str, str] = {}
         self.arrays: dict[str, np.ndarray] = {}
+        self._dtypes: dict[str, str] = {}
+        widths: dict[str, int] = {}
         for name, (shape, dtype, unit, _doc) in CHANNELS.items():
-            full = (n_steps,) + tuple(nv if s == "nv" else s for s in shape)
-            self.arrays[name] = np.zeros(full, dtype=dtype)
+            dims = tuple(nv if s == "nv" else s for s in shape)
+            widths[name] = int(np.prod(dims)) if dims else 0  # 0 = scalar channel
+            self._dtypes[name] = dtype
             self.units[name] = unit
         for name, unit in (extra or {}).items():
-            self.arrays[name] = np.zeros(n_steps)
+            widths[name] = 0
+            self._dtypes[name] = "f8"
             self.units[name] = unit
+        #: block column order of the row channels
+        self.row_channels: tuple[str, ...] = tuple(widths)
+        total = sum(max(w, 1) for w in widths.values())
+        self.block = np.zeros((n_steps, total))
+        col = 0
+        for name, w in widths.items():
+            if w == 0:
+                self.arrays[name] = self.block[:, col]
+                col += 1
+            else:
+                self.arrays[name] = self.block[:, col : col + w]
+                col += w
         for name, (shape, unit) in (extra_shaped or {}).items():
             self.arrays[name] = np.zeros((n_steps,) + tuple(shape))
             self.units[name] = unit
-        # direct attribute access for the hot loop
+        # direct attribute access (tests, tools)
         for name, arr in self.arrays.items():
             setattr(self, name, arr)
 
     def channels(self) -> dict[str, np.ndarray]:
-        """Views of the recorded part (first ``n`` steps) of every channel."""
-        return {k: v[: self.n] for k, v in self.arrays.items()}
+        """The recorded part (first ``n`` steps) of every channel: float channels as views, bool and
+        integer channels converted to their dtype."""
+        out = {}
+        for k, v in self.arrays.items():
+            dtype = self._dtypes.get(k, "f8")
+            out[k] = v[: self.n] if dtype == "f8" else v[: self.n].astype(dtype)
+        return out
 
     def save(self, path: str | Path) -> None:
         """Write the recorded steps to ``path`` (.npz) atomically (temp file + rename)."""
