@@ -34,6 +34,7 @@ class DissipationFeedforward:
         self.any_friction = bool(np.any(self.active_f)) and mode != "off"
         self.any_damping = bool(np.any(self.d != 0.0)) and mode != "off"
         self.out = np.zeros_like(self.f)
+        self._dv = np.zeros_like(self.f)
         #: False when there is nothing to compensate (the loop can skip the call)
         self.active = self.any_friction or self.any_damping
 
@@ -44,11 +45,13 @@ class DissipationFeedforward:
             out[:] = 0.0
             return out
         if self.mode == "velocity":
-            np.tanh(v / VELOCITY_EPS, out=out)
+            np.divide(v, VELOCITY_EPS, out=out)
+            np.tanh(out, out=out)
         else:
             np.divide(tau_pre, self._half_f, out=out)
             np.tanh(out, out=out)
         out *= self.f  # f = 0 joints → 0
         if self.any_damping:
-            out += self.d * v
+            np.multiply(self.d, v, out=self._dv)
+            out += self._dv
         return out

@@ -14,6 +14,7 @@ F_ext is the force part of ``WrenchState.ext_world`` (environment on tool, world
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,7 +26,7 @@ from controllers.feedforward import DissipationFeedforward
 from planners.base import Planner, Reference
 from sim.config import param
 from sim.dynamics import Snapshot
-from sim.lie import so3_log
+from sim.lie import so3_log_floats
 from sim.wrench import WrenchState
 
 
@@ -68,62 +69,134 @@ class KhatibController(Controller):
         self.integral = np.zeros(3)
         self.frozen = False
         self.dt = plant.control_period
+        #: commanded task acceleration u = [u_pos; u_rot] of the last compute() [m/s²; rad/s²]
         self.u = np.zeros(6)
-        self.e_pos = np.zeros(3)
-        self.e_vel = np.zeros(3)
-        self.force = np.zeros(3)
+        nv = plant.nv
+        # work arrays (C-contiguous, the exact shapes np.dot(..., out=) needs)
+        self._MinvJt = np.zeros((nv, 6))
+        self._Li = np.zeros((6, 6))  # Λ⁻¹ = J M⁻¹ Jᵀ
+        self._r = np.zeros(6)  # J M⁻¹ q̇ (= q̇ᵀ M⁻¹ Jᵀ, M⁻¹ symmetric)
+        self._rhs = np.zeros(6)
+        self._tau = np.zeros(nv)
+        self._dv = np.zeros(nv)
+        self._gains_of: KhatibConfig | None = None
+        self._gains: tuple[float, ...] = ()
 
     def reset(self, snap: Snapshot, ref: Reference) -> None:
         self.integral[:] = 0.0
         self.F_I[:] = 0.0
         self.frozen = False
 
-    def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+    def _config_gains(self) -> tuple[float, ...]:
+        """The config's gains as Python floats (cached per config object)."""
         c = self.config
-        J = snap.J_ee_lwa
-        x = snap.p_ee_in_world
-        xd = snap.twist_ee_lwa
-        f_ext = wrench.ext_world[:3]
-        np.subtract(x, ref.pos, out=self.e_pos)
-        np.subtract(xd[:3], ref.vel, out=self.e_vel)
+        if c is not self._gains_of:
+            self._gains = (
+                -float(c.d), float(c.k), 1.0 / c.m, float(c.k_rot), float(c.d_rot), 1.0 / c.m_rot,
+                float(c.d_null), float(c.k_i), float(c.f_i_max), float(c.contact_threshold),
+            )
+            self._gains_of = c
+        return self._gains
+
+    def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        # 3-vector algebra on Python floats (one numpy call costs more than the arithmetic), in the
+        # same operation order as the array form; tests/test_khatib_fast.py pins it to the array
+        # implementation and tests/test_optimised_equals_reference.py to the textbook equations.
+        md, k, inv_m, k_rot, d_rot, inv_mrot, dn, k_i, f_i_max, f_contact = self._config_gains()
+        x0, x1, x2 = snap.p_ee_in_world.tolist()
+        v0, v1, v2, w0, w1, w2 = snap.twist_ee_lwa.tolist()
+        p0, p1, p2 = ref.pos.tolist()
+        pv0, pv1, pv2 = ref.vel.tolist()
+        f0, f1, f2, _, _, _ = wrench.ext_world.tolist()
+        ep0, ep1, ep2 = x0 - p0, x1 - p1, x2 - p2  # x − x_d
+        ev0, ev1, ev2 = v0 - pv0, v1 - pv1, v2 - pv2  # ẋ − ẋ_d
 
         # Friction integral, frozen once contact is detected.
         if self.use_integral and not self.frozen:
-            if np.linalg.norm(f_ext) > c.contact_threshold:
+            if math.sqrt(f0 * f0 + f1 * f1 + f2 * f2) > f_contact:
                 self.frozen = True
             else:
-                self.integral -= self.e_pos * self.dt
-                np.clip(c.k_i * self.integral, -c.f_i_max, c.f_i_max, out=self.F_I)
+                dt = self.dt
+                i0, i1, i2 = self.integral.tolist()
+                i0 -= ep0 * dt
+                i1 -= ep1 * dt
+                i2 -= ep2 * dt
+                self.integral[:] = (i0, i1, i2)
+                self.F_I[:] = (
+                    min(max(k_i * i0, -f_i_max), f_i_max),
+                    min(max(k_i * i1, -f_i_max), f_i_max),
+                    min(max(k_i * i2, -f_i_max), f_i_max),
+                )
+        fi0, fi1, fi2 = self.F_I.tolist()
 
-        u = self.u
-        force = self.force
-        np.multiply(self.e_vel, -c.d, out=force)
-        force -= c.k * self.e_pos
+        # u_pos = ẍ_d + M_d⁻¹ (−D_d (ẋ − ẋ_d) − K_d (x − x_d) [+ F_I] [+ F_ext])
+        g0 = ev0 * md - k * ep0
+        g1 = ev1 * md - k * ep1
+        g2 = ev2 * md - k * ep2
         if self.use_integral:
-            force += self.F_I
-        if c.use_force_feedback:
-            force += f_ext
-        force *= 1.0 / c.m
-        np.add(ref.acc, force, out=u[:3])
-        e_R = so3_log(ref.R @ snap.R_world_ee.T)
-        e_R *= c.k_rot
-        e_R += c.d_rot * (ref.omega - xd[3:])
-        e_R *= 1.0 / c.m_rot
-        np.add(ref.alpha, e_R, out=u[3:])
+            g0 += fi0
+            g1 += fi1
+            g2 += fi2
+        if self.config.use_force_feedback:
+            g0 += f0
+            g1 += f1
+            g2 += f2
+        a0, a1, a2 = ref.acc.tolist()
+        # e_R = log(R_d Rᵀ);  u_rot = α_d + M_R⁻¹ (K_R e_R + D_R (ω_d − ω))
+        (b00, b01, b02), (b10, b11, b12), (b20, b21, b22) = ref.R.tolist()
+        (c00, c01, c02), (c10, c11, c12), (c20, c21, c22) = snap.R_world_ee.tolist()
+        e0, e1, e2 = so3_log_floats(
+            b00 * c00 + b01 * c01 + b02 * c02,
+            b00 * c10 + b01 * c11 + b02 * c12,
+            b00 * c20 + b01 * c21 + b02 * c22,
+            b10 * c00 + b11 * c01 + b12 * c02,
+            b10 * c10 + b11 * c11 + b12 * c12,
+            b10 * c20 + b11 * c21 + b12 * c22,
+            b20 * c00 + b21 * c01 + b22 * c02,
+            b20 * c10 + b21 * c11 + b22 * c12,
+            b20 * c20 + b21 * c21 + b22 * c22,
+        )
+        o0, o1, o2 = ref.omega.tolist()
+        al0, al1, al2 = ref.alpha.tolist()
+        u0 = a0 + g0 * inv_m
+        u1 = a1 + g1 * inv_m
+        u2 = a2 + g2 * inv_m
+        u3 = al0 + (e0 * k_rot + d_rot * (o0 - w0)) * inv_mrot
+        u4 = al1 + (e1 * k_rot + d_rot * (o1 - w1)) * inv_mrot
+        u5 = al2 + (e2 * k_rot + d_rot * (o2 - w2)) * inv_mrot
+        self.u[:] = (u0, u1, u2, u3, u4, u5)
 
         # τ = Jᵀ Λ (u − J̇q̇) + h − D_null Nᵀ q̇ with Nᵀ q̇ = q̇ − Jᵀ Λ J M⁻¹ q̇, folded into one solve:
         # τ = Jᵀ y + h − d_null q̇,  y = Λ (u − J̇q̇ + d_null J M⁻¹ q̇),  Λ⁻¹ = J M⁻¹ Jᵀ.
-        MinvJt = snap.Minv @ J.T  # (nv, 6)
-        rhs = u - snap.dJdq_ee_lwa
-        rhs += c.d_null * (snap.v @ MinvJt)
-        _, y, info = _dposv(J @ MinvJt, rhs)  # Λ⁻¹ = J M⁻¹ Jᵀ is SPD away from singularities
+        J = snap.J_ee_lwa
+        JT = J.T
+        MinvJt = self._MinvJt
+        np.dot(snap.Minv, JT, out=MinvJt)  # (nv, 6)
+        np.dot(J, MinvJt, out=self._Li)
+        np.dot(snap.v, MinvJt, out=self._r)
+        r0, r1, r2, r3, r4, r5 = self._r.tolist()
+        j0, j1, j2, j3, j4, j5 = snap.dJdq_ee_lwa.tolist()
+        rhs = self._rhs
+        rhs[:] = (
+            (u0 - j0) + dn * r0,
+            (u1 - j1) + dn * r1,
+            (u2 - j2) + dn * r2,
+            (u3 - j3) + dn * r3,
+            (u4 - j4) + dn * r4,
+            (u5 - j5) + dn * r5,
+        )
+        # Λ⁻¹ is SPD away from singularities. Λ⁻¹ᵀ (F-contiguous view) with lower=1 hands LAPACK the
+        # upper triangle of Λ⁻¹ without a copy, exactly as dposv(Λ⁻¹) (lower=0) would; Λ⁻¹ is rebuilt each
+        # step, so LAPACK may factor it in place (the fallback recomputes it).
+        _, y, info = _dposv(self._Li.T, rhs, lower=1, overwrite_a=1)
         if info != 0:
             y = np.linalg.lstsq(J @ MinvJt, rhs, rcond=None)[0]
-        tau = J.T @ y
+        tau = self._tau
+        np.dot(JT, y, out=tau)
         tau += snap.h
-        tau -= c.d_null * snap.v
+        np.multiply(snap.v, dn, out=self._dv)
+        tau -= self._dv
         if self.ff.active:
             tau += self.ff.compute(snap.v, tau)
         cmd.tau[:] = tau
-        cmd.diag[:3] = self.F_I
-        cmd.diag[3] = 1.0 if self.frozen else 0.0
+        cmd.diag[:] = (fi0, fi1, fi2, 1.0 if self.frozen else 0.0)

@@ -319,7 +319,8 @@ class SE3LieController(Controller):
         c = self.config
         if self._echo is not None:
             self._echo.last = ref
-        mr = self.mref.update(snap.t)
+        # the loop hands over the planner's world reference at snap.t: convert it, don't re-evaluate
+        mr = self.mref.update_from_reference(ref, snap.t)
         F_body = wrench.ext_body if c.use_force_feedback else self._zero6
         self.error_state(snap.T_world_ee, snap.twist_ee_body, mr.T, mr.V, F_body)
         r0, r1, r2, r3, r4, r5 = self._reference_acceleration(mr.dV.tolist())

@@ -20,7 +20,8 @@ from planners.base import Planner, Reference
 
 
 class MotionReference:
-    """Preallocated body-frame desired motion of a planner; call :meth:`update` once per step.
+    """Preallocated body-frame desired motion of a planner; call :meth:`update` (or
+    :meth:`update_from_reference`) once per step.
 
     Attributes:
         T: (4, 4) T_world_des.
@@ -49,18 +50,43 @@ class MotionReference:
             return self
         ref = self.reference
         self.planner.evaluate(t, ref)
-        R = ref.R
-        T, V, dV = self.T, self.V, self.dV
-        T[:3, :3] = R
-        T[:3, 3] = ref.pos
-        Rt = R.T
-        np.matmul(Rt, ref.vel, out=V[:3])
-        np.matmul(Rt, ref.omega, out=V[3:])
-        np.matmul(Rt, ref.acc, out=dV[:3])
-        np.matmul(Rt, ref.alpha, out=dV[3:])
-        v0, v1, v2 = V[0], V[1], V[2]
-        w0, w1, w2 = V[3], V[4], V[5]
-        dV[0] -= w1 * v2 - w2 * v1
-        dV[1] -= w2 * v0 - w0 * v2
-        dV[2] -= w0 * v1 - w1 * v0
+        self._from_world(ref)
         return self
+
+    def update_from_reference(self, ref: Reference, t: float) -> MotionReference:
+        """As :meth:`update`, for a caller that already holds ``ref`` = the planner's world reference
+        at time t (the control loop evaluates it once per step): position-only planners convert
+        ``ref`` directly instead of evaluating the planner again; pass-through planners still call
+        ``motion_into(t, …)``. ``ref`` is read, not copied (:attr:`reference` is left as it was)."""
+        if self.passthrough:
+            self._motion_into(t, self.T, self.V, self.dV)
+        else:
+            self._from_world(ref)
+        return self
+
+    def _from_world(self, ref: Reference) -> None:
+        """T, V, dV of the world reference ``ref`` (module docstring), on Python floats."""
+        (r00, r01, r02), (r10, r11, r12), (r20, r21, r22) = rows = ref.R.tolist()
+        p0, p1, p2 = ref.pos.tolist()
+        a0, a1, a2 = ref.vel.tolist()
+        b0, b1, b2 = ref.omega.tolist()
+        c0, c1, c2 = ref.acc.tolist()
+        e0, e1, e2 = ref.alpha.tolist()
+        self.T[:3] = (rows[0] + [p0], rows[1] + [p1], rows[2] + [p2])
+        # Rᵀ x: column k of R dotted with x
+        v0 = r00 * a0 + r10 * a1 + r20 * a2
+        v1 = r01 * a0 + r11 * a1 + r21 * a2
+        v2 = r02 * a0 + r12 * a1 + r22 * a2
+        w0 = r00 * b0 + r10 * b1 + r20 * b2
+        w1 = r01 * b0 + r11 * b1 + r21 * b2
+        w2 = r02 * b0 + r12 * b1 + r22 * b2
+        self.V[:] = (v0, v1, v2, w0, w1, w2)
+        # V̇_d = [Rᵀ p̈ − ω_b × v_b; Rᵀ α]
+        self.dV[:] = (
+            (r00 * c0 + r10 * c1 + r20 * c2) - (w1 * v2 - w2 * v1),
+            (r01 * c0 + r11 * c1 + r21 * c2) - (w2 * v0 - w0 * v2),
+            (r02 * c0 + r12 * c1 + r22 * c2) - (w0 * v1 - w1 * v0),
+            r00 * e0 + r10 * e1 + r20 * e2,
+            r01 * e0 + r11 * e1 + r21 * e2,
+            r02 * e0 + r12 * e1 + r22 * e2,
+        )

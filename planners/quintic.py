@@ -64,6 +64,8 @@ class QuinticPlanner(Planner):
         self.p1 = np.array(ctx.T_world_goal[:3, 3], dtype=float)
         self.R_goal = np.array(ctx.T_world_goal[:3, :3], dtype=float)
         self.delta = self.p1 - self.p0
+        self._p0_t = tuple(self.p0.tolist())
+        self._delta_t = tuple(self.delta.tolist())
         length = float(np.linalg.norm(self.delta))
         if config.duration is not None:
             self._T = float(config.duration)
@@ -82,10 +84,13 @@ class QuinticPlanner(Planner):
             s, ds, dds = quintic_blend(t / T)
             ds /= T
             dds /= T * T
-        np.multiply(self.delta, s, out=out.pos)
-        out.pos += self.p0
-        np.multiply(self.delta, ds, out=out.vel)
-        np.multiply(self.delta, dds, out=out.acc)
+        # 3-vectors on Python floats (cheaper than numpy calls at this size), same products as
+        # delta·s + p0, delta·ṡ, delta·s̈
+        dx, dy, dz = self._delta_t
+        px, py, pz = self._p0_t
+        out.pos[:] = (dx * s + px, dy * s + py, dz * s + pz)
+        out.vel[:] = (dx * ds, dy * ds, dz * ds)
+        out.acc[:] = (dx * dds, dy * dds, dz * dds)
         out.R[...] = self.R_goal
-        out.omega[...] = 0.0
-        out.alpha[...] = 0.0
+        out.omega[:] = 0.0
+        out.alpha[:] = 0.0

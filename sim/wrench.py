@@ -50,19 +50,37 @@ def cross3(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def _transport_floats(
+    f0: float, f1: float, f2: float, n0: float, n1: float, n2: float,
+    s0: float, s1: float, s2: float, T_rows: list[list[float]],
+) -> tuple[float, float, float, float, float, float]:
+    """:func:`transport_world_to_body` on Python floats: wrench [f; n] (world axes, about S = (s0, s1,
+    s2)) and the rows of T_world_ee → the EE-axes wrench about the EE origin."""
+    (a00, a01, a02, e0), (a10, a11, a12, e1), (a20, a21, a22, e2) = T_rows[0], T_rows[1], T_rows[2]
+    r0, r1, r2 = s0 - e0, s1 - e1, s2 - e2
+    m0 = n0 + r1 * f2 - r2 * f1
+    m1 = n1 + r2 * f0 - r0 * f2
+    m2 = n2 + r0 * f1 - r1 * f0
+    return (
+        f0 * a00 + f1 * a10 + f2 * a20,
+        f0 * a01 + f1 * a11 + f2 * a21,
+        f0 * a02 + f1 * a12 + f2 * a22,
+        m0 * a00 + m1 * a10 + m2 * a20,
+        m0 * a01 + m1 * a11 + m2 * a21,
+        m0 * a02 + m1 * a12 + m2 * a22,
+    )
+
+
 def transport_world_to_body(
     w_world_at_S: np.ndarray, p_S: np.ndarray, T_world_ee: np.ndarray, out: np.ndarray
 ) -> np.ndarray:
     """World-axes wrench about point S → EE-axes wrench about the EE origin E.
 
-    f_E = R_EWᵀ... precisely: f_E = R_WEᵀ f_W, n_E = R_WEᵀ (n_W + (p_S − p_E) × f_W).
+    f_E = R_WEᵀ f_W, n_E = R_WEᵀ (n_W + (p_S − p_E) × f_W).
     """
-    R = T_world_ee[:3, :3]
     f0, f1, f2, n0, n1, n2 = w_world_at_S.tolist()
-    r0, r1, r2 = (p_S - T_world_ee[:3, 3]).tolist()
-    n = np.array((n0 + r1 * f2 - r2 * f1, n1 + r2 * f0 - r0 * f2, n2 + r0 * f1 - r1 * f0))
-    np.dot(w_world_at_S[:3], R, out=out[:3])  # fᵀR = (Rᵀf)ᵀ
-    np.dot(n, R, out=out[3:])
+    s0, s1, s2 = p_S.tolist()
+    out[:] = _transport_floats(f0, f1, f2, n0, n1, n2, s0, s1, s2, T_world_ee.tolist())
     return out
 
 
@@ -119,28 +137,95 @@ class WrenchPipeline:
         # tool mass properties beyond the sensor (body frame of the tool root; single body assumed
         # for compensation, the usual case of a rigid tool)
         self.tool_mass = float(sum(m.body_mass[b] for b in subtree))
+        self._is_tool_list = is_tool.tolist()
+        # row views into the MjData of the last update() (re-taken when a different MjData comes in)
+        self._d: mujoco.MjData | None = None
+        self._v_xmat = self._v_xpos = self._v_f = self._v_n = self._v_ft = self._v_cfrc = self._v_com = None
+
+    def _bind(self, d: mujoco.MjData) -> None:
+        """Cache the row views of ``d`` that :meth:`update` reads (MjData buffers never move)."""
+        self._v_xmat = d.site_xmat[self.site]
+        self._v_xpos = d.site_xpos[self.site]
+        self._v_f = d.sensordata[self.f_adr : self.f_adr + 3]
+        self._v_n = d.sensordata[self.n_adr : self.n_adr + 3]
+        # force and torque sensors adjacent in sensordata: one read of 6
+        self._v_ft = d.sensordata[self.f_adr : self.f_adr + 6] if self.n_adr == self.f_adr + 3 else None
+        self._v_cfrc = d.cfrc_ext[self.tool_body]
+        self._v_com = d.subtree_com[self.root_body]
+        self._d = d
 
     def update(self, d: mujoco.MjData, T_world_ee: np.ndarray) -> WrenchState:
         """Fill :attr:`state` from the data of the last step (sensors and contacts of one instant)."""
+        # 3-vector algebra on Python floats (cheaper than numpy calls at this size); same equations as
+        # the array form, pinned by tests/test_wrench_fast.py.
+        if d is not self._d:
+            self._bind(d)
         st = self.state
-        R_WS = d.site_xmat[self.site].reshape(3, 3)
-        p_S = d.site_xpos[self.site]
-        raw = st.ft_raw
-        raw[:3] = d.sensordata[self.f_adr : self.f_adr + 3]
-        raw[3:] = d.sensordata[self.n_adr : self.n_adr + 3]
-        # The one sign flip: parent-on-tool reading → environment-on-tool wrench.
-        np.dot(R_WS, raw[:3], out=st.ext_world[:3])
-        np.dot(R_WS, raw[3:], out=st.ext_world[3:])
-        st.ext_world *= -1.0
-        if self.inertial_compensation:
-            self._subtract_inertial(d, p_S, st.ext_world)
-        transport_world_to_body(st.ext_world, p_S, T_world_ee, st.ext_body)
-        self._truth(d, p_S, st.truth_world)
-        if st.contact_count:
-            transport_world_to_body(st.truth_world, p_S, T_world_ee, st.truth_body)
+        r00, r01, r02, r10, r11, r12, r20, r21, r22 = self._v_xmat.tolist()
+        s0, s1, s2 = self._v_xpos.tolist()
+        if self._v_ft is not None:
+            raw = self._v_ft.tolist()
         else:
+            raw = self._v_f.tolist() + self._v_n.tolist()
+        st.ft_raw[:] = raw
+        a0, a1, a2, b0, b1, b2 = raw
+        # The one sign flip: parent-on-tool reading → environment-on-tool wrench (R_WS raw, negated).
+        f0 = -(r00 * a0 + r01 * a1 + r02 * a2)
+        f1 = -(r10 * a0 + r11 * a1 + r12 * a2)
+        f2 = -(r20 * a0 + r21 * a1 + r22 * a2)
+        n0 = -(r00 * b0 + r01 * b1 + r02 * b2)
+        n1 = -(r10 * b0 + r11 * b1 + r12 * b2)
+        n2 = -(r20 * b0 + r21 * b1 + r22 * b2)
+        ext = st.ext_world
+        ext[:] = (f0, f1, f2, n0, n1, n2)
+        if self.inertial_compensation:
+            self._subtract_inertial(d, self._v_xpos, ext)
+            f0, f1, f2, n0, n1, n2 = ext.tolist()
+        T_rows = T_world_ee.tolist()
+        st.ext_body[:] = _transport_floats(f0, f1, f2, n0, n1, n2, s0, s1, s2, T_rows)
+        truth = self._truth_floats(d, s0, s1, s2)
+        if truth is None:
+            st.truth_world[:] = 0.0
             st.truth_body[:] = 0.0
+        else:
+            st.truth_world[:] = truth
+            st.truth_body[:] = _transport_floats(*truth, s0, s1, s2, T_rows)
         return st
+
+    def _count_tool_contacts(self, d: mujoco.MjData, ncon: int) -> int:
+        """Number of active contacts between a tool geom and a non-tool geom."""
+        geom = d.contact.geom[:ncon]
+        if ncon <= 32:
+            tool = self._is_tool_list
+            n = 0
+            for g1, g2 in geom.tolist():
+                if tool[g1] != tool[g2]:
+                    n += 1
+            return n
+        return int(np.count_nonzero(self.is_tool_geom[geom[:, 0]] != self.is_tool_geom[geom[:, 1]]))
+
+    def _truth_floats(
+        self, d: mujoco.MjData, s0: float, s1: float, s2: float
+    ) -> tuple[float, float, float, float, float, float] | None:
+        """:meth:`_truth` on floats: the contact wrench [f; n] on the tool (world axes, about S), or
+        None without tool contacts. Sets ``state.contact_count``."""
+        ncon = d.ncon
+        cnt = self._count_tool_contacts(d, ncon) if ncon else 0
+        self.state.contact_count = cnt
+        if cnt == 0:
+            return None
+        if self.single_body:
+            n0, n1, n2, f0, f1, f2 = self._v_cfrc.tolist()
+        else:
+            n0, n1, n2, f0, f1, f2 = d.cfrc_ext[self.tool_bodies].sum(axis=0).tolist()
+        c0, c1, c2 = self._v_com.tolist()
+        r0, r1, r2 = c0 - s0, c1 - s1, c2 - s2
+        return (
+            f0, f1, f2,
+            n0 + (r1 * f2 - r2 * f1),
+            n1 + (r2 * f0 - r0 * f2),
+            n2 + (r0 * f1 - r1 * f0),
+        )
 
     def _truth(self, d: mujoco.MjData, p_S: np.ndarray, out: np.ndarray) -> None:
         """Contact wrench on the tool, world axes, moment about the sensor origin (hot path).
@@ -151,28 +236,11 @@ class WrenchPipeline:
         n_S = n_c + (c − p_S) × f. :meth:`truth_from_contacts` computes the same wrench contact by
         contact with ``mj_contactForce``; the tests check the two agree.
         """
-        ncon = d.ncon
-        if ncon == 0:
-            out[:] = 0.0
-            self.state.contact_count = 0
-            return
-        geom = d.contact.geom[:ncon]
-        self.state.contact_count = int(
-            np.count_nonzero(self.is_tool_geom[geom[:, 0]] != self.is_tool_geom[geom[:, 1]])
-        )
-        if self.state.contact_count == 0:
-            out[:] = 0.0
-            return
-        if self.single_body:
-            cf = d.cfrc_ext[self.tool_body]
-            out[:3] = cf[3:]
-            out[3:] = cf[:3]
-        else:
-            cf = d.cfrc_ext[self.tool_bodies].sum(axis=0)
-            out[:3] = cf[3:]
-            out[3:] = cf[:3]
-        c = d.subtree_com[self.root_body]
-        out[3:] += cross3(c - p_S, out[:3], self._tmp[:3])
+        if d is not self._d:
+            self._bind(d)
+        s0, s1, s2 = p_S.tolist()
+        truth = self._truth_floats(d, s0, s1, s2)
+        out[:] = 0.0 if truth is None else truth
 
     def truth_from_contacts(self, d: mujoco.MjData, p_S: np.ndarray) -> np.ndarray:
         """Reference implementation of the truth wrench (world axes, about ``p_S``), contact by

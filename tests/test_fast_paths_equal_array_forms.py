@@ -1,0 +1,282 @@
+"""The float fast paths of the 1 kHz loop equal their straightforward numpy array forms to round-off.
+
+Khatib's control law, the F/T wrench pipeline, the quintic planner and the MotionReference adapter do
+their 3-vector algebra on Python floats (cheaper than numpy calls at this size). Each test below runs
+the previous array implementation of the same equations (kept here verbatim as the reference) next to
+the fast one on random / simulated states, including the friction integral and its freeze, the joint
+feedforward, contacts and inertial compensation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from controllers.khatib import KhatibController
+from planners import PLANNERS, MotionReference, PlannerContext, Reference
+from sim.config import parse_config
+from sim.lie import so3_exp, so3_log
+from sim.loop import build, simulate
+from sim.scenario import scenario_from_dict
+from sim.wrench import WrenchState, cross3
+from tests.helpers import press_scenario, scenario_dict
+
+#: relative round-off allowed between the float and the array forms (a few ulps, amplified by Λ)
+TOL_ROUNDOFF = 1e-12
+
+
+def _close(a, b, name: str) -> None:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    scale = max(1.0, float(np.abs(b).max()))
+    np.testing.assert_allclose(a, b, rtol=0, atol=TOL_ROUNDOFF * scale, err_msg=name)
+
+
+# ------------------------------------------------------------------------------------------ Khatib
+
+
+class _ArrayKhatib:
+    """The array-form Khatib law (previous implementation), with its own integral state."""
+
+    def __init__(self, ctrl: KhatibController):
+        self.c = ctrl
+        self.integral = np.zeros(3)
+        self.F_I = np.zeros(3)
+        self.frozen = False
+        self.u = np.zeros(6)
+
+    def compute(self, snap, ref, wrench, tau_out: np.ndarray, diag: np.ndarray) -> None:
+        ctrl, c = self.c, self.c.config
+        J = snap.J_ee_lwa
+        x = snap.p_ee_in_world
+        xd = snap.twist_ee_lwa
+        f_ext = wrench.ext_world[:3]
+        e_pos = x - ref.pos
+        e_vel = xd[:3] - ref.vel
+        if ctrl.use_integral and not self.frozen:
+            if np.linalg.norm(f_ext) > c.contact_threshold:
+                self.frozen = True
+            else:
+                self.integral -= e_pos * ctrl.dt
+                np.clip(c.k_i * self.integral, -c.f_i_max, c.f_i_max, out=self.F_I)
+        u = self.u
+        force = np.multiply(e_vel, -c.d)
+        force -= c.k * e_pos
+        if ctrl.use_integral:
+            force += self.F_I
+        if c.use_force_feedback:
+            force += f_ext
+        force *= 1.0 / c.m
+        np.add(ref.acc, force, out=u[:3])
+        e_R = so3_log(ref.R @ snap.R_world_ee.T)
+        e_R *= c.k_rot
+        e_R += c.d_rot * (ref.omega - xd[3:])
+        e_R *= 1.0 / c.m_rot
+        np.add(ref.alpha, e_R, out=u[3:])
+        MinvJt = snap.Minv @ J.T
+        rhs = u - snap.dJdq_ee_lwa
+        rhs += c.d_null * (snap.v @ MinvJt)
+        y = np.linalg.solve(J @ MinvJt, rhs)
+        tau = J.T @ y
+        tau += snap.h
+        tau -= c.d_null * snap.v
+        if ctrl.ff.active:
+            tau += ctrl.ff.compute(snap.v, tau.copy())
+        tau_out[:] = tau
+        diag[:3] = self.F_I
+        diag[3] = 1.0 if self.frozen else 0.0
+
+
+def _random_ref(rng, snap) -> Reference:
+    ref = Reference()
+    ref.pos[:] = snap.p_ee_in_world + rng.uniform(-0.02, 0.02, 3)
+    ref.vel[:] = rng.uniform(-0.05, 0.05, 3)
+    ref.acc[:] = rng.uniform(-0.1, 0.1, 3)
+    ref.R[:] = so3_exp(rng.normal(scale=0.2, size=3)) @ snap.R_world_ee
+    ref.omega[:] = rng.normal(scale=0.1, size=3)
+    ref.alpha[:] = rng.normal(scale=0.1, size=3)
+    return ref
+
+
+@pytest.mark.parametrize(
+    "scene, overrides",
+    [
+        ("iiwa14_docking", {}),
+        ("fr3_docking", {}),  # friction integral + torque-mode feedforward
+        ("fr3_docking", {"feedforward": "velocity", "use_force_feedback": False}),
+        ("iiwa14_docking", {"friction_integral": "on", "d_null": 0.0}),
+    ],
+)
+def test_khatib_float_form_equals_array_form(scene: str, overrides: dict) -> None:
+    s = build(scenario_from_dict(scenario_dict(scene)))
+    cfg = dataclasses.replace(s.controller.config, **overrides)
+    ctrl = KhatibController(cfg, s.plant)
+    ref_impl = _ArrayKhatib(ctrl)
+    rng = np.random.default_rng(5)
+    cmd = ctrl.make_command()
+    tau_ref, diag_ref = np.zeros(s.plant.nv), np.zeros(len(ctrl.diag_names))
+    w = WrenchState()
+    for step in range(60):
+        q = s.q0 + rng.uniform(-0.3, 0.3, s.plant.nv)
+        v = rng.uniform(-0.4, 0.4, s.plant.nv)
+        snap = s.dynamics.update(q, v, 0.001 * step)
+        ref = _random_ref(rng, snap)
+        # small forces first (the integral runs), then contact (it freezes)
+        w.ext_world[:] = rng.normal(scale=0.2 if step < 40 else 3.0, size=6)
+        ctrl.compute(snap, ref, w, cmd)
+        ref_impl.compute(snap, ref, w, tau_ref, diag_ref)
+        _close(ctrl.u, ref_impl.u, f"u, step {step}")
+        _close(cmd.tau, tau_ref, f"tau, step {step}")
+        _close(cmd.diag, diag_ref, f"diag, step {step}")
+        _close(ctrl.F_I, ref_impl.F_I, f"F_I, step {step}")
+        _close(ctrl.integral, ref_impl.integral, f"integral, step {step}")
+        assert ctrl.frozen == ref_impl.frozen
+    if ctrl.use_integral:
+        assert ctrl.frozen and np.any(ctrl.F_I != 0.0)
+
+
+# ------------------------------------------------------------------------------------------ wrench
+
+
+def _array_wrench(wp, d, T_world_ee: np.ndarray) -> dict[str, np.ndarray]:
+    """The array-form F/T pipeline (previous implementation)."""
+    R_WS = d.site_xmat[wp.site].reshape(3, 3)
+    p_S = d.site_xpos[wp.site].copy()
+    raw = np.concatenate((d.sensordata[wp.f_adr : wp.f_adr + 3], d.sensordata[wp.n_adr : wp.n_adr + 3]))
+    ext = -np.concatenate((R_WS @ raw[:3], R_WS @ raw[3:]))
+    if wp.inertial_compensation:
+        wp._subtract_inertial(d, p_S, ext)
+
+    def to_body(w):
+        R, p_E = T_world_ee[:3, :3], T_world_ee[:3, 3]
+        return np.concatenate((R.T @ w[:3], R.T @ (w[3:] + np.cross(p_S - p_E, w[:3]))))
+
+    geom = d.contact.geom[: d.ncon]
+    count = int(np.count_nonzero(wp.is_tool_geom[geom[:, 0]] != wp.is_tool_geom[geom[:, 1]])) if d.ncon else 0
+    truth = np.zeros(6)
+    if count:
+        cf = d.cfrc_ext[wp.tool_bodies].sum(axis=0)
+        truth[:3] = cf[3:]
+        truth[3:] = cf[:3] + np.cross(d.subtree_com[wp.root_body] - p_S, cf[3:])
+    return {
+        "ft_raw": raw,
+        "ext_world": ext,
+        "ext_body": to_body(ext),
+        "truth_world": truth,
+        "truth_body": to_body(truth) if count else np.zeros(6),
+        "contact_count": np.array(count),
+    }
+
+
+@pytest.mark.parametrize("inertial", [False, True])
+def test_wrench_pipeline_float_form_equals_array_form(inertial: bool) -> None:
+    d = press_scenario(settle_time=0.5)
+    d["wrench"] = {"inertial_compensation": inertial}
+    s = build(scenario_from_dict(d))
+    simulate(s)
+    data = s.data
+    assert data.ncon > 0
+    rng = np.random.default_rng(2)
+    for trial in range(4):
+        T = np.eye(4)
+        T[:3, :3] = so3_exp(rng.normal(size=3))
+        T[:3, 3] = rng.normal(scale=0.3, size=3)
+        st = s.wrench.update(data, T)
+        want = _array_wrench(s.wrench, data, T)
+        for name, x in want.items():
+            _close(getattr(st, name), x, f"{name}, trial {trial}")
+        assert st.contact_count > 0
+    # a fresh MjData (no contacts yet) is picked up, not the cached one
+    import mujoco
+
+    d2 = mujoco.MjData(s.asm.model)
+    mujoco.mj_forward(s.asm.model, d2)
+    st = s.wrench.update(d2, T)
+    want = _array_wrench(s.wrench, d2, T)
+    for name, x in want.items():
+        _close(getattr(st, name), x, f"{name}, fresh data")
+
+
+def test_truth_helper_and_cross3_agree_with_numpy() -> None:
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=3), rng.normal(size=3)
+    _close(cross3(a, b, np.zeros(3)), np.cross(a, b), "cross3")
+
+
+# ------------------------------------------------------------------------------- planners/adapter
+
+
+def _ctx() -> PlannerContext:
+    T_goal = np.eye(4)
+    T_goal[:3, :3] = so3_exp(np.array([0.1, -0.2, 0.3]))
+    T_goal[:3, 3] = (0.5, 0.0, 0.3)
+    T_start = np.eye(4)
+    T_start[:3, 3] = (0.4, 0.1, 0.5)
+    return PlannerContext(T_world_start=T_start, T_world_goal=T_goal, approach_axis_world=np.array((0.0, 0.0, 1.0)))
+
+
+def test_quintic_float_form_equals_array_form() -> None:
+    cls = PLANNERS.get("quintic")
+    p = cls(parse_config(cls.Config, {}), _ctx())
+    from planners.quintic import quintic_blend
+
+    out = Reference()
+    T = p.duration
+    for t in np.concatenate(([-1.0, 0.0, T, 2 * T], np.linspace(0.0, T, 37))):
+        p.evaluate(float(t), out)
+        s, ds, dds = quintic_blend(t / T)
+        _close(out.pos, p.p0 + p.delta * s, f"pos at {t}")
+        _close(out.vel, p.delta * (ds / T), f"vel at {t}")
+        _close(out.acc, p.delta * (dds / (T * T)), f"acc at {t}")
+        np.testing.assert_array_equal(out.R, p.R_goal)
+        np.testing.assert_array_equal(out.omega, 0.0)
+        np.testing.assert_array_equal(out.alpha, 0.0)
+
+
+def _array_body_motion(ref: Reference) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    T = np.eye(4)
+    T[:3, :3], T[:3, 3] = ref.R, ref.pos
+    V = np.concatenate((ref.R.T @ ref.vel, ref.R.T @ ref.omega))
+    dV = np.concatenate((ref.R.T @ ref.acc - np.cross(V[3:], V[:3]), ref.R.T @ ref.alpha))
+    return T, V, dV
+
+
+@pytest.mark.parametrize("name", ["quintic", "two_phase", "figure8", "se3_topp"])
+def test_motion_reference_from_reference_equals_update(name: str) -> None:
+    cls = PLANNERS.get(name)
+    p = cls(parse_config(cls.Config, {}), _ctx())
+    a, b = MotionReference(p), MotionReference(p)
+    ref = Reference()
+    ids = (id(b.T), id(b.V), id(b.dV))
+    for t in np.linspace(0.0, p.duration * 1.1, 23):
+        t = float(t)
+        p.evaluate(t, ref)
+        a.update(t)
+        b.update_from_reference(ref, t)
+        np.testing.assert_array_equal(b.T, a.T)
+        np.testing.assert_array_equal(b.V, a.V)
+        np.testing.assert_array_equal(b.dV, a.dV)
+        if not a.passthrough:
+            T, V, dV = _array_body_motion(ref)
+            _close(a.T, T, f"T at {t}")
+            _close(a.V, V, f"V at {t}")
+            _close(a.dV, dV, f"dV at {t}")
+    assert (id(b.T), id(b.V), id(b.dV)) == ids
+
+
+def test_motion_reference_converts_a_general_reference() -> None:
+    """ω, α ≠ 0 (not produced by the fixed-orientation planners): the general V̇_d formula."""
+    cls = PLANNERS.get("quintic")
+    mr = MotionReference(cls(parse_config(cls.Config, {}), _ctx()))
+    rng = np.random.default_rng(9)
+    ref = Reference()
+    for _ in range(5):
+        ref.pos[:], ref.vel[:], ref.acc[:] = rng.normal(size=3), rng.normal(size=3), rng.normal(size=3)
+        ref.R[:] = so3_exp(rng.normal(size=3))
+        ref.omega[:], ref.alpha[:] = rng.normal(size=3), rng.normal(size=3)
+        mr.update_from_reference(ref, 0.0)
+        T, V, dV = _array_body_motion(ref)
+        _close(mr.T, T, "T")
+        _close(mr.V, V, "V")
+        _close(mr.dV, dV, "dV")
