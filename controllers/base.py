@@ -76,6 +76,9 @@ class Controller(ABC):
     Config: ClassVar[type]
     type_name: ClassVar[str]
     diag_names: tuple[str, ...] = ()
+    #: whether compute() reads the LOCAL (body) Jacobian quantities of the snapshot; when False the
+    #: loop's dynamics pass skips them
+    needs_body_frame: ClassVar[bool] = False
 
     def __init__(self, config: Any, plant: PlantInfo, planner: Planner | None = None):
         self.config = config

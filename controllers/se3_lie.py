@@ -137,6 +137,8 @@ class _EchoPlanner:
 class SE3LieController(Controller):
     """SE(3) impedance with linear error dynamics in exponential coordinates (module docstring)."""
 
+    needs_body_frame = True
+
     Config = SE3LieConfig
     diag_names = ("lambda_vx", "lambda_vy", "lambda_vz", "lambda_wx", "lambda_wy", "lambda_wz")
 

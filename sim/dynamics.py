@@ -205,13 +205,17 @@ class Dynamics:
         model: the arm model (from :func:`pinocchio_model_from_mujoco`).
         ee_frame: frame id of the EE (tool tip) site.
         sensor_frame: frame id of the F/T sensor site.
+        body_frame: also fill the LOCAL (body) quantities ``J_ee_body``, ``dJdq_ee_body`` and
+            ``twist_ee_body``; the loop turns this off for controllers that declare they do not use
+            them (``Controller.needs_body_frame``), saving ≈ 2 µs per step.
     """
 
-    def __init__(self, model: pin.Model, ee_frame: int, sensor_frame: int):
+    def __init__(self, model: pin.Model, ee_frame: int, sensor_frame: int, body_frame: bool = True):
         self.model = model
         self.data = model.createData()
         self.ee_frame = ee_frame
         self.sensor_frame = sensor_frame
+        self.body_frame = body_frame
         self.snap = Snapshot(model.nv)
         self._zero = np.zeros(model.nv)
         self._JJt = np.zeros((6, 6))
@@ -233,13 +237,15 @@ class Dynamics:
         pin.updateFramePlacements(model, data)
         fid = self.ee_frame
         s.J_ee_lwa[:] = pin.getFrameJacobian(model, data, fid, LWA)
-        s.J_ee_body[:] = pin.getFrameJacobian(model, data, fid, LOCAL)
+        if self.body_frame:
+            s.J_ee_body[:] = pin.getFrameJacobian(model, data, fid, LOCAL)
+            s.dJdq_ee_body[:] = pin.getFrameAcceleration(model, data, fid, LOCAL).vector
         s.dJdq_ee_lwa[:] = pin.getFrameClassicalAcceleration(model, data, fid, LWA).vector
-        s.dJdq_ee_body[:] = pin.getFrameAcceleration(model, data, fid, LOCAL).vector
         s.T_world_ee[:] = data.oMf[fid].homogeneous
         s.T_world_sensor[:] = data.oMf[self.sensor_frame].homogeneous
         np.dot(s.J_ee_lwa, s.v, out=s.twist_ee_lwa)
-        np.dot(s.J_ee_body, s.v, out=s.twist_ee_body)
+        if self.body_frame:
+            np.dot(s.J_ee_body, s.v, out=s.twist_ee_body)
         # Mass matrix (upper triangle from CRBA, incl. armature) and bias h = C q̇ + g.
         s.M[:] = pin.crba(model, data, s.q)
         s.h[:] = pin.nonLinearEffects(model, data, s.q, s.v)

@@ -163,7 +163,12 @@ def build(scenario: Scenario) -> Setup:
         q_home=q0.copy(),
     )
     controller = CONTROLLERS.get(scenario.controller.type)(scenario.controller.config, plant, planner)
-    dyn = Dynamics(asm.pin_model, asm.frame_ids[asm.tool.ee_site], asm.frame_ids[asm.tool.sensor_site])
+    dyn = Dynamics(
+        asm.pin_model,
+        asm.frame_ids[asm.tool.ee_site],
+        asm.frame_ids[asm.tool.sensor_site],
+        body_frame=controller.needs_body_frame,
+    )
     from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
 
     wp = WrenchPipeline(

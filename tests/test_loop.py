@@ -143,3 +143,14 @@ def test_observer_force_source_estimates_the_contact_wrench() -> None:
     np.testing.assert_allclose(used[:3], truth[:3], rtol=0, atol=0.02 * np.linalg.norm(truth[:3]))
     np.testing.assert_allclose(ft[:3], truth[:3], rtol=0, atol=1e-6 * np.linalg.norm(truth[:3]))
     assert not np.array_equal(used, ft)  # the controller really used the estimate
+
+
+def test_body_frame_quantities_only_for_controllers_that_need_them() -> None:
+    khatib = build(scenario_from_dict(_short()))
+    assert not khatib.dynamics.body_frame
+    se3 = build(scenario_from_dict(_short("iiwa14_docking_se3")))
+    assert se3.dynamics.body_frame
+    snap = se3.dynamics.update(se3.q0, np.full(7, 0.1))
+    R = snap.R_world_ee
+    np.testing.assert_allclose(snap.J_ee_body[:3], R.T @ snap.J_ee_lwa[:3], atol=1e-12)
+    np.testing.assert_allclose(snap.twist_ee_body, snap.J_ee_body @ snap.v, atol=1e-12)
