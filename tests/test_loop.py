@@ -154,3 +154,22 @@ def test_body_frame_quantities_only_for_controllers_that_need_them() -> None:
     R = snap.R_world_ee
     np.testing.assert_allclose(snap.J_ee_body[:3], R.T @ snap.J_ee_lwa[:3], atol=1e-12)
     np.testing.assert_allclose(snap.twist_ee_body, snap.J_ee_body @ snap.v, atol=1e-12)
+
+
+def test_nan_torque_from_the_controller_is_caught(tmp_path: Path) -> None:
+    s = build(scenario_from_dict(_short(duration=0.3)))
+    original = s.controller.compute
+    calls = {"n": 0}
+
+    def poisoned(snap, ref, w, cmd):
+        original(snap, ref, w, cmd)
+        calls["n"] += 1
+        if calls["n"] > 50:
+            cmd.tau[3] = math.nan
+
+    s.controller.compute = poisoned  # type: ignore[method-assign]
+    with pytest.raises(SimulationDiverged):
+        run(s.scenario, out_root=tmp_path, setup=s)
+    loaded = Run.load(next((tmp_path / "iiwa14_docking").iterdir()))
+    assert len(loaded.channels["t"]) == 51
+    assert np.isnan(loaded.channels["tau_cmd"][-1, 3])
