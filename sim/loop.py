@@ -269,6 +269,7 @@ def simulate(
     w_qpos = d.warning[mujoco.mjtWarning.mjWARN_BADQPOS]
     w_qvel = d.warning[mujoco.mjtWarning.mjWARN_BADQVEL]
     w_qacc = d.warning[mujoco.mjtWarning.mjWARN_BADQACC]
+    w_ctrl = d.warning[mujoco.mjtWarning.mjWARN_BADCTRL]  # MuJoCo zeroes a NaN/Inf ctrl and warns
 
     snap = dyn.update(d.qpos[qs], d.qvel[vs], 0.0)
     # One telemetry row per step: every source below is updated in place each step (the snapshot,
@@ -346,12 +347,12 @@ def simulate(
                 mj_step(m, d)
             if profile:
                 t_phys += clock() - c3
-            # MuJoCo checks qpos, qvel and qacc for NaN/Inf (and |x| > mjMAXVAL) in every mj_step, resets
-            # the state and counts a warning: the counters are the divergence signal.
-            if w_qpos.number + w_qvel.number + w_qacc.number:
+            # MuJoCo checks ctrl, qpos, qvel and qacc for NaN/Inf (and |x| > mjMAXVAL) in every mj_step,
+            # zeroes the ctrl or resets the state, and counts a warning: the counters are the signal.
+            if w_qpos.number + w_qvel.number + w_qacc.number + w_ctrl.number:
                 status = "diverged"
                 message = (
-                    f"state became NaN/Inf after t = {t:.4f} s (step {i}); last commanded torque "
+                    f"state or torque became NaN/Inf after t = {t:.4f} s (step {i}); last commanded torque "
                     f"{np.array2string(cmd.tau, precision=2)} N·m; telemetry up to this step is kept"
                 )
                 break
