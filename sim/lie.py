@@ -486,60 +486,14 @@ def dexp(lam: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     λ = [ρ; φ] (6,) exponential coordinates [m; rad]. Same map as Pinocchio's ``Jexp6`` (which
     truncates its small-angle series at ~1e-8; this one is accurate to ~1e-15).
     """
-    if out is None:
-        out = np.empty((6, 6))
-    r0, r1, r2, p0, p1, p2 = (float(v) for v in lam)
-    x = p0 * p0 + p1 * p1 + p2 * p2
-    al, be, b, c = _se3_coeffs(x)
-    d = 1.0 - be * x
-    _put3(
-        out[:3, :3],
-        d + be * p0 * p0,
-        be * p0 * p1,
-        be * p0 * p2,
-        d + be * p1 * p1,
-        be * p1 * p2,
-        d + be * p2 * p2,
-        -al * p0,
-        -al * p1,
-        -al * p2,
-    )
-    out[3:, 3:] = out[:3, :3]
-    out[3:, :3] = 0.0
-    _B_into((r0, r1, r2), (p0, p1, p2), x, be, b, c, out[:3, 3:])
-    return out
+    return DexpSE3(lam).matrix(out)
 
 
 def dexp_inv(lam: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Inverse of :func:`dexp` (6, 6): λ̇ = dexp_λ⁻¹ Ṽ. Closed form
     [[J_r3⁻¹, −J_r3⁻¹ B J_r3⁻¹], [0, J_r3⁻¹]]; finite for |φ| < 2π. Equals Pinocchio's
     ``Jlog6(exp6(λ))``."""
-    if out is None:
-        out = np.empty((6, 6))
-    r0, r1, r2, p0, p1, p2 = (float(v) for v in lam)
-    x = p0 * p0 + p1 * p1 + p2 * p2
-    _, be, b, c = _se3_coeffs(x)
-    g = _gamma(x)
-    d = 1.0 - g * x
-    Ji = out[:3, :3]
-    _put3(
-        Ji,
-        d + g * p0 * p0,
-        g * p0 * p1,
-        g * p0 * p2,
-        d + g * p1 * p1,
-        g * p1 * p2,
-        d + g * p2 * p2,
-        0.5 * p0,
-        0.5 * p1,
-        0.5 * p2,
-    )
-    out[3:, 3:] = Ji
-    out[3:, :3] = 0.0
-    B = _B_into((r0, r1, r2), (p0, p1, p2), x, be, b, c, np.empty((3, 3)))
-    np.matmul(Ji, B @ Ji, out=out[:3, 3:])
-    np.negative(out[:3, 3:], out=out[:3, 3:])
-    return out
+    return DexpSE3(lam).inverse(out)
 
 
 def dexp_dot(lam: np.ndarray, lam_dot: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -550,71 +504,7 @@ def dexp_dot(lam: np.ndarray, lam_dot: np.ndarray, out: np.ndarray | None = None
     d/dt f(θ) = (f'(θ)/θ)(φ·φ̇), smooth at θ = 0. Used for the exponential-coordinate acceleration
     λ̈ = dexp⁻¹_λ (dṼ/dt − (d/dt dexp_λ) λ̇).
     """
-    if out is None:
-        out = np.empty((6, 6))
-    r0, r1, r2, p0, p1, p2 = (float(v) for v in lam)
-    s0, s1, s2, q0, q1, q2 = (float(v) for v in lam_dot)  # ρ̇, φ̇
-    x = p0 * p0 + p1 * p1 + p2 * p2
-    al, be, b, c = _se3_coeffs(x)
-    dal, dbe, db, dc = _se3_coeff_derivs(x)
-    rr = p0 * q0 + p1 * q1 + p2 * q2  # θ θ̇
-    dx = 2.0 * rr
-    dal *= rr
-    dbe *= rr
-    db *= rr
-    dc *= rr
-    # d/dt J_r3: sym part β̇ φφᵀ + β (φ̇φᵀ + φφ̇ᵀ) + g I, skew part −(α̇ φ + α φ̇)^
-    g = -(dbe * x + be * dx)
-    _put3(
-        out[:3, :3],
-        dbe * p0 * p0 + 2.0 * be * p0 * q0 + g,
-        dbe * p0 * p1 + be * (p0 * q1 + q0 * p1),
-        dbe * p0 * p2 + be * (p0 * q2 + q0 * p2),
-        dbe * p1 * p1 + 2.0 * be * p1 * q1 + g,
-        dbe * p1 * p2 + be * (p1 * q2 + q1 * p2),
-        dbe * p2 * p2 + 2.0 * be * p2 * q2 + g,
-        -(dal * p0 + al * q0),
-        -(dal * p1 + al * q1),
-        -(dal * p2 + al * q2),
-    )
-    out[3:, 3:] = out[:3, :3]
-    out[3:, :3] = 0.0
-    # d/dt B, B = u^ + β(ρφᵀ + φρᵀ) + e φφᵀ + f I
-    d = p0 * r0 + p1 * r1 + p2 * r2
-    dd = q0 * r0 + q1 * r1 + q2 * r2 + p0 * s0 + p1 * s1 + p2 * s2
-    ku, dku = b * x - 0.5, db * x + b * dx
-    kp, dkp = (be - 2.0 * b) * d, (dbe - 2.0 * db) * d + (be - 2.0 * b) * dd
-    e = -2.0 * c * d
-    de = -2.0 * (dc * d + c * dd)
-    df = 2.0 * dd * (c * x - be) + 2.0 * d * (dc * x + c * dx - dbe)
-
-    R = (r0, r1, r2)
-    P = (p0, p1, p2)
-    S = (s0, s1, s2)
-    Q = (q0, q1, q2)
-
-    def entry(i: int, j: int) -> float:
-        # β̇ (ρφᵀ+φρᵀ) + β (ρ̇φᵀ+φρ̇ᵀ+ρφ̇ᵀ+φ̇ρᵀ) + ė φφᵀ + e (φ̇φᵀ+φφ̇ᵀ), entry (i, j)
-        return (
-            dbe * (R[i] * P[j] + P[i] * R[j])
-            + be * (S[i] * P[j] + P[i] * S[j] + R[i] * Q[j] + Q[i] * R[j])
-            + de * P[i] * P[j]
-            + e * (Q[i] * P[j] + P[i] * Q[j])
-        )
-
-    _put3(
-        out[:3, 3:],
-        entry(0, 0) + df,
-        entry(0, 1),
-        entry(0, 2),
-        entry(1, 1) + df,
-        entry(1, 2),
-        entry(2, 2) + df,
-        dku * r0 + ku * s0 + dkp * p0 + kp * q0,
-        dku * r1 + ku * s1 + dkp * p1 + kp * q1,
-        dku * r2 + ku * s2 + dkp * p2 + kp * q2,
-    )
-    return out
+    return DexpSE3(lam).dot_matrix(lam_dot, out)
 
 
 # --------------------------------------------------------------------------------------------------
