@@ -114,7 +114,7 @@ from planners.base import Planner, Reference
 from sim.config import param
 from sim.dynamics import Snapshot
 from sim.errors import ScenarioError
-from sim.lie import so3_log_floats
+from sim.lie import so3_log_a_bt
 from sim.wrench import WrenchState
 
 #: QP backends this controller accepts (all go through qpsolvers).
@@ -481,19 +481,7 @@ class HQPController(Controller):
         np.multiply(self._Lhalf, self._S6, out=p.D_r)
 
         # pose and velocity errors: e_p = [x − x_d; log(R R_dᵀ)], Δν = ν − ν_d
-        (r00, r01, r02), (r10, r11, r12), (r20, r21, r22) = snap.R_world_ee.tolist()
-        (b00, b01, b02), (b10, b11, b12), (b20, b21, b22) = ref.R.tolist()
-        w0, w1, w2 = so3_log_floats(
-            r00 * b00 + r01 * b01 + r02 * b02,
-            r00 * b10 + r01 * b11 + r02 * b12,
-            r00 * b20 + r01 * b21 + r02 * b22,
-            r10 * b00 + r11 * b01 + r12 * b02,
-            r10 * b10 + r11 * b11 + r12 * b12,
-            r10 * b20 + r11 * b21 + r12 * b22,
-            r20 * b00 + r21 * b01 + r22 * b02,
-            r20 * b10 + r21 * b11 + r22 * b12,
-            r20 * b20 + r21 * b21 + r22 * b22,
-        )
+        w0, w1, w2 = so3_log_a_bt(snap.R_world_ee, ref.R)
         g0, g1, g2 = ref.pos.tolist()
         e = (x0 - g0, x1 - g1, x2 - g2, w0, w1, w2)
         p.e_p[:] = e

@@ -26,7 +26,7 @@ from controllers.feedforward import DissipationFeedforward
 from planners.base import Planner, Reference
 from sim.config import param
 from sim.dynamics import Snapshot
-from sim.lie import so3_log_floats
+from sim.lie import so3_log_a_bt
 from sim.wrench import WrenchState
 
 
@@ -143,19 +143,7 @@ class KhatibController(Controller):
             g2 += f2
         a0, a1, a2 = ref.acc.tolist()
         # e_R = log(R_d Rᵀ);  u_rot = α_d + M_R⁻¹ (K_R e_R + D_R (ω_d − ω))
-        (b00, b01, b02), (b10, b11, b12), (b20, b21, b22) = ref.R.tolist()
-        (c00, c01, c02), (c10, c11, c12), (c20, c21, c22) = snap.R_world_ee.tolist()
-        e0, e1, e2 = so3_log_floats(
-            b00 * c00 + b01 * c01 + b02 * c02,
-            b00 * c10 + b01 * c11 + b02 * c12,
-            b00 * c20 + b01 * c21 + b02 * c22,
-            b10 * c00 + b11 * c01 + b12 * c02,
-            b10 * c10 + b11 * c11 + b12 * c12,
-            b10 * c20 + b11 * c21 + b12 * c22,
-            b20 * c00 + b21 * c01 + b22 * c02,
-            b20 * c10 + b21 * c11 + b22 * c12,
-            b20 * c20 + b21 * c21 + b22 * c22,
-        )
+        e0, e1, e2 = so3_log_a_bt(ref.R, snap.R_world_ee)
         o0, o1, o2 = ref.omega.tolist()
         al0, al1, al2 = ref.alpha.tolist()
         u0 = a0 + g0 * inv_m

@@ -607,6 +607,26 @@ def so3_log_floats(
     return theta * n0, theta * n1, theta * n2
 
 
+def so3_log_a_bt(A: np.ndarray, B: np.ndarray) -> tuple[float, float, float]:
+    """log(A Bᵀ) of two (3, 3) rotation matrices as a float triple [rad], computed on Python floats
+    (entry (i, j) of A Bᵀ = A_i0 B_j0 + A_i1 B_j1 + A_i2 B_j2, then :func:`so3_log_floats`). With
+    A = R_d, B = R it is the world-axes orientation error of MATH.md §2; with A = R, B = R_d the
+    HQP's log(R R_dᵀ)."""
+    (a00, a01, a02), (a10, a11, a12), (a20, a21, a22) = A.tolist()
+    (b00, b01, b02), (b10, b11, b12), (b20, b21, b22) = B.tolist()
+    return so3_log_floats(
+        a00 * b00 + a01 * b01 + a02 * b02,
+        a00 * b10 + a01 * b11 + a02 * b12,
+        a00 * b20 + a01 * b21 + a02 * b22,
+        a10 * b00 + a11 * b01 + a12 * b02,
+        a10 * b10 + a11 * b11 + a12 * b12,
+        a10 * b20 + a11 * b21 + a12 * b22,
+        a20 * b00 + a21 * b01 + a22 * b02,
+        a20 * b10 + a21 * b11 + a22 * b12,
+        a20 * b20 + a21 * b21 + a22 * b22,
+    )
+
+
 def se3_log_floats(
     r00: float,
     r01: float,
