@@ -134,10 +134,10 @@ def build(scenario: Scenario) -> Setup:
     T_start, T_goal, axis = _start_and_goal(scenario, asm, q_home)
     if scenario.robot.q_init is not None:
         q0 = np.array(scenario.robot.q_init, dtype=float)
+    elif asm.target is None:  # free space: start where the robot is (home / q_guess)
+        q0 = np.array(q_home, dtype=float)
     else:
         q0 = solve_ik(asm.pin_model, asm.frame_ids[asm.tool.ee_site], T_start, q_home)
-    if asm.target is None:
-        q0 = np.array(scenario.robot.q_init if scenario.robot.q_init is not None else q_home, dtype=float)
 
     data = mujoco.MjData(m)
     data.qpos[asm.qpos_adr] = q0
