@@ -31,7 +31,7 @@ import numpy as np
 
 from controllers.base import CONTROLLERS, Controller, PlantInfo
 from planners.base import PLANNERS, Planner, PlannerContext, Reference
-from sim.assembly import Assembly, assemble
+from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR, Assembly, assemble
 from sim.dynamics import Dynamics
 from sim.errors import ScenarioError, SimulationDiverged
 from sim.ik import solve_ik
@@ -169,7 +169,6 @@ def build(scenario: Scenario) -> Setup:
         asm.frame_ids[asm.tool.sensor_site],
         body_frame=controller.needs_body_frame,
     )
-    from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
 
     wp = WrenchPipeline(
         m,
