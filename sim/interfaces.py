@@ -1,15 +1,20 @@
 """Parametric docking geometry: the probe tool (male) and the targets (drogue, plate).
 
 Tool frame P (``probe`` body): origin at the flange = F/T sensor site ``ft_sensor``; +z along the
-probe axis, pointing away from the arm. The EE site ``ee`` is at the probe tip, z = L_shaft + L_tip,
-with the same axes.
+probe axis, pointing away from the arm. The EE site ``ee`` is at the probe tip, z = L = L_shaft + L_nose,
+with the same axes. The nose is ``round`` (default: a hemisphere of the shaft radius, L_nose = r_p;
+the probe is one MuJoCo capsule, whose contacts with the box walls are MuJoCo's analytic
+capsule–box routine) or ``cone`` (a truncated cone, L_nose = ``tip_length``; the probe is one
+convex mesh, whose contacts go through MuJoCo's general convex (GJK/EPA) collider, ≈ 3× the cost
+per nearby wall).
 
 Drogue frame D (``target`` body): origin at the centre of the mouth, +z along the mating axis
 pointing OUT of the drogue (towards an approaching tool). The funnel narrows from the mouth radius
 R_m at z = 0 to the bore radius r_b at z = −h_f, h_f = (R_m − r_b) / tan(half_angle); the bore runs
 to the seat (bottom plate) at z = −(h_f + L_bore). Funnel and bore walls are rings of N convex
-segments (hexahedral convex meshes) whose flat inner faces have their inscribed radius on the
-nominal surface, so a probe of radius r_p has exactly ``clearance = r_b − r_p`` of radial play.
+segments (primitive boxes by default, or hexahedral convex meshes) whose flat inner faces have
+their inscribed radius on the nominal surface, so a probe of radius r_p has exactly
+``clearance = r_b − r_p`` of radial play.
 
 The seated EE pose in D: tip at z = −depth_total + gap (gap ≥ 0 leaves the tip short of the seat,
 negative preloads it), tool axis = −z_D, i.e. R_D_ee = Rx(π) = diag(1, −1, −1).
@@ -36,13 +41,18 @@ R_D_EE_SEATED = np.diag([1.0, -1.0, -1.0])
 class ProbeConfig:
     radius: float = param(0.010, unit="m", gt=0.0, doc="probe shaft radius r_p")
     shaft_length: float = param(0.12, unit="m", gt=0.0, doc="cylindrical shaft length from the flange")
-    tip_length: float = param(0.015, unit="m", gt=0.0, doc="cone tip length")
+    nose: Literal["round", "cone"] = param(
+        "round",
+        doc="round: hemispherical nose of the shaft radius (one capsule, analytic contacts); "
+        "cone: truncated cone of tip_length (one convex mesh, general convex contacts)",
+    )
+    tip_length: float = param(0.015, unit="m", gt=0.0, doc="cone tip length (nose: cone only)")
     tip_radius_ratio: float = param(
-        0.35, gt=0.0, le=1.0, doc="tip end radius / shaft radius (truncated cone)"
+        0.35, gt=0.0, le=1.0, doc="tip end radius / shaft radius (nose: cone only)"
     )
     mass: float = param(0.4, unit="kg", gt=0.0, doc="declared tool mass (beyond the F/T sensor)")
     friction: float = param(0.3, ge=0.0, doc="sliding friction coefficient of the probe")
-    segments: int = param(32, ge=8, doc="vertices per ring of the convex probe mesh")
+    segments: int = param(32, ge=8, doc="vertices per ring of the convex probe mesh (nose: cone only)")
 
 
 class Tool:
@@ -106,15 +116,20 @@ def _ring(radius: float, z: float, n: int, phase: float = 0.0) -> np.ndarray:
 
 @TOOLS.register("probe")
 class Probe(Tool):
-    """Male docking probe: cylinder shaft + truncated cone tip, one convex mesh, declared inertia
-    of a solid cylinder of the same length: I_xx = I_yy = m (3 r² + L²)/12, I_zz = m r²/2 about the
-    COM at L/2."""
+    """Male docking probe: cylinder shaft + nose (hemisphere → one capsule geom, or truncated cone
+    → one convex mesh geom), declared inertia of a solid cylinder of the same length:
+    I_xx = I_yy = m (3 r² + L²)/12, I_zz = m r²/2 about the COM at L/2.
+
+    The capsule's rear hemisphere lies behind the flange (z < 0), inside the arm's last link, where
+    nothing it can touch ever is; from z = 0 to the tip its surface is the probe's."""
 
     Config = ProbeConfig
 
     @property
     def length(self) -> float:
-        return self.config.shaft_length + self.config.tip_length
+        """Flange → tip distance L [m]."""
+        c = self.config
+        return c.shaft_length + (c.radius if c.nose == "round" else c.tip_length)
 
     def build(self, spec: mujoco.MjSpec, parent: Any, pos: np.ndarray, quat: np.ndarray) -> None:
         c: ProbeConfig = self.config
@@ -125,23 +140,24 @@ class Probe(Tool):
         body.ipos = [0.0, 0.0, L / 2.0]
         ixx = c.mass * (3.0 * c.radius**2 + L**2) / 12.0
         body.inertia = [ixx, ixx, c.mass * c.radius**2 / 2.0]
-        verts = np.concatenate(
-            [
-                _ring(c.radius, 0.0, c.segments),
-                _ring(c.radius, c.shaft_length, c.segments),
-                _ring(c.radius * c.tip_radius_ratio, L, c.segments),
-            ]
-        )
-        mesh = spec.add_mesh(name="probe_mesh")
-        mesh.uservert = verts.ravel().tolist()
-        body.add_geom(
-            name="probe_geom",
-            type=mujoco.mjtGeom.mjGEOM_MESH,
-            meshname="probe_mesh",
-            friction=[c.friction, 0.005, 0.0001],
-            rgba=[0.75, 0.75, 0.8, 1.0],
-            mass=0.0,
-        )
+        common = dict(name="probe_geom", friction=[c.friction, 0.005, 0.0001], rgba=[0.75, 0.75, 0.8, 1.0], mass=0.0)
+        if c.nose == "round":
+            # axis segment z ∈ [0, L_shaft]; the front hemisphere ends at the tip z = L_shaft + r_p
+            half = c.shaft_length / 2.0
+            body.add_geom(
+                type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[c.radius, half, 0.0], pos=[0.0, 0.0, half], **common
+            )
+        else:
+            verts = np.concatenate(
+                [
+                    _ring(c.radius, 0.0, c.segments),
+                    _ring(c.radius, c.shaft_length, c.segments),
+                    _ring(c.radius * c.tip_radius_ratio, L, c.segments),
+                ]
+            )
+            mesh = spec.add_mesh(name="probe_mesh")
+            mesh.uservert = verts.ravel().tolist()
+            body.add_geom(type=mujoco.mjtGeom.mjGEOM_MESH, meshname="probe_mesh", **common)
         body.add_site(name=self.sensor_site, pos=[0, 0, 0], size=[0.004, 0, 0])
         body.add_site(name=self.ee_site, pos=[0, 0, L], size=[0.003, 0, 0])
 
@@ -383,11 +399,13 @@ class Drogue(Target):
             c.wall_shape,
             kw,
         )
+        # the seat plate: only its flat top face (z = −depth_total) can be reached through the bore,
+        # so a square plate covering the bore is the same surface and collides analytically (box)
         seat_r = self.bore_radius + c.wall_thickness
         body.add_geom(
             name="seat",
-            type=mujoco.mjtGeom.mjGEOM_CYLINDER,
-            size=[seat_r, c.wall_thickness / 2.0, 0],
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=[seat_r, seat_r, c.wall_thickness / 2.0],
             pos=[0, 0, -self.depth_total - c.wall_thickness / 2.0],
             **kw,
         )

@@ -31,3 +31,38 @@ def test_step_size_convergence(name: str) -> None:
     fa, fb = a.metrics["contact.peak_force_truth"], b.metrics["contact.peak_force_truth"]
     assert abs(fa - fb) <= 0.10 * max(fa, fb), (fa, fb)
     assert abs(a.metrics["docking.depth"] - b.metrics["docking.depth"]) <= 2e-4
+
+
+@pytest.mark.parametrize("nose", ["round", "cone"])
+def test_probe_nose_geometry_and_docking(nose: str) -> None:
+    """round: one capsule of the shaft radius whose hemisphere ends at the tip (L = L_shaft + r_p);
+    cone: one convex mesh (L = L_shaft + tip_length). The default scenario docks with either."""
+    import mujoco
+    import numpy as np
+
+    from sim.loop import build
+
+    d = scenario_dict("iiwa14_docking")
+    d["tool"]["nose"] = nose
+    sc = scenario_from_dict(d)
+    setup = build(sc)
+    m, data = setup.asm.model, setup.data
+    g = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "probe_geom")
+    tool = sc.tool.config
+    if nose == "round":
+        assert m.geom_type[g] == mujoco.mjtGeom.mjGEOM_CAPSULE
+        np.testing.assert_allclose(m.geom_size[g][:2], [tool.radius, tool.shaft_length / 2])
+        L = tool.shaft_length + tool.radius
+    else:
+        assert m.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH
+        L = tool.shaft_length + tool.tip_length
+    mujoco.mj_forward(m, data)
+    ee = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, "ee")
+    ft = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, "ft_sensor")
+    np.testing.assert_allclose(np.linalg.norm(data.site_xpos[ee] - data.site_xpos[ft]), L, atol=1e-12)
+    if nose == "round":  # the capsule's far end is the tip: its centre + half-length + radius along the axis
+        axis = data.geom_xmat[g].reshape(3, 3)[:, 2]
+        tip = data.geom_xpos[g] + (m.geom_size[g][1] + m.geom_size[g][0]) * axis
+        np.testing.assert_allclose(tip, data.site_xpos[ee], atol=1e-12)
+    r = run(sc, out_root=None)
+    assert r.verdict == "PASS", r.gates
