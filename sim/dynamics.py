@@ -30,9 +30,11 @@ from collections.abc import Sequence
 import mujoco
 import numpy as np
 import pinocchio as pin
-from scipy.linalg.lapack import dpotrf as _dpotrf
 
 from sim.errors import ModelError
+
+_mulMatMatT = mujoco.mju_mulMatMatT
+_cholFactor = mujoco.mju_cholFactor
 
 LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 LOCAL = pin.ReferenceFrame.LOCAL
@@ -181,11 +183,15 @@ class Snapshot:
         self.nv = nv
         self.t = 0.0
         self.q = np.zeros(nv)
-        self.v = np.zeros(nv)
+        #: rows 0–5 ``J_ee_lwa``, row 6 ``v``, row 7 ``h`` (those three are views of it): one BLAS
+        #: call then gives J x, q̇ᵀx and hᵀx together (Khatib: Λ⁻¹ and J M⁻¹ q̇ in one product,
+        #: τ = Jᵀ y − d q̇ + h as one matrix–vector product)
+        self.J_v_h = np.zeros((8, nv))
+        self.J_ee_lwa = self.J_v_h[:6]
+        self.v = self.J_v_h[6]
+        self.h = self.J_v_h[7]
         self.M = np.zeros((nv, nv))
         self.Minv = np.zeros((nv, nv))
-        self.h = np.zeros(nv)
-        self.J_ee_lwa = np.zeros((6, nv))
         self.J_ee_body = np.zeros((6, nv))
         self.dJdq_ee_lwa = np.zeros(6)
         self.dJdq_ee_body = np.zeros(6)
@@ -224,6 +230,15 @@ class Dynamics:
         M0 = np.array(pin.crba(model, self.data, q0))
         Mi0 = np.array(pin.computeMinverse(model, self.data, q0))
         self._symmetrize = not (np.array_equal(M0, M0.T) and np.array_equal(Mi0, Mi0.T))
+        if not self._symmetrize:
+            # M, M⁻¹ and h are Pinocchio's own buffers (eigenpy hands out views that every crba /
+            # computeMinverse / nonLinearEffects call overwrites in place): no copy per step. The
+            # snapshot keeps its in-place contract, and nothing else runs Pinocchio on self.data.
+            s = self.snap
+            s.M, s.Minv = self.data.M, self.data.Minv
+        # views of the two frame placements (rotation and translation of data.oMf[i] are views)
+        self._R_ee, self._p_ee = self.data.oMf[ee_frame].rotation, self.data.oMf[ee_frame].translation
+        self._R_s, self._p_s = self.data.oMf[sensor_frame].rotation, self.data.oMf[sensor_frame].translation
 
     def update(self, q: np.ndarray, v: np.ndarray, t: float = 0.0) -> Snapshot:
         """Compute the snapshot at joint positions ``q`` [rad] and velocities ``v`` [rad/s]."""
@@ -241,20 +256,27 @@ class Dynamics:
             s.J_ee_body[:] = pin.getFrameJacobian(model, data, fid, LOCAL)
             s.dJdq_ee_body[:] = pin.getFrameAcceleration(model, data, fid, LOCAL).vector
         s.dJdq_ee_lwa[:] = pin.getFrameClassicalAcceleration(model, data, fid, LWA).vector
-        s.T_world_ee[:] = data.oMf[fid].homogeneous
-        s.T_world_sensor[:] = data.oMf[self.sensor_frame].homogeneous
+        T, Ts = s.T_world_ee, s.T_world_sensor
+        T[:3, :3] = self._R_ee
+        T[:3, 3] = self._p_ee
+        Ts[:3, :3] = self._R_s
+        Ts[:3, 3] = self._p_s
         np.dot(s.J_ee_lwa, s.v, out=s.twist_ee_lwa)
         if self.body_frame:
             np.dot(s.J_ee_body, s.v, out=s.twist_ee_body)
-        # Mass matrix (upper triangle from CRBA, incl. armature) and bias h = C q̇ + g.
-        s.M[:] = pin.crba(model, data, s.q)
+        # Mass matrix (CRBA, incl. armature) and M⁻¹, written into data.M and data.Minv (= s.M, s.Minv
+        # unless the symmetrising fallback below is needed); bias h = C q̇ + g
+        pin.crba(model, data, s.q)
         s.h[:] = pin.nonLinearEffects(model, data, s.q, s.v)
-        s.Minv[:] = pin.computeMinverse(model, data, s.q)
+        pin.computeMinverse(model, data, s.q)
         if self._symmetrize:  # Pinocchio versions that fill only the upper triangle
+            s.M[:] = data.M
+            s.Minv[:] = data.Minv
             s.M[self._il] = s.M.T[self._il]
             s.Minv[self._il] = s.Minv.T[self._il]
-        # w = sqrt(det(J Jᵀ)) from the Cholesky factor of J Jᵀ (LAPACK directly: ~5× less overhead)
-        np.dot(s.J_ee_lwa, s.J_ee_lwa.T, out=self._JJt)
-        c, info = _dpotrf(self._JJt)
-        s.manipulability = math.prod(c.diagonal().tolist()) if info == 0 else 0.0
+        # w = sqrt(det(J Jᵀ)) = product of the Cholesky diagonal of J Jᵀ (MuJoCo's mju_* routines: less
+        # binding overhead than numpy/LAPACK at 6×7); a zero pivot (rank < 6) means w = 0
+        JJt = self._JJt
+        _mulMatMatT(JJt, s.J_ee_lwa, s.J_ee_lwa)
+        s.manipulability = math.prod(JJt.diagonal().tolist()) if _cholFactor(JJt, 1e-300) == 6 else 0.0
         return s
