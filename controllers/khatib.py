@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import mujoco
 import numpy as np
-from scipy.linalg.lapack import dposv as _dposv
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
@@ -28,6 +28,14 @@ from sim.config import param
 from sim.dynamics import Snapshot
 from sim.lie import so3_log_a_bt
 from sim.wrench import WrenchState
+
+_mulMatMat = mujoco.mju_mulMatMat
+_mulMatMatT = mujoco.mju_mulMatMatT
+_mulMatTVec = mujoco.mju_mulMatTVec
+_cholFactor = mujoco.mju_cholFactor
+_cholSolve = mujoco.mju_cholSolve
+#: Cholesky pivots (squared) below this count as zero: Λ⁻¹ singular → least-squares solve [1/kg-ish units]
+_CHOL_MIN_PIVOT = 1e-15
 
 
 @dataclass(frozen=True)
@@ -74,11 +82,14 @@ class KhatibController(Controller):
         nv = plant.nv
         # work arrays (C-contiguous, the exact shapes np.dot(..., out=) needs)
         self._MinvJt = np.zeros((nv, 6))
-        self._Li = np.zeros((6, 6))  # Λ⁻¹ = J M⁻¹ Jᵀ
-        self._r = np.zeros(6)  # J M⁻¹ q̇ (= q̇ᵀ M⁻¹ Jᵀ, M⁻¹ symmetric)
-        self._rhs = np.zeros(6)
-        self._tau = np.zeros(nv)
-        self._dv = np.zeros(nv)
+        # [J; q̇ᵀ] M⁻¹ Jᵀ: rows 0–5 Λ⁻¹ = J M⁻¹ Jᵀ, row 6 (J M⁻¹ q̇)ᵀ (M⁻¹ symmetric)
+        self._LiR = np.zeros((7, 6))
+        # [y; −d_null; 1]: y solved in place in the first six entries, so that
+        # [J; q̇ᵀ; hᵀ]ᵀ [y; −d_null; 1] = Jᵀ y − d_null q̇ + h is one product
+        self._yext = np.zeros(8)
+        self._yext[7] = 1.0
+        self._y_view = self._yext[:6]
+        self._Li = np.zeros((6, 6))  # Cholesky factor of Λ⁻¹
         self._gains_of: KhatibConfig | None = None
         self._gains: tuple[float, ...] = ()
 
@@ -156,16 +167,15 @@ class KhatibController(Controller):
 
         # τ = Jᵀ Λ (u − J̇q̇) + h − D_null Nᵀ q̇ with Nᵀ q̇ = q̇ − Jᵀ Λ J M⁻¹ q̇, folded into one solve:
         # τ = Jᵀ y + h − d_null q̇,  y = Λ (u − J̇q̇ + d_null J M⁻¹ q̇),  Λ⁻¹ = J M⁻¹ Jᵀ.
-        J = snap.J_ee_lwa
-        JT = J.T
+        # Small dense products and the Cholesky solve through MuJoCo's mju_* routines: for 6×7 operands
+        # their binding costs less than numpy's dispatch or scipy's LAPACK wrapper.
         MinvJt = self._MinvJt
-        np.dot(snap.Minv, JT, out=MinvJt)  # (nv, 6)
-        np.dot(J, MinvJt, out=self._Li)
-        np.dot(snap.v, MinvJt, out=self._r)
-        r0, r1, r2, r3, r4, r5 = self._r.tolist()
+        _mulMatMatT(MinvJt, snap.Minv, snap.J_ee_lwa)  # M⁻¹ Jᵀ (nv, 6)
+        LiR = self._LiR
+        _mulMatMat(LiR, snap.J_v_h[:7], MinvJt)  # [Λ⁻¹; (J M⁻¹ q̇)ᵀ]
+        r0, r1, r2, r3, r4, r5 = LiR[6].tolist()
         j0, j1, j2, j3, j4, j5 = snap.dJdq_ee_lwa.tolist()
-        rhs = self._rhs
-        rhs[:] = (
+        rhs = (
             (u0 - j0) + dn * r0,
             (u1 - j1) + dn * r1,
             (u2 - j2) + dn * r2,
@@ -173,18 +183,19 @@ class KhatibController(Controller):
             (u4 - j4) + dn * r4,
             (u5 - j5) + dn * r5,
         )
-        # Λ⁻¹ is SPD away from singularities. Λ⁻¹ᵀ (F-contiguous view) with lower=1 hands LAPACK the
-        # upper triangle of Λ⁻¹ without a copy, exactly as dposv(Λ⁻¹) (lower=0) would; Λ⁻¹ is rebuilt each
-        # step, so LAPACK may factor it in place (the fallback recomputes it).
-        _, y, info = _dposv(self._Li.T, rhs, lower=1, overwrite_a=1)
-        if info != 0:
-            y = np.linalg.lstsq(J @ MinvJt, rhs, rcond=None)[0]
-        tau = self._tau
-        np.dot(JT, y, out=tau)
-        tau += snap.h
-        np.multiply(snap.v, dn, out=self._dv)
-        tau -= self._dv
+        yext, Li = self._yext, self._Li
+        yext[:7] = (*rhs, -dn)
+        # Λ⁻¹ y = rhs. Λ⁻¹ is SPD away from singularities: Cholesky-factor a copy of it (LiR keeps Λ⁻¹),
+        # then solve in place in yext[:6]. A pivot below _CHOL_MIN_PIVOT (rank < 6) means Λ⁻¹ is
+        # singular there: least squares instead.
+        Li[:] = LiR[:6]
+        if _cholFactor(Li, _CHOL_MIN_PIVOT) == 6:
+            y = self._y_view
+            _cholSolve(y, Li, y)
+        else:
+            yext[:6] = np.linalg.lstsq(LiR[:6], np.array(rhs), rcond=None)[0]
+        tau = cmd.tau
+        _mulMatTVec(tau, snap.J_v_h, yext)  # [J; q̇ᵀ; hᵀ]ᵀ [y; −d_null; 1] = Jᵀ y − d_null q̇ + h
         if self.ff.active:
             tau += self.ff.compute(snap.v, tau)
-        cmd.tau[:] = tau
         cmd.diag[:] = (fi0, fi1, fi2, 1.0 if self.frozen else 0.0)

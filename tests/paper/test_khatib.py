@@ -91,3 +91,26 @@ def test_friction_integral_freezes_on_contact() -> None:
     for _ in range(20000):
         ctrl.compute(snap, ref, w, cmd)
     np.testing.assert_allclose(ctrl.F_I[0], 10.0)
+
+
+def test_singular_task_inertia_falls_back_to_least_squares() -> None:
+    """A rank-deficient J (here: its last row zeroed, as at a wrist singularity) makes Λ⁻¹ singular;
+    the Cholesky solve fails and τ = Jᵀ y − d_null q̇ + h uses the least-squares y instead: finite,
+    and equal to the textbook expression."""
+    s = _free_space_setup()
+    rng = np.random.default_rng(5)
+    q, v = s.q0 + rng.uniform(-0.2, 0.2, 7), rng.uniform(-0.3, 0.3, 7)
+    snap = s.dynamics.update(q, v)
+    snap.J_ee_lwa[5] = 0.0
+    ref = Reference()
+    ref.pos[:] = snap.p_ee_in_world + 0.01
+    ref.R[:] = snap.R_world_ee
+    cfg = dataclasses.replace(s.controller.config, d_null=5.0, feedforward="off")
+    ctrl = KhatibController(cfg, s.plant)
+    cmd = ctrl.make_command()
+    ctrl.compute(snap, ref, WrenchState(), cmd)
+    J, Minv = snap.J_ee_lwa, snap.Minv
+    rhs = ctrl.u - snap.dJdq_ee_lwa + 5.0 * (J @ Minv @ v)
+    y = np.linalg.lstsq(J @ Minv @ J.T, rhs, rcond=None)[0]
+    assert np.all(np.isfinite(cmd.tau))
+    np.testing.assert_allclose(cmd.tau, J.T @ y - 5.0 * v + snap.h, rtol=0, atol=1e-9)
