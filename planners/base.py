@@ -27,9 +27,10 @@ class Reference:
     __slots__ = ("pos", "vel", "acc", "R", "omega", "alpha")
 
     def __init__(self) -> None:
-        self.pos = np.zeros(3)
-        self.vel = np.zeros(3)
-        self.acc = np.zeros(3)
+        pva = np.zeros(9)  # pos, vel, acc side by side: the telemetry records them with one copy
+        self.pos = pva[0:3]
+        self.vel = pva[3:6]
+        self.acc = pva[6:9]
         self.R = np.eye(3)
         self.omega = np.zeros(3)
         self.alpha = np.zeros(3)

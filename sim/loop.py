@@ -216,6 +216,44 @@ def _versions() -> dict[str, str]:
     }
 
 
+def _derive_pose_channels(tel: Telemetry) -> None:
+    """ee_pos, ee_quat (w, x, y, z) and ee_quat_des of the recorded steps from the raw T_world_ee
+    (4×4, row-major) and R_world_ee_des (3×3) columns: the same ``mju_mat2Quat`` per step, run
+    after the loop."""
+    n = tel.n
+    T = tel.raw["T_world_ee"][:n].reshape(n, 4, 4)
+    tel.arrays["ee_pos"][:n] = T[:, :3, 3]
+    R = np.ascontiguousarray(T[:, :3, :3]).reshape(n, 9)
+    R_des = np.ascontiguousarray(tel.raw["R_world_ee_des"][:n])
+    quat, quat_des = tel.arrays["ee_quat"], tel.arrays["ee_quat_des"]
+    mat2quat = mujoco.mju_mat2Quat
+    for i in range(n):
+        mat2quat(quat[i], R[i])
+        mat2quat(quat_des[i], R_des[i])
+
+
+def _coalesce(sources: list[np.ndarray]) -> list[np.ndarray]:
+    """Merge runs of sources that are consecutive pieces of one contiguous float buffer (e.g. a
+    Reference's pos/vel/acc, a WrenchState's four wrenches, the controller's diagnostics) into one
+    view each, so that ``np.concatenate`` copies fewer, larger pieces. The values are the same."""
+    out: list[np.ndarray] = []
+    for a in sources:
+        if out:
+            b = out[-1]
+            if (
+                a.ndim == 1 and b.ndim == 1 and a.dtype == b.dtype and a.flags.c_contiguous and b.flags.c_contiguous
+                and a.base is not None and a.base is b.base
+                and a.ctypes.data == b.ctypes.data + b.nbytes
+            ):
+                base = a.base
+                start = (b.ctypes.data - base.ctypes.data) // base.itemsize
+                if base.ndim == 1 and base.flags.c_contiguous:
+                    out[-1] = base[start : start + b.size + a.size]
+                    continue
+        out.append(a)
+    return out
+
+
 def simulate(
     setup: Setup,
     duration: float | None = None,
@@ -237,7 +275,17 @@ def simulate(
     ctrl = setup.controller
     extra = {f"ctrl_{n}": "" for n in ctrl.diag_names}
     runtime = setup.runtime
-    tel = Telemetry(n_steps, setup.plant.nv, extra, runtime.channels if runtime is not None else None)
+    # The EE pose and the desired rotation are copied raw each step (a contiguous 4×4 and 3×3, part of
+    # the one row copy); ee_pos, ee_quat and ee_quat_des are derived from them once the run ends
+    # (_derive_pose_channels), which costs less than two quaternion conversions per step.
+    tel = Telemetry(
+        n_steps,
+        setup.plant.nv,
+        extra,
+        runtime.channels if runtime is not None else None,
+        raw={"T_world_ee": 16, "R_world_ee_des": 9},
+        derived=("ee_pos", "ee_quat", "ee_quat_des"),
+    )
 
     qadr, dadr, aids = setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids
 
@@ -260,17 +308,22 @@ def simulate(
 
         observer = MomentumObserver(setup.plant, sc.wrench.observer_gain)
         w_obs = WrenchState()  # keeps wp.state (the F/T reading) intact for telemetry
-    quat = np.zeros(4)
-    quat_des = np.zeros(4)
     mj_step = mujoco.mj_step
-    mju_mat2Quat = mujoco.mju_mat2Quat
     record = sc.telemetry.enabled
     w_qpos = d.warning[mujoco.mjtWarning.mjWARN_BADQPOS]
     w_qvel = d.warning[mujoco.mjtWarning.mjWARN_BADQVEL]
     w_qacc = d.warning[mujoco.mjtWarning.mjWARN_BADQACC]
     w_ctrl = d.warning[mujoco.mjtWarning.mjWARN_BADCTRL]  # MuJoCo zeroes a NaN/Inf ctrl and warns
 
-    snap = dyn.update(d.qpos[qs], d.qvel[vs], 0.0)
+    # the arm's qpos/qvel: views into MjData (its buffers never move) when the arm's joints are
+    # contiguous, as they are for every robot here; otherwise gathered into buffers each step
+    gather = not (isinstance(qs, slice) and isinstance(vs, slice))
+    q_now = np.zeros(len(qadr)) if gather else d.qpos[qs]
+    v_now = np.zeros(len(dadr)) if gather else d.qvel[vs]
+    if gather:
+        np.take(d.qpos, qadr, out=q_now)
+        np.take(d.qvel, dadr, out=v_now)
+    snap = dyn.update(q_now, v_now, 0.0)
     # One telemetry row per step: every source below is updated in place each step (the snapshot,
     # the reference, the command, the wrench state), so the list is built once.
     scal = np.zeros(5)  # t, saturated, tool contacts, all contacts, manipulability
@@ -279,17 +332,20 @@ def simulate(
     used = (w_obs if observer is not None else ws).ext_world
     src = {
         "t": scal[0:1], "q": snap.q, "v": snap.v, "tau_cmd": cmd.tau, "tau_applied": tau,
-        "saturated": scal[1:2], "ee_pos": snap.p_ee_in_world, "ee_quat": quat, "ee_vel": snap.twist_ee_lwa,
-        "ee_pos_des": ref.pos, "ee_vel_des": ref.vel, "ee_acc_des": ref.acc, "ee_quat_des": quat_des,
-        "ee_omega_des": ref.omega,
+        "saturated": scal[1:2], "ee_vel": snap.twist_ee_lwa,
+        "ee_pos_des": ref.pos, "ee_vel_des": ref.vel, "ee_acc_des": ref.acc, "ee_omega_des": ref.omega,
         "wrench_ext_world": ws.truth_world if use_truth else ws.ext_world,
         "wrench_ext_body": ws.truth_body if use_truth else ws.ext_body,
         "wrench_truth_world": ws.truth_world, "wrench_truth_body": ws.truth_body, "wrench_used_world": used,
         "contact_count": scal[2:3], "contact_count_all": scal[3:4], "manipulability": scal[4:5],
+        # raw: views (T and R are C-contiguous and updated in place)
+        "T_world_ee": snap.T_world_ee.reshape(16), "R_world_ee_des": ref.R.reshape(9),
     }
+    if not (np.shares_memory(src["T_world_ee"], snap.T_world_ee) and np.shares_memory(src["R_world_ee_des"], ref.R)):
+        raise RuntimeError("internal: the raw pose sources must be views")  # pragma: no cover
     for k, name in enumerate(ctrl.diag_names):
         src[f"ctrl_{name}"] = cmd.diag[k : k + 1]
-    row_sources = [src[name] for name in tel.row_channels]
+    row_sources = _coalesce([src[name] for name in tel.row_channels])
     block = tel.block
     planner.evaluate(0.0, ref)
     ctrl.reset(snap, ref)
@@ -305,7 +361,10 @@ def simulate(
             t = i * T_c
             if profile:
                 c0 = clock()
-            snap = dyn.update(d.qpos[qs], d.qvel[vs], t)
+            if gather:
+                np.take(d.qpos, qadr, out=q_now)
+                np.take(d.qvel, dadr, out=v_now)
+            snap = dyn.update(q_now, v_now, t)
             if profile:
                 c1 = clock()
                 t_dyn += c1 - c0
@@ -327,8 +386,6 @@ def simulate(
             if record:
                 # saturated ⇔ clipping changed a joint torque (⇔ |τ_cmd| > τ_max for some joint)
                 scal[:] = (t, cmd.tau.tolist() != tau.tolist(), wp.state.contact_count, d.ncon, snap.manipulability)
-                mju_mat2Quat(quat, snap.R_world_ee.ravel())
-                mju_mat2Quat(quat_des, ref.R.ravel())
                 np.concatenate(row_sources, out=block[i])  # the whole step in one copy
                 if runtime is not None:
                     runtime.record(i, tel.arrays)
@@ -365,6 +422,8 @@ def simulate(
             f"numerical failure at t = {i * T_c:.4f} s (step {i}): {exc}; the state was "
             f"q = {np.array2string(d.qpos[qs], precision=3)}; telemetry up to this step is kept"
         )
+    if record:
+        _derive_pose_channels(tel)
     wall = time.perf_counter() - t_wall0
     sim_time = tel.n * T_c
     timing = {

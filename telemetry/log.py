@@ -80,6 +80,12 @@ class Telemetry:
         nv: arm dof count.
         extra: additional scalar channels (e.g. ``ctrl_qp_solve_time``) → unit.
         extra_shaped: additional channels with a per-step shape → (shape, unit) (e.g. hand joints).
+        raw: hidden per-step block columns (name → width) that the recorder copies each step and
+            turns into ``derived`` channels afterwards (:attr:`raw` holds their column views; they
+            are not channels and are not saved).
+        derived: channels of :data:`CHANNELS` that are not copied per step but computed from the
+            ``raw`` columns once the run ends (e.g. quaternions from rotation matrices); they are
+            separate arrays of the same shape.
     """
 
     def __init__(
@@ -88,6 +94,8 @@ class Telemetry:
         nv: int,
         extra: dict[str, str] | None = None,
         extra_shaped: dict[str, tuple[tuple[int, ...], str]] | None = None,
+        raw: dict[str, int] | None = None,
+        derived: tuple[str, ...] = (),
     ):
         self.capacity = n_steps
         self.n = 0
@@ -104,10 +112,17 @@ class Telemetry:
             widths[name] = 0
             self._dtypes[name] = "f8"
             self.units[name] = unit
-        #: block column order of the row channels
-        self.row_channels: tuple[str, ...] = tuple(widths)
-        total = sum(max(w, 1) for w in widths.values())
+        unknown = [name for name in derived if name not in CHANNELS]
+        if unknown:
+            raise ValueError(f"derived channels must be standard channels, got {unknown}")
+        derived_widths = {name: widths.pop(name) for name in derived}
+        raw = dict(raw or {})
+        #: block column order of the per-step row: row channels, then the raw columns
+        self.row_channels: tuple[str, ...] = tuple(widths) + tuple(raw)
+        total = sum(max(w, 1) for w in widths.values()) + sum(raw.values())
         self.block = np.zeros((n_steps, total))
+        #: hidden raw columns (name → (n_steps, width) view of the block)
+        self.raw: dict[str, np.ndarray] = {}
         col = 0
         for name, w in widths.items():
             if w == 0:
@@ -116,6 +131,11 @@ class Telemetry:
             else:
                 self.arrays[name] = self.block[:, col : col + w]
                 col += w
+        for name, w in raw.items():
+            self.raw[name] = self.block[:, col : col + w]
+            col += w
+        for name, w in derived_widths.items():
+            self.arrays[name] = np.zeros(n_steps) if w == 0 else np.zeros((n_steps, w))
         for name, (shape, unit) in (extra_shaped or {}).items():
             self.arrays[name] = np.zeros((n_steps,) + tuple(shape))
             self.units[name] = unit

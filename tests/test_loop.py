@@ -173,3 +173,39 @@ def test_nan_torque_from_the_controller_is_caught(tmp_path: Path) -> None:
     loaded = Run.load(next((tmp_path / "iiwa14_docking").iterdir()))
     assert len(loaded.channels["t"]) == 51
     assert np.isnan(loaded.channels["tau_cmd"][-1, 3])
+
+
+def test_coalesce_merges_adjacent_views_and_keeps_the_row() -> None:
+    """_coalesce merges consecutive pieces of one buffer (and only those): the concatenated row is
+    unchanged."""
+    from sim.loop import _coalesce
+
+    buf, other = np.arange(10.0), np.arange(100.0, 104.0)
+    parts = [buf[0:3], buf[3:5], other[0:2], buf[5:6], buf[7:10], other[2:4]]
+    merged = _coalesce(parts)
+    assert len(merged) == 5  # buf[0:5] | other[0:2] | buf[5:6] | buf[7:10] (gap at 6) | other[2:4]
+    assert np.shares_memory(merged[0], buf) and merged[0].size == 5
+    np.testing.assert_array_equal(np.concatenate(merged), np.concatenate(parts))
+
+
+def test_pose_channels_derived_after_the_run_equal_the_per_step_conversion() -> None:
+    """ee_pos / ee_quat / ee_quat_des are derived from the raw 4×4 pose and desired rotation once the
+    run ends: equal to Pinocchio's pose and MuJoCo's mat2Quat of it at every step, unit norm; the raw
+    columns are not channels and are not saved."""
+    import mujoco
+
+    setup = build(scenario_from_dict(_short(duration=0.2)))
+    tel, status, _, _ = simulate(setup)
+    assert status == "completed"
+    assert "T_world_ee" not in tel.channels() and "ee_quat" in tel.channels()
+    assert "ee_quat" not in tel.row_channels and "T_world_ee" in tel.row_channels
+    dyn = setup.dynamics
+    for i in (0, tel.n // 2, tel.n - 1):
+        dyn.update(tel.q[i], tel.v[i])
+        oMf = dyn.data.oMf[dyn.ee_frame]
+        np.testing.assert_allclose(tel.ee_pos[i], oMf.translation, rtol=0, atol=1e-15)
+        q_ref = np.zeros(4)
+        mujoco.mju_mat2Quat(q_ref, np.ascontiguousarray(oMf.rotation).ravel())
+        np.testing.assert_allclose(tel.ee_quat[i], q_ref, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(np.linalg.norm(tel.ee_quat[: tel.n], axis=1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(tel.ee_quat_des[: tel.n], axis=1), 1.0, atol=1e-12)
