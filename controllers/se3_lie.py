@@ -35,21 +35,29 @@ Evaluated with one linear solve: τ = J_bᵀ (y − F_body) − D_null M q̇ + h
 
 Full derivation: docs/theory/se3_lie.md. Diagnostics: λ (``lambda_vx`` … ``lambda_wz`` [m, rad]).
 
-Implementation (1 kHz loop): the 6-vector algebra runs on Python floats (for arrays this small one
-numpy call costs more than the arithmetic). T̃, λ and every series coefficient come from one
-:func:`sim.lie.se3_log_floats`; :class:`sim.lie.DexpSE3` applies dexp_λ, dexp_λᵀ, dexp_λ⁻¹ and
-d/dt dexp_λ to vectors directly (no 6×6 matrix is formed, λ̇ needs no general solve), and
-Λ_b⁻¹ y = … is one LAPACK Cholesky solve (``dposv``). tests/paper/test_se3_lie.py checks the
-controller against a matrix-form implementation of the same equations (lie.dexp, lie.dexp_dot,
-np.linalg.solve) to round-off.
+Implementation (1 kHz loop): everything up to V̇_ref runs on Python floats in one method,
+:meth:`SE3LieController._law` (for 6-vectors one numpy call costs more than the arithmetic). The desired
+motion comes as floats from :meth:`planners.motion_reference.MotionReference.floats_from_reference`;
+λ and every series coefficient of θ from one :func:`sim.lie.se3_log_floats`; :class:`sim.lie.DexpSE3`
+applies dexp_λ⁻¹ and dexp_λᵀ in one call (``solve_tmul``) and dexp_λ λ̈* + (d/dt dexp_λ) λ̇ in another
+(``mul_minus_dot``): no 6×6 matrix is formed, λ̇ needs no general solve. Terms that are exactly zero
+for F_d = 0 and for fixed-orientation references (ω_d = 0, α_d = 0) are left out. The joint-space part
+is two ``ndarray.dot``, one LAPACK Cholesky solve (``dposv``) and two in-place BLAS ``dgemv``. The
+result arrays (``lam``, ``lam_dot``, …, ``q_ddot_ref``) are built only when read.
+tests/paper/test_se3_lie.py checks the controller against a matrix-form implementation of the same
+equations (lie.dexp, lie.dexp_dot, np.linalg.solve) to round-off; tests/test_se3_fast.py pins the
+float desired motion and the zero-term shortcuts bit for bit and checks whole docking runs against the
+matrix form.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy.linalg.blas import dgemv as _dgemv
 from scipy.linalg.lapack import dposv as _dposv
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
@@ -81,17 +89,29 @@ def _check_matrix(name: str, M: np.ndarray, *, definite: bool) -> None:
 
 @dataclass(frozen=True)
 class SE3LieConfig:
-    a_diag: Vec6 = param((10.0, 10.0, 10.0, 1.0, 1.0, 1.0), unit="kg | kg·m²", gt=0.0, length=6,
-                         doc="diagonal of the error-dynamics inertia A")
-    d_diag: Vec6 = param((80.0, 80.0, 80.0, 10.0, 10.0, 10.0), unit="N·s/m | N·m·s/rad", ge=0.0, length=6,
-                         doc="diagonal of the damping D")
-    k_diag: Vec6 = param((50.0, 50.0, 50.0, 25.0, 25.0, 25.0), unit="N/m | N·m/rad", gt=0.0, length=6,
-                         doc="diagonal of the stiffness K")
+    a_diag: Vec6 = param(
+        (10.0, 10.0, 10.0, 1.0, 1.0, 1.0),
+        unit="kg | kg·m²",
+        gt=0.0,
+        length=6,
+        doc="diagonal of the error-dynamics inertia A",
+    )
+    d_diag: Vec6 = param(
+        (80.0, 80.0, 80.0, 10.0, 10.0, 10.0),
+        unit="N·s/m | N·m·s/rad",
+        ge=0.0,
+        length=6,
+        doc="diagonal of the damping D",
+    )
+    k_diag: Vec6 = param(
+        (50.0, 50.0, 50.0, 25.0, 25.0, 25.0), unit="N/m | N·m/rad", gt=0.0, length=6, doc="diagonal of the stiffness K"
+    )
     a_matrix: Mat6 | None = param(None, length=6, doc="full 6×6 A (rows), overrides a_diag; SPD")
     d_matrix: Mat6 | None = param(None, length=6, doc="full 6×6 D (rows), overrides d_diag; symmetric PSD")
     k_matrix: Mat6 | None = param(None, length=6, doc="full 6×6 K (rows), overrides k_diag; SPD")
-    wrench_desired: Vec6 = param((0.0,) * 6, unit="N | N·m", length=6,
-                                 doc="desired wrench F_d [f; n] in the desired frame")
+    wrench_desired: Vec6 = param(
+        (0.0,) * 6, unit="N | N·m", length=6, doc="desired wrench F_d [f; n] in the desired frame"
+    )
     d_null: float = param(10.0, unit="1/s", ge=0.0, doc="null-space joint damping (acceleration level)")
     feedforward: Literal["torque", "velocity", "off"] = param(
         "torque", doc="joint friction/damping feedforward mode (MATH.md §2)"
@@ -150,12 +170,13 @@ class SE3LieController(Controller):
         self.AinvD = self.Ainv @ D
         self.AinvK = self.Ainv @ K
         # diagonal A⁻¹, A⁻¹D, A⁻¹K (the default): λ̈* per axis on floats, the very products of the
-        # matrix form (whose off-diagonal terms are exact zeros)
-        self._diag_gains: tuple[tuple[float, float, float], ...] | None = None
+        # matrix form (whose off-diagonal terms are exact zeros); the 18 diagonal entries, A⁻¹ first
+        self._diag_gains: tuple[float, ...] | None = None
         if all(np.count_nonzero(Mx - np.diag(np.diagonal(Mx))) == 0 for Mx in (self.Ainv, self.AinvD, self.AinvK)):
-            self._diag_gains = tuple(
-                zip(*(np.diagonal(Mx).tolist() for Mx in (self.Ainv, self.AinvD, self.AinvK)), strict=True)
-            )
+            self._diag_gains = tuple(v for Mx in (self.Ainv, self.AinvD, self.AinvK) for v in np.diagonal(Mx).tolist())
+        # full A, D or K: λ̈* = [A⁻¹, −A⁻¹D, −A⁻¹K] [γ; λ̇; λ] as one (6, 18) product
+        self._G = np.hstack((self.Ainv, -self.AinvD, -self.AinvK))
+        self._gdl = np.zeros(18)
         self.F_d = np.array(config.wrench_desired, dtype=float)
         self.has_Fd = bool(np.any(self.F_d != 0.0))
         self._F_d = tuple(self.F_d.tolist())
@@ -163,44 +184,115 @@ class SE3LieController(Controller):
         self.mref = MotionReference(planner if planner is not None else self._echo)  # type: ignore[arg-type]
         self.ff = DissipationFeedforward(plant.dof_frictionloss, plant.dof_damping, config.feedforward)
         nv = plant.nv
-        # results, overwritten every step (public for tests and inspection)
-        self.T_err = np.eye(4)  # T̃
-        self.lam = np.zeros(6)  # λ
-        self.lam_dot = np.zeros(6)  # λ̇
-        self.lam_ddot = np.zeros(6)  # λ̈*
-        self.V_err = np.zeros(6)  # Ṽ
-        self.F_err = np.zeros(6)  # F̃
-        self.gamma = np.zeros(6)  # γ
-        self.dV_ref = np.zeros(6)  # V̇_ref
-        self.q_ddot_ref = np.zeros(nv)
-        # dexp_λ (lie's dexp at −λ) with its coefficients, and the float state that error_state hands
-        # to reference_acceleration
+        # dexp_λ (lie's dexp at −λ) with its coefficients
         self._jac = DexpSE3()
-        self._Rt = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)  # R̃, row-major
-        self._pt = (0.0, 0.0, 0.0)  # p̃
-        self._lam_t = (0.0,) * 6  # λ
-        self._lamd_t = (0.0,) * 6  # λ̇
-        self._Verr_t = (0.0,) * 6  # Ṽ
-        self._AdVd_t = (0.0,) * 6  # Ad_T̃ V_d
-        self._gamma_t = (0.0,) * 6  # γ
-        self._V_t = (0.0,) * 6  # V
-        # work arrays
+        # The step's results as Python floats, overwritten every step; the public arrays (T_err, lam,
+        # lam_dot, …) are built from them on access (properties below)
+        z6 = (0.0,) * 6
+        self._Tt = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)  # T̃: rows of R̃, then p̃
+        self._lam_t = self._lamd_t = self._l2_t = z6  # λ, λ̇, λ̈*
+        self._Verr_t = self._Ferr_t = self._gamma_t = self._dVref_t = z6  # Ṽ, F̃, γ, V̇_ref
+        self._V_t: Sequence[float] = z6  # V
+        self._desired = ((1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0), z6, z6)  # T_d, V_d, V̇_d
+        self._inputs: tuple = ()  # the arguments of the last error_state() (for reference_acceleration)
+        # q̈_ref = M⁻¹J_bᵀ y − d_null q̇ from the last step's M⁻¹J_bᵀ, y and q̇ (built on access)
         self._MinvJt = np.zeros((nv, 6))
-        self._Li = np.zeros((6, 6))
+        self._y = np.zeros(6)
+        self._v = np.zeros(nv)
+        # work arrays
         self._rhs = np.zeros(6)
-        self._tau = np.zeros(nv)
-        self._Mv = np.zeros(nv)
-        self._n = np.zeros(nv)
         self._zero6 = np.zeros(6)
+
+    # ------------------------------------------------------------------------------------ results
+    # Read-only (6,) / (4, 4) / (nv,) arrays of the last step, built from the float results on access
+    # (new arrays each time; the 1 kHz loop never reads them, so it never pays for them).
+
+    @property
+    def T_err(self) -> np.ndarray:
+        """T̃ = T⁻¹ T_d (4, 4)."""
+        t00, t01, t02, t10, t11, t12, t20, t21, t22, p0, p1, p2 = self._Tt
+        return np.array(((t00, t01, t02, p0), (t10, t11, t12, p1), (t20, t21, t22, p2), (0.0, 0.0, 0.0, 1.0)))
+
+    @property
+    def lam(self) -> np.ndarray:
+        """λ = log T̃ (6,) [m, rad]."""
+        return np.array(self._lam_t)
+
+    @property
+    def lam_dot(self) -> np.ndarray:
+        """λ̇ (6,)."""
+        return np.array(self._lamd_t)
+
+    @property
+    def lam_ddot(self) -> np.ndarray:
+        """λ̈* = A⁻¹ (γ − D λ̇ − K λ) (6,)."""
+        return np.array(self._l2_t)
+
+    @property
+    def V_err(self) -> np.ndarray:
+        """Ṽ = Ad_T̃ V_d − V (6,) [m/s, rad/s]."""
+        return np.array(self._Verr_t)
+
+    @property
+    def F_err(self) -> np.ndarray:
+        """F̃ = Ad_T̃⁻ᵀ F_d − F_body (6,) [N, N·m]."""
+        return np.array(self._Ferr_t)
+
+    @property
+    def gamma(self) -> np.ndarray:
+        """γ = dexp_λᵀ F̃ (6,)."""
+        return np.array(self._gamma_t)
+
+    @property
+    def dV_ref(self) -> np.ndarray:
+        """V̇_ref (6,) [m/s², rad/s²]."""
+        return np.array(self._dVref_t)
+
+    @property
+    def q_ddot_ref(self) -> np.ndarray:
+        """q̈_ref = M⁻¹J_bᵀ y − d_null q̇ (nv,) [rad/s²] (after :meth:`compute`)."""
+        return self._MinvJt.dot(self._y) - self._v * self.config.d_null
+
+    def desired_motion(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(T_d (4, 4), V_d (6,), V̇_d (6,)) the last :meth:`compute` used (desired body frame)."""
+        (r00, r01, r02, r10, r11, r12, r20, r21, r22, p0, p1, p2), V_d, dV_d = self._desired
+        T = np.array(((r00, r01, r02, p0), (r10, r11, r12, p1), (r20, r21, r22, p2), (0.0, 0.0, 0.0, 1.0)))
+        return T, np.array(V_d), np.array(dV_d)
 
     # ------------------------------------------------------------------------------------ pieces
 
-    def error_state(self, T: np.ndarray, V: np.ndarray, T_d: np.ndarray, V_d: np.ndarray,
-                    F_body: np.ndarray) -> None:
+    def error_state(self, T: np.ndarray, V: np.ndarray, T_d: np.ndarray, V_d: np.ndarray, F_body: np.ndarray) -> None:
         """Fill T̃, λ, Ṽ, λ̇, F̃, γ (and the dexp_λ coefficients) for pose T, body twist V, desired
         (T_d, V_d) and body wrench F_body. Public for the equation-level tests."""
-        (a00, a01, a02, a03), (a10, a11, a12, a13), (a20, a21, a22, a23), _ = T.tolist()
-        (b00, b01, b02, b03), (b10, b11, b12, b13), (b20, b21, b22, b23), _ = T_d.tolist()
+        R, p = T_d[:3, :3], T_d[:3, 3]
+        self._inputs = (
+            T.tolist(),
+            V.tolist(),
+            (*R.ravel().tolist(), *p.tolist()),
+            tuple(V_d.tolist()),
+            F_body.tolist(),
+        )
+        self._law(*self._inputs, (0.0,) * 6)
+
+    def reference_acceleration(self, dV_d: np.ndarray) -> np.ndarray:
+        """V̇_ref (6,) realising A λ̈ + D λ̇ + K λ = γ (after :meth:`error_state`, whose inputs it reuses)."""
+        self._law(*self._inputs, tuple(dV_d.tolist()))
+        return self.dV_ref
+
+    def _law(
+        self,
+        T: list[list[float]],
+        V: list[float],
+        T_d: tuple[float, ...],
+        V_d: tuple[float, ...],
+        F_body: list[float],
+        dV_d: tuple[float, ...],
+    ) -> tuple[float, float, float, float, float, float]:
+        """The control law up to V̇_ref on Python floats (module docstring); returns V̇_ref and keeps
+        every intermediate result for the properties above. T = rows of T (``T.tolist()``), T_d = the
+        12 floats of :meth:`MotionReference.floats_from_reference`; V, V_d, F_body, V̇_d 6 floats each."""
+        (a00, a01, a02, a03), (a10, a11, a12, a13), (a20, a21, a22, a23), _ = T
+        b00, b01, b02, b10, b11, b12, b20, b21, b22, b03, b13, b23 = T_d
         # T̃ = T⁻¹ T_d:  R̃ = Rᵀ R_d,  p̃ = Rᵀ (p_d − p)
         t00 = a00 * b00 + a10 * b10 + a20 * b20
         t01 = a00 * b01 + a10 * b11 + a20 * b21
@@ -215,31 +307,31 @@ class SE3LieController(Controller):
         p0 = a00 * e0 + a10 * e1 + a20 * e2
         p1 = a01 * e0 + a11 * e1 + a21 * e2
         p2 = a02 * e0 + a12 * e1 + a22 * e2
-        self.T_err[:3] = ((t00, t01, t02, p0), (t10, t11, t12, p1), (t20, t21, t22, p2))
-        self._Rt = (t00, t01, t02, t10, t11, t12, t20, t21, t22)
-        self._pt = (p0, p1, p2)
+        self._Tt = (t00, t01, t02, t10, t11, t12, t20, t21, t22, p0, p1, p2)
         # λ = log T̃, with the series coefficients of θ = |φ|; they are even in θ, so they also serve
         # dexp_λ := lie.dexp(−λ)
         lam, co = se3_log_floats(t00, t01, t02, t10, t11, t12, t20, t21, t22, p0, p1, p2)
         l0, l1, l2, l3, l4, l5 = lam
         jac = self._jac.set(-l0, -l1, -l2, -l3, -l4, -l5, co)
-        # Ad_T̃ V_d = [R̃ v_d + p̃ × (R̃ ω_d); R̃ ω_d];  Ṽ = Ad_T̃ V_d − V
-        v0, v1, v2, w0, w1, w2 = V_d.tolist()
-        c0 = t00 * w0 + t01 * w1 + t02 * w2
-        c1 = t10 * w0 + t11 * w1 + t12 * w2
-        c2 = t20 * w0 + t21 * w1 + t22 * w2
-        d0 = t00 * v0 + t01 * v1 + t02 * v2 + (p1 * c2 - p2 * c1)
-        d1 = t10 * v0 + t11 * v1 + t12 * v2 + (p2 * c0 - p0 * c2)
-        d2 = t20 * v0 + t21 * v1 + t22 * v2 + (p0 * c1 - p1 * c0)
-        vt = V.tolist()
-        u0, u1, u2, u3, u4, u5 = vt
-        adv = (d0, d1, d2, c0, c1, c2)
-        verr = (d0 - u0, d1 - u1, d2 - u2, c0 - u3, c1 - u4, c2 - u5)
-        # λ̇ = dexp⁻¹_λ Ṽ (block back-substitution of the closed-form inverse; tests/paper/test_se3_lie.py
-        # checks it against lie.dexp_inv and finite differences)
-        lamd = jac.solve(verr)
+        # Ad_T̃ V_d = [R̃ v_d + p̃ × (R̃ ω_d); R̃ ω_d] =: [a; b];  Ṽ = Ad_T̃ V_d − V =: [v; ω]
+        v0, v1, v2, w0, w1, w2 = V_d
+        a0 = t00 * v0 + t01 * v1 + t02 * v2
+        a1 = t10 * v0 + t11 * v1 + t12 * v2
+        a2 = t20 * v0 + t21 * v1 + t22 * v2
+        u0, u1, u2, u3, u4, u5 = V
+        rot_d = w0 or w1 or w2  # ω_d ≠ 0 (else b = 0 exactly: fixed-orientation planners)
+        if rot_d:
+            b0 = t00 * w0 + t01 * w1 + t02 * w2
+            b1 = t10 * w0 + t11 * w1 + t12 * w2
+            b2 = t20 * w0 + t21 * w1 + t22 * w2
+            a0 += p1 * b2 - p2 * b1
+            a1 += p2 * b0 - p0 * b2
+            a2 += p0 * b1 - p1 * b0
+            v0, v1, v2, w0, w1, w2 = verr = (a0 - u0, a1 - u1, a2 - u2, b0 - u3, b1 - u4, b2 - u5)
+        else:
+            v0, v1, v2, w0, w1, w2 = verr = (a0 - u0, a1 - u1, a2 - u2, -u3, -u4, -u5)
         # F̃ = Ad_T̃⁻ᵀ F_d − F_body,  Ad_T̃⁻ᵀ [f; n] = [R̃ f; p̃ × (R̃ f) + R̃ n]
-        f0, f1, f2, n0, n1, n2 = F_body.tolist()
+        f0, f1, f2, n0, n1, n2 = F_body
         if self.has_Fd:
             g0, g1, g2, h0, h1, h2 = self._F_d
             c0 = t00 * g0 + t01 * g1 + t02 * g2
@@ -255,65 +347,68 @@ class SE3LieController(Controller):
             )
         else:
             ferr = (-f0, -f1, -f2, -n0, -n1, -n2)
-        # γ = dexp_λᵀ F̃
-        gam = jac.tmul(ferr)
-        self._lam_t, self._lamd_t, self._Verr_t, self._AdVd_t, self._gamma_t, self._V_t = lam, lamd, verr, adv, gam, vt
-        self.lam[:] = lam
-        self.V_err[:] = verr
-        self.lam_dot[:] = lamd
-        self.F_err[:] = ferr
-        self.gamma[:] = gam
-
-    def reference_acceleration(self, dV_d: np.ndarray) -> np.ndarray:
-        """V̇_ref (6,) realising A λ̈ + D λ̇ + K λ = γ (after :meth:`error_state`)."""
-        self.dV_ref[:] = self._reference_acceleration(dV_d.tolist())
-        return self.dV_ref
-
-    def _reference_acceleration(self, dV_d: list[float]) -> tuple[float, float, float, float, float, float]:
-        """:meth:`reference_acceleration` on floats: fills ``lam_ddot``, returns V̇_ref."""
-        lam, lamd = self._lam_t, self._lamd_t
+        # λ̇ = dexp⁻¹_λ Ṽ (block back-substitution of the closed-form inverse) and γ = dexp_λᵀ F̃, in
+        # one call (tests/paper/test_se3_lie.py checks them against lie.dexp_inv / lie.dexp and finite
+        # differences)
+        lamd, gam = jac.solve_tmul(verr, ferr)
         # λ̈* = A⁻¹γ − A⁻¹D λ̇ − A⁻¹K λ
         if self._diag_gains is not None:
-            l2 = [
-                ai * g - ad * ld - ak * lm
-                for (ai, ad, ak), g, ld, lm in zip(self._diag_gains, self._gamma_t, lamd, lam, strict=True)
-            ]
-            self.lam_ddot[:] = l2
-        else:
-            l2a = self.lam_ddot
-            np.matmul(self.Ainv, self.gamma, out=l2a)
-            l2a -= self.AinvD @ self.lam_dot
-            l2a -= self.AinvK @ self.lam
-            l2 = l2a.tolist()
+            i0, i1, i2, i3, i4, i5, d0, d1, d2, d3, d4, d5, k0, k1, k2, k3, k4, k5 = self._diag_gains
+            g0, g1, g2, g3, g4, g5 = gam
+            s0, s1, s2, s3, s4, s5 = lamd
+            l2 = (
+                i0 * g0 - d0 * s0 - k0 * l0,
+                i1 * g1 - d1 * s1 - k1 * l1,
+                i2 * g2 - d2 * s2 - k2 * l2,
+                i3 * g3 - d3 * s3 - k3 * l3,
+                i4 * g4 - d4 * s4 - k4 * l4,
+                i5 * g5 - d5 * s5 - k5 * l5,
+            )
+        else:  # full matrices: one product [A⁻¹, −A⁻¹D, −A⁻¹K] [γ; λ̇; λ]
+            buf = self._gdl
+            buf[:] = gam + lamd + lam
+            l2 = self._G.dot(buf).tolist()
         # dṼ* = dexp_λ λ̈* + (d/dt dexp_λ) λ̇, where d/dt dexp_λ = lie's dexp_dot at (−λ, −λ̇); dexp_dot is
-        # linear in the rate, so (d/dt dexp_λ) λ̇ = −dot_mul(λ̇, λ̇) (exactly: every term flips sign)
-        jac = self._jac
-        m0, m1, m2, m3, m4, m5 = jac.mul(l2)
-        d0, d1, d2, d3, d4, d5 = jac.dot_mul(lamd, lamd)
-        # V̇_ref = Ad_T̃ V̇_d + ad_Ṽ (Ad_T̃ V_d) − dṼ*,  Ad_T̃ [a; α] = [R̃ a + p̃ × (R̃ α); R̃ α]
-        t00, t01, t02, t10, t11, t12, t20, t21, t22 = self._Rt
-        p0, p1, p2 = self._pt
+        # linear in the rate, so (d/dt dexp_λ) λ̇ = −dot_mul(λ̇, λ̇) (exactly: every term flips sign), and
+        # dṼ* = jac.mul(λ̈*) − jac.dot_mul(λ̇, λ̇) = jac.mul_minus_dot(λ̈*, λ̇)
+        m0, m1, m2, m3, m4, m5 = jac.mul_minus_dot(l2, lamd)
+        # V̇_ref = Ad_T̃ V̇_d + ad_Ṽ (Ad_T̃ V_d) − dṼ*,  Ad_T̃ [ȧ; α] = [R̃ ȧ + p̃ × (R̃ α); R̃ α] =: [o; c]
         e0, e1, e2, f0, f1, f2 = dV_d
-        c0 = t00 * f0 + t01 * f1 + t02 * f2
-        c1 = t10 * f0 + t11 * f1 + t12 * f2
-        c2 = t20 * f0 + t21 * f1 + t22 * f2
-        o0 = t00 * e0 + t01 * e1 + t02 * e2 + (p1 * c2 - p2 * c1) - (m0 - d0)
-        o1 = t10 * e0 + t11 * e1 + t12 * e2 + (p2 * c0 - p0 * c2) - (m1 - d1)
-        o2 = t20 * e0 + t21 * e1 + t22 * e2 + (p0 * c1 - p1 * c0) - (m2 - d2)
-        o3 = c0 - (m3 - d3)
-        o4 = c1 - (m4 - d4)
-        o5 = c2 - (m5 - d5)
-        # ad_ξ η = [ω × v_η + v × ω_η; ω × ω_η],  ξ = Ṽ = [v; ω],  η = Ad_T̃ V_d = [a; b]
-        v0, v1, v2, w0, w1, w2 = self._Verr_t
-        a0, a1, a2, b0, b1, b2 = self._AdVd_t
-        return (
-            o0 + (w1 * a2 - w2 * a1 + v1 * b2 - v2 * b1),
-            o1 + (w2 * a0 - w0 * a2 + v2 * b0 - v0 * b2),
-            o2 + (w0 * a1 - w1 * a0 + v0 * b1 - v1 * b0),
-            o3 + (w1 * b2 - w2 * b1),
-            o4 + (w2 * b0 - w0 * b2),
-            o5 + (w0 * b1 - w1 * b0),
-        )
+        o0 = t00 * e0 + t01 * e1 + t02 * e2
+        o1 = t10 * e0 + t11 * e1 + t12 * e2
+        o2 = t20 * e0 + t21 * e1 + t22 * e2
+        if f0 or f1 or f2:  # α_d ≠ 0 (else c = 0 exactly)
+            c0 = t00 * f0 + t01 * f1 + t02 * f2
+            c1 = t10 * f0 + t11 * f1 + t12 * f2
+            c2 = t20 * f0 + t21 * f1 + t22 * f2
+            o0 += p1 * c2 - p2 * c1
+            o1 += p2 * c0 - p0 * c2
+            o2 += p0 * c1 - p1 * c0
+            c0, c1, c2 = c0 - m3, c1 - m4, c2 - m5
+        else:
+            c0, c1, c2 = -m3, -m4, -m5
+        # ad_Ṽ [a; b] = [ω × a + v × b; ω × b]  (b = 0 unless rot_d)
+        if rot_d:
+            out = (
+                (o0 - m0) + (w1 * a2 - w2 * a1 + v1 * b2 - v2 * b1),
+                (o1 - m1) + (w2 * a0 - w0 * a2 + v2 * b0 - v0 * b2),
+                (o2 - m2) + (w0 * a1 - w1 * a0 + v0 * b1 - v1 * b0),
+                c0 + (w1 * b2 - w2 * b1),
+                c1 + (w2 * b0 - w0 * b2),
+                c2 + (w0 * b1 - w1 * b0),
+            )
+        else:
+            out = (
+                (o0 - m0) + (w1 * a2 - w2 * a1),
+                (o1 - m1) + (w2 * a0 - w0 * a2),
+                (o2 - m2) + (w0 * a1 - w1 * a0),
+                c0,
+                c1,
+                c2,
+            )
+        self._lam_t, self._lamd_t, self._l2_t, self._gamma_t, self._dVref_t = lam, lamd, l2, gam, out
+        self._Verr_t, self._Ferr_t, self._V_t = verr, ferr, V
+        return out
 
     # ------------------------------------------------------------------------------------ compute
 
@@ -322,41 +417,49 @@ class SE3LieController(Controller):
         if self._echo is not None:
             self._echo.last = ref
         # the loop hands over the planner's world reference at snap.t: convert it, don't re-evaluate
-        mr = self.mref.update_from_reference(ref, snap.t)
+        Td, Vd, dVd = self._desired = self.mref.floats_from_reference(ref, snap.t)
         F_body = wrench.ext_body if c.use_force_feedback else self._zero6
-        self.error_state(snap.T_world_ee, snap.twist_ee_body, mr.T, mr.V, F_body)
-        r0, r1, r2, r3, r4, r5 = self._reference_acceleration(mr.dV.tolist())
-        self.dV_ref[:] = (r0, r1, r2, r3, r4, r5)
+        r0, r1, r2, r3, r4, r5 = self._law(
+            snap.T_world_ee.tolist(), snap.twist_ee_body.tolist(), Td, Vd, F_body.tolist(), dVd
+        )
 
         # τ = J_bᵀ (y − F_body) − d_null M q̇ + h + τ_ff,  Λ_b⁻¹ y = V̇_ref − J̇_b q̇ + d_null V
+        # (ndarray.dot: the same BLAS products as np.matmul, with a fraction of its call overhead)
         Jb = snap.J_ee_body
-        MinvJt = self._MinvJt
-        np.matmul(snap.Minv, Jb.T, out=MinvJt)
-        np.matmul(Jb, MinvJt, out=self._Li)
+        JbT = Jb.T
+        self._MinvJt = MinvJt = snap.Minv.dot(JbT)  # M⁻¹ J_bᵀ (nv, 6)
+        Li = Jb.dot(MinvJt)  # Λ_b⁻¹ = J_b M⁻¹ J_bᵀ
         dn = c.d_null
         j0, j1, j2, j3, j4, j5 = snap.dJdq_ee_body.tolist()
         rhs = self._rhs
         if dn != 0.0:
             u0, u1, u2, u3, u4, u5 = self._V_t
-            rhs[:] = (r0 - j0 + dn * u0, r1 - j1 + dn * u1, r2 - j2 + dn * u2,
-                      r3 - j3 + dn * u3, r4 - j4 + dn * u4, r5 - j5 + dn * u5)
+            rhs[:] = (
+                r0 - j0 + dn * u0,
+                r1 - j1 + dn * u1,
+                r2 - j2 + dn * u2,
+                r3 - j3 + dn * u3,
+                r4 - j4 + dn * u4,
+                r5 - j5 + dn * u5,
+            )
         else:
             rhs[:] = (r0 - j0, r1 - j1, r2 - j2, r3 - j3, r4 - j4, r5 - j5)
-        _, y, info = _dposv(self._Li, rhs)  # Λ_b⁻¹ = J_b M⁻¹ J_bᵀ is SPD away from singularities
-        if info != 0:
-            y = np.linalg.solve(self._Li, rhs)
-        # q̈_ref (kept for inspection/tests): M⁻¹Jᵀ y − d_null q̇
-        np.matmul(MinvJt, y, out=self.q_ddot_ref)
-        tau = self._tau
-        y -= F_body
-        np.matmul(Jb.T, y, out=tau)
+        # dposv(a, b, lower=0, overwrite_a=0, overwrite_b=1): solved in place (y is rhs, no copy)
+        _, y, info = _dposv(Li, rhs, 0, 0, 1)  # Λ_b⁻¹ is SPD away from singularities
+        if info != 0:  # dposv leaves b untouched when the factorisation fails
+            y = np.linalg.solve(Li, rhs)
+        self._y = y
+        self._v[:] = snap.v  # for q_ddot_ref
+        # τ = h, then τ ← −d_null M q̇ + τ and τ ← J_bᵀ (y − F_body) + τ, each one in-place BLAS dgemv
+        # (alpha, a, x, beta, y, offx, incx, offy, incy, trans, overwrite_y) on a Fortran-ordered view:
+        # Mᵀ = M (the snapshot's M is exactly symmetric) and J_bᵀ
+        tau = cmd.tau
+        tau[:] = snap.h
         if dn != 0.0:
-            np.multiply(snap.v, dn, out=self._n)
-            self.q_ddot_ref -= self._n
-            np.matmul(snap.M, self._n, out=self._Mv)
-            tau -= self._Mv
-        tau += snap.h
+            tau = _dgemv(-dn, snap.M.T, snap.v, 1.0, tau, 0, 1, 0, 1, 0, 1)
+        tau = _dgemv(1.0, JbT, y - F_body, 1.0, tau, 0, 1, 0, 1, 0, 1)
         if self.ff.active:
             tau += self.ff.compute(snap.v, tau)
-        cmd.tau[:] = tau
+        if tau is not cmd.tau:  # dgemv worked on a copy (cmd.tau not a contiguous float64 array)
+            cmd.tau[:] = tau
         cmd.diag[:] = self._lam_t

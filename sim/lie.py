@@ -550,8 +550,10 @@ def se3_jacobian_coeffs(x: float) -> SE3Coeffs:
     to round-off: power series in θ² below θ = 1.5 with only the terms that matter at this θ, the same
     closed forms above."""
     if x < _SERIES_X:
-        al = be = b = c = g = dal = dbe = db = dc = 0.0
-        for k0, k1, k2, k3, k4, k5, k6, k7, k8 in _FUSED_HORNER[_bisect_right(_X_TIERS, x) + 1]:
+        # n terms: Horner started at the row of x^(n−1) (0·x + k = k exactly), then the rows below
+        n = _bisect_right(_X_TIERS, x) + 1
+        al, be, b, c, g, dal, dbe, db, dc = _FUSED_ROWS[n - 1]
+        for k0, k1, k2, k3, k4, k5, k6, k7, k8 in _FUSED_HORNER[n - 1]:
             al = al * x + k0
             be = be * x + k1
             b = b * x + k2
@@ -664,6 +666,8 @@ class DexpSE3:
     * :meth:`mul`, :meth:`tmul`, :meth:`solve`: dexp_λ y, dexp_λᵀ y, dexp_λ⁻¹ y for a 6-vector y
       (any sequence of 6 floats) → tuple of 6 floats, straight from the rank-one form (no matrix);
     * :meth:`dot_mul`: (d/dt dexp_λ) y for the rate λ̇ (the product rule of :func:`dexp_dot`);
+    * :meth:`solve_tmul` (dexp_λ⁻¹ y, dexp_λᵀ w) and :meth:`mul_minus_dot` (dexp_λ y − (d/dt dexp_λ) λ̇):
+      the fused products of the SE(3) controller, one call each per step;
     * :meth:`matrix`, :meth:`inverse`, :meth:`dot_matrix`: the (6, 6) matrices of :func:`dexp`,
       :func:`dexp_inv`, :func:`dexp_dot`.
 
@@ -876,6 +880,144 @@ class DexpSE3:
             t3,
             t4,
             t5,
+        )
+
+    # ---------------------------------------------------------------------------- fused products
+    #
+    # The SE(3) controller applies dexp_λ⁻¹, dexp_λᵀ, dexp_λ and d/dt dexp_λ once each per step. The
+    # two methods below do the same arithmetic as solve + tmul and mul − dot_mul(rate, rate), with the
+    # terms regrouped per basis vector (ρ, φ, ρ̇, φ̇) and the cross products merged, and without the
+    # intermediate tuples and calls (equal to the separate methods to round-off, tests/paper/test_lie.py).
+
+    def solve_tmul(self, y, w) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """(dexp_λ⁻¹ y, dexp_λᵀ w) for two 6-vectors y, w (any sequences of 6 floats), as :meth:`solve`
+        and :meth:`tmul`."""
+        y0, y1, y2, y3, y4, y5 = y
+        w0, w1, w2, w3, w4, w5 = w
+        r0, r1, r2 = self.r
+        p0, p1, p2 = self.p
+        u0, u1, u2 = self.u
+        al, be, _, _, g = self.k[:5]
+        j, e, f = self.j, self.e, self.f
+        # dexp⁻¹ y: ω' = J⁻¹ y_ω, v' = J⁻¹ (y_v − B ω'),  J⁻¹ z = z + ½ φ × z + γ φ × (φ × z)
+        c0, c1, c2 = p1 * y5 - p2 * y4, p2 * y3 - p0 * y5, p0 * y4 - p1 * y3
+        o0 = y3 + 0.5 * c0 + g * (p1 * c2 - p2 * c1)
+        o1 = y4 + 0.5 * c1 + g * (p2 * c0 - p0 * c2)
+        o2 = y5 + 0.5 * c2 + g * (p0 * c1 - p1 * c0)
+        # B ω' = u × ω' + (β φ·ω') ρ + (β ρ·ω' + e φ·ω') φ + f ω'
+        po = p0 * o0 + p1 * o1 + p2 * o2
+        kr = be * po
+        kp = be * (r0 * o0 + r1 * o1 + r2 * o2) + e * po
+        z0 = y0 - ((u1 * o2 - u2 * o1) + kr * r0 + kp * p0 + f * o0)
+        z1 = y1 - ((u2 * o0 - u0 * o2) + kr * r1 + kp * p1 + f * o1)
+        z2 = y2 - ((u0 * o1 - u1 * o0) + kr * r2 + kp * p2 + f * o2)
+        c0, c1, c2 = p1 * z2 - p2 * z1, p2 * z0 - p0 * z2, p0 * z1 - p1 * z0
+        sol = (
+            z0 + 0.5 * c0 + g * (p1 * c2 - p2 * c1),
+            z1 + 0.5 * c1 + g * (p2 * c0 - p0 * c2),
+            z2 + 0.5 * c2 + g * (p0 * c1 - p1 * c0),
+            o0,
+            o1,
+            o2,
+        )
+        # dexpᵀ w = [Jᵀ w_v; Bᵀ w_v + Jᵀ w_ω],  Jᵀ z = j z + α φ × z + β (φ·z) φ,
+        # Bᵀ z = −u × z + (β φ·z) ρ + (β ρ·z + e φ·z) φ + f z
+        pv = p0 * w0 + p1 * w1 + p2 * w2
+        bv = be * pv
+        kp = be * (p0 * w3 + p1 * w4 + p2 * w5 + r0 * w0 + r1 * w1 + r2 * w2) + e * pv
+        tr = (
+            j * w0 + al * (p1 * w2 - p2 * w1) + bv * p0,
+            j * w1 + al * (p2 * w0 - p0 * w2) + bv * p1,
+            j * w2 + al * (p0 * w1 - p1 * w0) + bv * p2,
+            j * w3 + f * w0 + al * (p1 * w5 - p2 * w4) - (u1 * w2 - u2 * w1) + kp * p0 + bv * r0,
+            j * w4 + f * w1 + al * (p2 * w3 - p0 * w5) - (u2 * w0 - u0 * w2) + kp * p1 + bv * r1,
+            j * w5 + f * w2 + al * (p0 * w4 - p1 * w3) - (u0 * w1 - u1 * w0) + kp * p2 + bv * r2,
+        )
+        return sol, tr
+
+    def mul_minus_dot(self, y, rate) -> tuple[float, float, float, float, float, float]:
+        """dexp_λ y − (d/dt dexp_λ) λ̇ for λ changing at the rate λ̇ = ``rate`` = (ρ̇, φ̇), i.e.
+        ``mul(y) − dot_mul(rate, rate)`` (the derivative applied to the rate itself, which lets the
+        product rule of :meth:`dot_mul` collapse: φ̇ × φ̇ = 0, φ̇·φ̇ = |φ̇|²). With s = ρ̇, q = φ̇,
+        collecting the terms of J y_v + B y_ω − (J̇ s + Ḃ q) and J y_ω − J̇ q per vector:
+
+            top = j y_v + f y_ω + c_p φ + c_r ρ − c_q q − c_s s
+                  + φ × (α̇ s − α y_v − k̇_p q) + u × y_ω + q × (k̇_u ρ + (k_u + α) s)
+            bottom = j y_ω + c_r φ − c_s q + φ × (α̇ q − α y_ω)
+
+        (k_u, k_p the coefficients of u = k_u ρ + k_p φ; the scalars c_p, c_r, c_q, c_s below)."""
+        y0, y1, y2, y3, y4, y5 = y
+        s0, s1, s2, q0, q1, q2 = rate
+        r0, r1, r2 = self.r
+        p0, p1, p2 = self.p
+        u0, u1, u2 = self.u
+        al, be, b, c, _, dal, dbe, db, dc = self.k
+        x, d, j, e, f = self.x, self.d, self.j, self.e, self.f
+        # time derivatives of the scalars (as _dot_terms): ḟ(θ) = (f'/θ) θθ̇, θθ̇ = φ·φ̇
+        rr = p0 * q0 + p1 * q1 + p2 * q2
+        dx = 2.0 * rr
+        dal *= rr
+        dbe *= rr
+        db *= rr
+        dc *= rr
+        g = -(dbe * x + be * dx)  # dj/dt
+        dd = p0 * s0 + p1 * s1 + p2 * s2 + r0 * q0 + r1 * q1 + r2 * q2  # ḋ = φ·ρ̇ + ρ·φ̇
+        ku, dku = b * x - 0.5, db * x + b * dx
+        dkp = (dbe - 2.0 * db) * d + (be - 2.0 * b) * dd
+        de = -2.0 * (dc * d + c * dd)
+        df = 2.0 * dd * (c * x - be) + 2.0 * d * (dc * x + c * dx - dbe)
+        # the dot products involved (besides φ·φ̇ = rr and φ·ρ̇ + ρ·φ̇ = ḋ)
+        pw = p0 * y3 + p1 * y4 + p2 * y5  # φ·y_ω
+        sq = s0 * q0 + s1 * q1 + s2 * q2  # ρ̇·φ̇
+        qq = q0 * q0 + q1 * q1 + q2 * q2  # |φ̇|²
+        # coefficients of φ, ρ, φ̇, ρ̇
+        c_r = be * pw - dbe * rr - be * qq
+        c_p = (
+            be * (p0 * y0 + p1 * y1 + p2 * y2 + r0 * y3 + r1 * y4 + r2 * y5)
+            + e * pw
+            - dbe * dd
+            - 2.0 * be * sq
+            - de * rr
+            - e * qq
+        )
+        c_q = be * dd + e * rr + df
+        c_s = g + be * rr
+        # the vectors crossed: a (with φ, top), h (with q, top), m (with φ, bottom)
+        ks = ku + al
+        a0, a1, a2 = dal * s0 - al * y0 - dkp * q0, dal * s1 - al * y1 - dkp * q1, dal * s2 - al * y2 - dkp * q2
+        h0, h1, h2 = dku * r0 + ks * s0, dku * r1 + ks * s1, dku * r2 + ks * s2
+        m0, m1, m2 = dal * q0 - al * y3, dal * q1 - al * y4, dal * q2 - al * y5
+        return (
+            j * y0
+            + f * y3
+            + c_p * p0
+            + c_r * r0
+            - c_q * q0
+            - c_s * s0
+            + (p1 * a2 - p2 * a1)
+            + (u1 * y5 - u2 * y4)
+            + (q1 * h2 - q2 * h1),
+            j * y1
+            + f * y4
+            + c_p * p1
+            + c_r * r1
+            - c_q * q1
+            - c_s * s1
+            + (p2 * a0 - p0 * a2)
+            + (u2 * y3 - u0 * y5)
+            + (q2 * h0 - q0 * h2),
+            j * y2
+            + f * y5
+            + c_p * p2
+            + c_r * r2
+            - c_q * q2
+            - c_s * s2
+            + (p0 * a1 - p1 * a0)
+            + (u0 * y4 - u1 * y3)
+            + (q0 * h1 - q1 * h0),
+            j * y3 + c_r * p0 - c_s * q0 + (p1 * m2 - p2 * m1),
+            j * y4 + c_r * p1 - c_s * q1 + (p2 * m0 - p0 * m2),
+            j * y5 + c_r * p2 - c_s * q2 + (p0 * m1 - p1 * m0),
         )
 
     # ---------------------------------------------------------------------------- matrices

@@ -216,12 +216,8 @@ def test_so3_jacobians_finite_differences(th):
     l_fd = lie.so3_log(lie.so3_exp(phi + H_FD * d) @ R_inv) - lie.so3_log(lie.so3_exp(phi - H_FD * d) @ R_inv)
     np.testing.assert_allclose(lie.so3_right_jacobian(phi) @ d, r_fd / (2 * H_FD), atol=TOL_FD)
     np.testing.assert_allclose(lie.so3_left_jacobian(phi) @ d, l_fd / (2 * H_FD), atol=TOL_FD)
-    np.testing.assert_allclose(
-        lie.so3_left_jacobian_inv(phi) @ lie.so3_left_jacobian(phi), np.eye(3), atol=1e-12
-    )
-    np.testing.assert_allclose(
-        lie.so3_right_jacobian_inv(phi) @ lie.so3_right_jacobian(phi), np.eye(3), atol=1e-12
-    )
+    np.testing.assert_allclose(lie.so3_left_jacobian_inv(phi) @ lie.so3_left_jacobian(phi), np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(lie.so3_right_jacobian_inv(phi) @ lie.so3_right_jacobian(phi), np.eye(3), atol=1e-12)
     np.testing.assert_allclose(lie.so3_right_jacobian(phi), pin.Jexp3(phi), atol=TOL_PIN)
 
 
@@ -268,14 +264,10 @@ def test_group_axioms():
         np.testing.assert_allclose(lie.Ad(lie.se3_exp(xi)), scipy.linalg.expm(lie.ad(xi)), atol=1e-10)
         np.testing.assert_allclose(lie.se3_exp(xi), scipy.linalg.expm(lie.se3_hat(xi)), atol=1e-10)
         np.testing.assert_allclose(lie.se3_exp(-xi), lie.se3_inv(lie.se3_exp(xi)), atol=TOL_ROUNDTRIP)
-        np.testing.assert_allclose(
-            lie.Ad(T1) @ lie.ad(xi) @ lie.Ad_inv(T1), lie.ad(lie.Ad(T1) @ xi), atol=1e-10
-        )
+        np.testing.assert_allclose(lie.Ad(T1) @ lie.ad(xi) @ lie.Ad_inv(T1), lie.ad(lie.Ad(T1) @ xi), atol=1e-10)
         # dexp = (I − expm(−ad)) ad⁻¹ for generic ξ (ad invertible only via series; use the identity
         # dexp ad = I − expm(−ad) which holds always)
-        np.testing.assert_allclose(
-            lie.dexp(xi) @ lie.ad(xi), np.eye(6) - scipy.linalg.expm(-lie.ad(xi)), atol=1e-10
-        )
+        np.testing.assert_allclose(lie.dexp(xi) @ lie.ad(xi), np.eye(6) - scipy.linalg.expm(-lie.ad(xi)), atol=1e-10)
 
 
 def test_wrench_power_invariance_under_Ad():
@@ -363,6 +355,15 @@ def test_fused_dexp_equals_separate_functions(xi):
     assert _rel(jac.dot_mul(rate.tolist(), y.tolist()), Dd @ y) <= TOL_FUSED
     A, B = lie.dexp_and_dot(xi, rate)
     assert _rel(A, D) <= TOL_FUSED and _rel(B, Dd) <= TOL_FUSED
+    # the fused products of the SE(3) controller: (dexp⁻¹ y, dexpᵀ w) and dexp y − (d/dt dexp) λ̇ for
+    # the derivative along the rate λ̇ applied to λ̇ itself, against the matrices and the separate methods
+    w = rng.normal(size=6)
+    sol, tr = jac.solve_tmul(y.tolist(), w.tolist())
+    assert _rel(sol, Di @ y) <= TOL_FUSED and _rel(sol, jac.solve(y.tolist())) <= TOL_FUSED
+    assert _rel(tr, D.T @ w) <= TOL_FUSED and _rel(tr, jac.tmul(w.tolist())) <= TOL_FUSED
+    mmd = jac.mul_minus_dot(y.tolist(), rate.tolist())
+    assert _rel(mmd, D @ y - Dd @ rate) <= TOL_FUSED
+    assert _rel(mmd, np.subtract(jac.mul(y.tolist()), jac.dot_mul(rate.tolist(), rate.tolist()))) <= TOL_FUSED
     # set() with the coefficients handed over (as the SE(3) controller does for −λ)
     x = float(xi[3:] @ xi[3:])
     jac2 = lie.DexpSE3().set(*(-xi).tolist(), lie.se3_jacobian_coeffs(x))

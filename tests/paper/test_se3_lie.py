@@ -48,8 +48,13 @@ def _plant_controller(config: SE3LieConfig | None = None, robot: str = "iiwa14")
     return s, ctrl
 
 
-def _free_space(robot: str = "iiwa14", controller: dict | None = None, duration: float = 2.0,
-                dt: float = 0.001, offset=(0.0, 0.0, 0.0)) -> dict:
+def _free_space(
+    robot: str = "iiwa14",
+    controller: dict | None = None,
+    duration: float = 2.0,
+    dt: float = 0.001,
+    offset=(0.0, 0.0, 0.0),
+) -> dict:
     """No target, zero gravity; the planner holds FK(q_init) + offset. force_source = truth, so the
     controller sees zero wrench in free space (the F/T would report the tool's inertial load)."""
     return {
@@ -72,8 +77,15 @@ def _random_state(rng, angle: float):
     """Random (T, V, T_d, V_d, V̇, V̇_d, F) with a relative rotation of ``angle``."""
     T = lie.se3_exp(np.concatenate((rng.normal(size=3), rng.uniform(0, 3) * _axis(rng))))
     T_err = lie.se3_exp(np.concatenate((rng.normal(scale=0.1, size=3), angle * _axis(rng))))
-    return (T, rng.normal(size=6), T @ T_err, rng.normal(size=6), rng.normal(size=6), rng.normal(size=6),
-            rng.normal(scale=5.0, size=6))
+    return (
+        T,
+        rng.normal(size=6),
+        T @ T_err,
+        rng.normal(size=6),
+        rng.normal(size=6),
+        rng.normal(size=6),
+        rng.normal(scale=5.0, size=6),
+    )
 
 
 def _lam(T, T_d):
@@ -96,8 +108,9 @@ def test_lambda_dot_matches_finite_differences(angle: float) -> None:
         T, V, T_d, V_d, dV, dV_d, F = _random_state(rng, angle)
         ctrl.error_state(T, V, T_d, V_d, F)
         h = 1e-5
-        fd = (_lam(_traj(T, V, dV, h), _traj(T_d, V_d, dV_d, h))
-              - _lam(_traj(T, V, dV, -h), _traj(T_d, V_d, dV_d, -h))) / (2 * h)
+        fd = (
+            _lam(_traj(T, V, dV, h), _traj(T_d, V_d, dV_d, h)) - _lam(_traj(T, V, dV, -h), _traj(T_d, V_d, dV_d, -h))
+        ) / (2 * h)
         np.testing.assert_allclose(ctrl.lam, _lam(T, T_d), atol=1e-14)
         # λ̇ = dexp⁻¹_λ Ṽ with dexp_λ = lie.dexp(−λ) (left Jacobian), closed form
         np.testing.assert_allclose(ctrl.lam_dot, lie.dexp_inv(-ctrl.lam) @ ctrl.V_err, rtol=1e-10, atol=1e-12)
@@ -211,17 +224,31 @@ def _matrix_form(ctrl: SE3LieController, snap, mr_T, mr_V, mr_dV, F_body) -> dic
     q_ddot_ref = snap.Minv @ Jb.T @ y - c.d_null * snap.v
     tau = Jb.T @ (y - F_body) - c.d_null * (M @ snap.v) + snap.h
     if ctrl.ff.active:
-        tau = tau + DissipationFeedforward(ctrl.plant.dof_frictionloss, ctrl.plant.dof_damping,
-                                           c.feedforward).compute(snap.v, tau)
-    return {"T_err": T_err, "lam": lam, "V_err": V_err, "lam_dot": lam_dot, "F_err": F_err, "gamma": gamma,
-            "lam_ddot": lam_ddot, "dV_ref": dV_ref, "q_ddot_ref": q_ddot_ref, "tau": tau}
+        tau = tau + DissipationFeedforward(ctrl.plant.dof_frictionloss, ctrl.plant.dof_damping, c.feedforward).compute(
+            snap.v, tau
+        )
+    return {
+        "T_err": T_err,
+        "lam": lam,
+        "V_err": V_err,
+        "lam_dot": lam_dot,
+        "F_err": F_err,
+        "gamma": gamma,
+        "lam_ddot": lam_ddot,
+        "dV_ref": dV_ref,
+        "q_ddot_ref": q_ddot_ref,
+        "tau": tau,
+    }
 
 
+@pytest.mark.parametrize("rotating", [True, False], ids=["omega", "fixed_orientation"])
 @pytest.mark.parametrize("robot", ["iiwa14", "fr3"])
 @pytest.mark.parametrize("angle", ANGLES)
-def test_float_implementation_equals_matrix_form(robot: str, angle: float) -> None:
-    """compute() (Python floats, fused lie.DexpSE3, Cholesky) = the matrix-form equations to round-off,
-    for diagonal and full A, D, K, with and without F_d, at rotation errors up to near π."""
+def test_float_implementation_equals_matrix_form(robot: str, angle: float, rotating: bool) -> None:
+    """compute() (Python floats, fused lie.DexpSE3, Cholesky, BLAS) = the matrix-form equations to
+    round-off, for diagonal and full A, D, K, with and without F_d and d_null, at rotation errors up to
+    near π, for a rotating reference (ω, α ≠ 0) and a fixed-orientation one (ω = α = 0: the code paths
+    that leave out the exact zeros)."""
     rng = np.random.default_rng(SEED + 10)
     s = build(scenario_from_dict(_free_space(robot)))
     B = rng.normal(size=(6, 6))
@@ -244,10 +271,16 @@ def test_float_implementation_equals_matrix_form(robot: str, angle: float) -> No
             ref.pos[:], ref.R[:] = T_d[:3, 3], T_d[:3, :3]
             ref.vel[:], ref.acc[:] = rng.normal(size=3), rng.normal(size=3)
             ref.omega[:], ref.alpha[:] = rng.normal(size=3), rng.normal(size=3)
+            if not rotating:
+                ref.omega[:] = ref.alpha[:] = 0.0
             w.ext_body[:] = rng.normal(scale=5.0, size=6)
             ctrl.compute(snap, ref, w, cmd)
-            mr = ctrl.mref
-            want = _matrix_form(ctrl, snap, mr.T, mr.V, mr.dV, w.ext_body)
+            T_d, V_d, dV_d = ctrl.desired_motion()
+            # the float desired motion is the adapter's array conversion, bit for bit
+            mr = ctrl.mref.update_from_reference(ref, snap.t)
+            for a, b in ((T_d, mr.T), (V_d, mr.V), (dV_d, mr.dV)):
+                np.testing.assert_array_equal(a, b)
+            want = _matrix_form(ctrl, snap, T_d, V_d, dV_d, w.ext_body)
             got = {k: getattr(ctrl, k) for k in want if k != "tau"} | {"tau": cmd.tau}
             for k, x in want.items():
                 err = np.abs(got[k] - x).max() / max(1.0, np.abs(x).max())
@@ -311,8 +344,12 @@ def test_translation_step_overshoot_matches_linear_ode() -> None:
     """A = 100 (translation), D = 80, K = 50: ζ = d / (2√(a k)) = 0.566 → overshoot
     exp(−πζ/√(1 − ζ²)) = 11.6 %, at t = π/ω_d = 5.39 s."""
     a, d, k = 100.0, 80.0, 50.0
-    ctrl = {"type": "se3_lie", "a_diag": [a, a, a, 1, 1, 1], "d_diag": [d, d, d, 10, 10, 10],
-            "k_diag": [k, k, k, 25, 25, 25]}
+    ctrl = {
+        "type": "se3_lie",
+        "a_diag": [a, a, a, 1, 1, 1],
+        "d_diag": [d, d, d, 10, 10, 10],
+        "k_diag": [k, k, k, 25, 25, 25],
+    }
     step = np.array([0.0, 0.02, 0.01])
     s = build(scenario_from_dict(_free_space(controller=ctrl, duration=6.5, offset=tuple(step))))
     tel, status, _, _ = simulate(s)
