@@ -1178,3 +1178,37 @@ def matrix_to_quat(R: np.ndarray) -> np.ndarray:
     if q[0] < 0.0:
         q = -q
     return q / np.linalg.norm(q)
+
+
+def mat2quat_batch(R: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Rotation matrices (n, 9), row-major, → unit quaternions (n, 4) (w, x, y, z): MuJoCo's
+    ``mju_mat2Quat`` row by row, vectorised (same branch on the largest of w, x, y, z, same formulas,
+    no sign normalisation, then normalised). Equal to ``mju_mat2Quat`` to round-off (tested); used
+    to derive the telemetry's quaternion channels after a run."""
+    R = np.asarray(R, dtype=float)
+    n = R.shape[0]
+    q = np.empty((n, 4)) if out is None else out
+    m0, m1, m2, m3, m4, m5, m6, m7, m8 = (R[:, k] for k in range(9))
+    b0 = m0 + m4 + m8 > 0
+    b1 = ~b0 & (m0 > m4) & (m0 > m8)
+    b2 = ~b0 & ~b1 & (m4 > m8)
+    b3 = ~(b0 | b1 | b2)
+    with np.errstate(invalid="ignore", divide="ignore"):  # each branch is evaluated on every row
+        w = 0.5 * np.sqrt(np.maximum(1 + m0 + m4 + m8, 0.0))
+        x = 0.5 * np.sqrt(np.maximum(1 + m0 - m4 - m8, 0.0))
+        y = 0.5 * np.sqrt(np.maximum(1 - m0 + m4 - m8, 0.0))
+        z = 0.5 * np.sqrt(np.maximum(1 - m0 - m4 + m8, 0.0))
+        for b, lead, col, terms in (
+            (b0, w, 0, ((1, m7 - m5), (2, m2 - m6), (3, m3 - m1))),
+            (b1, x, 1, ((0, m7 - m5), (2, m1 + m3), (3, m2 + m6))),
+            (b2, y, 2, ((0, m2 - m6), (1, m1 + m3), (3, m5 + m7))),
+            (b3, z, 3, ((0, m3 - m1), (1, m2 + m6), (2, m5 + m7))),
+        ):
+            if not b.any():
+                continue
+            s = lead[b]
+            q[b, col] = s
+            for j, num in terms:
+                q[b, j] = 0.25 * num[b] / s
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    return q

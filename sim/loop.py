@@ -36,6 +36,7 @@ from sim.dynamics import Dynamics
 from sim.errors import ScenarioError, SimulationDiverged
 from sim.ik import solve_ik
 from sim.interfaces import ToolRuntime, rpy_to_matrix
+from sim.lie import mat2quat_batch
 from sim.scenario import Scenario
 from sim.wrench import WrenchPipeline
 from telemetry.gates import evaluate_gates
@@ -218,18 +219,15 @@ def _versions() -> dict[str, str]:
 
 def _derive_pose_channels(tel: Telemetry) -> None:
     """ee_pos, ee_quat (w, x, y, z) and ee_quat_des of the recorded steps from the raw T_world_ee
-    (4×4, row-major) and R_world_ee_des (3×3) columns: the same ``mju_mat2Quat`` per step, run
-    after the loop."""
+    (4×4, row-major) and R_world_ee_des (3×3) columns, after the loop: MuJoCo's ``mju_mat2Quat``
+    vectorised (:func:`sim.lie.mat2quat_batch`, equal to it to round-off)."""
     n = tel.n
+    if n == 0:
+        return
     T = tel.raw["T_world_ee"][:n].reshape(n, 4, 4)
     tel.arrays["ee_pos"][:n] = T[:, :3, 3]
-    R = np.ascontiguousarray(T[:, :3, :3]).reshape(n, 9)
-    R_des = np.ascontiguousarray(tel.raw["R_world_ee_des"][:n])
-    quat, quat_des = tel.arrays["ee_quat"], tel.arrays["ee_quat_des"]
-    mat2quat = mujoco.mju_mat2Quat
-    for i in range(n):
-        mat2quat(quat[i], R[i])
-        mat2quat(quat_des[i], R_des[i])
+    mat2quat_batch(T[:, :3, :3].reshape(n, 9), out=tel.arrays["ee_quat"][:n])
+    mat2quat_batch(tel.raw["R_world_ee_des"][:n], out=tel.arrays["ee_quat_des"][:n])
 
 
 def _coalesce(sources: list[np.ndarray]) -> list[np.ndarray]:

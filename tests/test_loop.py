@@ -206,6 +206,6 @@ def test_pose_channels_derived_after_the_run_equal_the_per_step_conversion() -> 
         np.testing.assert_allclose(tel.ee_pos[i], oMf.translation, rtol=0, atol=1e-15)
         q_ref = np.zeros(4)
         mujoco.mju_mat2Quat(q_ref, np.ascontiguousarray(oMf.rotation).ravel())
-        np.testing.assert_allclose(tel.ee_quat[i], q_ref, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(tel.ee_quat[i], q_ref, rtol=0, atol=1e-15)  # vectorised mju_mat2Quat
     np.testing.assert_allclose(np.linalg.norm(tel.ee_quat[: tel.n], axis=1), 1.0, atol=1e-12)
     np.testing.assert_allclose(np.linalg.norm(tel.ee_quat_des[: tel.n], axis=1), 1.0, atol=1e-12)
