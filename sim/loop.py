@@ -297,7 +297,10 @@ def simulate(
     ref = Reference()
     cmd = ctrl.make_command()
     tau_max = setup.plant.tau_max
-    tau = np.zeros(setup.plant.nv)
+    # the applied (clipped) torque: clipped straight into MjData.ctrl when the arm's actuators are
+    # contiguous (a view that stays valid), else into a buffer copied there
+    ctrl_is_view = isinstance(as_, slice)
+    tau = d.ctrl[as_] if ctrl_is_view else np.zeros(setup.plant.nv)
     use_truth = sc.wrench.force_source == "truth"
     observer = None
     if sc.wrench.force_source == "observer":  # sensorless: the momentum observer's estimate (MATH.md §3)
@@ -377,7 +380,8 @@ def simulate(
             ctrl.compute(snap, ref, w, cmd)
             np.minimum(cmd.tau, tau_max, out=tau)  # = np.clip(cmd.tau, -τ_max, τ_max), 3× cheaper
             np.maximum(tau, neg_tau_max, out=tau)
-            d.ctrl[as_] = tau
+            if not ctrl_is_view:
+                d.ctrl[as_] = tau
             if profile:
                 c2 = clock()
                 t_ctrl += c2 - c1
