@@ -24,22 +24,32 @@ from sim.registry import Registry
 class Reference:
     """Desired EE motion at one instant, world axes (see module docstring). Mutated in place."""
 
-    __slots__ = ("pos", "vel", "acc", "R", "omega", "alpha")
+    __slots__ = ("pos", "vel", "acc", "R", "omega", "alpha", "orientation")
 
     def __init__(self) -> None:
-        pva = np.zeros(9)  # pos, vel, acc side by side: the telemetry records them with one copy
-        self.pos = pva[0:3]
-        self.vel = pva[3:6]
-        self.acc = pva[6:9]
-        self.R = np.eye(3)
-        self.omega = np.zeros(3)
-        self.alpha = np.zeros(3)
+        # One buffer, views into it: pos, vel, acc side by side (the telemetry records them with one
+        # copy), then ``orientation`` = [R row-major (9), ω (3), α (3)], which a planner with a constant
+        # orientation fills with one copy.
+        buf = np.zeros(24)
+        self.pos = buf[0:3]
+        self.vel = buf[3:6]
+        self.acc = buf[6:9]
+        self.orientation = buf[9:24]
+        self.R = buf[9:18].reshape(3, 3)
+        self.R[...] = np.eye(3)
+        self.omega = buf[18:21]
+        self.alpha = buf[21:24]
 
     def copy(self) -> Reference:
         out = Reference()
-        for name in self.__slots__:
+        for name in ("pos", "vel", "acc", "orientation"):
             getattr(out, name)[...] = getattr(self, name)
         return out
+
+
+def constant_orientation(R: np.ndarray) -> np.ndarray:
+    """The (15,) :attr:`Reference.orientation` block of a constant orientation R (ω = α = 0)."""
+    return np.concatenate([np.asarray(R, dtype=float).reshape(9), np.zeros(6)])
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planners.base import PLANNERS, Planner, PlannerContext, Reference, Segment
+from planners.base import PLANNERS, Planner, PlannerContext, Reference, Segment, constant_orientation
 from sim.config import param
 from sim.errors import ScenarioError
 
@@ -111,6 +111,7 @@ class Figure8Planner(Planner):
         T0 = np.array(ctx.T_world_start, dtype=float).reshape(4, 4)
         self.center = T0[:3, 3].copy()
         self.R_start = T0[:3, :3].copy()
+        self._orientation = constant_orientation(self.R_start)
         c = config
         self.w_c = TWO_PI * c.circle_frequency
         self.w_8 = TWO_PI * c.figure8_frequency
@@ -210,9 +211,7 @@ class Figure8Planner(Planner):
     def evaluate_piece(self, piece: int, t: float, out: Reference) -> None:
         """Fill ``out`` with piece ``piece``'s formula at t (extrapolated outside its interval; used
         for one-sided junction checks). :meth:`evaluate` = evaluate_piece(piece_at(t), t)."""
-        out.R[...] = self.R_start
-        out.omega[...] = 0.0
-        out.alpha[...] = 0.0
+        out.orientation[:] = self._orientation  # R, ω = 0, α = 0 in one copy
         if piece <= 0 and t <= 0.0 or piece >= 5:
             out.pos[...] = self.center
             out.vel[...] = 0.0

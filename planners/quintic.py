@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planners.base import PLANNERS, Planner, PlannerContext, Reference
+from planners.base import PLANNERS, Planner, PlannerContext, Reference, constant_orientation
 from sim.config import param
 
 #: max_u |s'(u)| of the quintic blend, at u = 1/2.
@@ -63,6 +63,7 @@ class QuinticPlanner(Planner):
         self.p0 = np.array(ctx.T_world_start[:3, 3], dtype=float)
         self.p1 = np.array(ctx.T_world_goal[:3, 3], dtype=float)
         self.R_goal = np.array(ctx.T_world_goal[:3, :3], dtype=float)
+        self._orientation = constant_orientation(self.R_goal)
         self.delta = self.p1 - self.p0
         self._p0_t = tuple(self.p0.tolist())
         self._delta_t = tuple(self.delta.tolist())
@@ -91,6 +92,4 @@ class QuinticPlanner(Planner):
         out.pos[:] = (dx * s + px, dy * s + py, dz * s + pz)
         out.vel[:] = (dx * ds, dy * ds, dz * ds)
         out.acc[:] = (dx * dds, dy * dds, dz * dds)
-        out.R[...] = self.R_goal
-        out.omega[:] = 0.0
-        out.alpha[:] = 0.0
+        out.orientation[:] = self._orientation  # R, ω = 0, α = 0 in one copy

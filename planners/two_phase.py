@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planners.base import PLANNERS, Planner, PlannerContext, Reference, Segment
+from planners.base import PLANNERS, Planner, PlannerContext, Reference, Segment, constant_orientation
 from planners.quintic import quintic_blend, quintic_duration
 from sim.config import param
 from sim.errors import ModelError
@@ -71,6 +71,7 @@ class TwoPhasePlanner(Planner):
         super().__init__(config, ctx)
         T_goal = np.array(ctx.T_world_goal, dtype=float).reshape(4, 4)
         self.R_goal = T_goal[:3, :3].copy()
+        self._orientation = constant_orientation(self.R_goal)
         self.pre_dock_pose = pre_dock_pose(ctx, config.standoff)
         p_start = np.array(ctx.T_world_start, dtype=float).reshape(4, 4)[:3, 3].copy()
         p_pre = self.pre_dock_pose[:3, 3].copy()
@@ -114,6 +115,4 @@ class TwoPhasePlanner(Planner):
         out.pos += self.waypoints[k]
         np.multiply(delta, ds, out=out.vel)
         np.multiply(delta, dds, out=out.acc)
-        out.R[...] = self.R_goal
-        out.omega[...] = 0.0
-        out.alpha[...] = 0.0
+        out.orientation[:] = self._orientation  # R, ω = 0, α = 0 in one copy
