@@ -31,15 +31,19 @@ from sim.errors import ModelError
 class WrenchState:
     """Preallocated wrench channels (see module docstring for frames)."""
 
-    __slots__ = ("ext_world", "ext_body", "truth_world", "truth_body", "contact_count", "ft_raw")
+    __slots__ = ("ext_world", "ext_body", "truth_world", "truth_body", "contact_count", "ft_raw", "head")
 
     def __init__(self) -> None:
-        w = np.zeros(24)  # side by side, in the telemetry's column order: recorded with one copy
-        self.ext_world = w[0:6]
-        self.ext_body = w[6:12]
-        self.truth_world = w[12:18]
-        self.truth_body = w[18:24]
-        self.ft_raw = np.zeros(6)
+        # one buffer, views into it: ft_raw, ext_world, ext_body (``head``: the pipeline writes the
+        # three with one copy), then truth_world, truth_body; ext_world … truth_body are side by side
+        # in the telemetry's column order, so they are recorded with one copy too
+        w = np.zeros(30)
+        self.head = w[0:18]
+        self.ft_raw = w[0:6]
+        self.ext_world = w[6:12]
+        self.ext_body = w[12:18]
+        self.truth_world = w[18:24]
+        self.truth_body = w[24:30]
         self.contact_count = 0
 
 
@@ -169,7 +173,6 @@ class WrenchPipeline:
             raw = self._v_ft.tolist()
         else:
             raw = self._v_f.tolist() + self._v_n.tolist()
-        st.ft_raw[:] = raw
         a0, a1, a2, b0, b1, b2 = raw
         # The one sign flip: parent-on-tool reading → environment-on-tool wrench (R_WS raw, negated).
         f0 = -(r00 * a0 + r01 * a1 + r02 * a2)
@@ -178,13 +181,16 @@ class WrenchPipeline:
         n0 = -(r00 * b0 + r01 * b1 + r02 * b2)
         n1 = -(r10 * b0 + r11 * b1 + r12 * b2)
         n2 = -(r20 * b0 + r21 * b1 + r22 * b2)
-        ext = st.ext_world
-        ext[:] = (f0, f1, f2, n0, n1, n2)
+        T_rows = T_world_ee.tolist()
         if self.inertial_compensation:
+            st.ft_raw[:] = raw
+            ext = st.ext_world
+            ext[:] = (f0, f1, f2, n0, n1, n2)
             self._subtract_inertial(d, self._v_xpos, ext)
             f0, f1, f2, n0, n1, n2 = ext.tolist()
-        T_rows = T_world_ee.tolist()
-        st.ext_body[:] = _transport_floats(f0, f1, f2, n0, n1, n2, s0, s1, s2, T_rows)
+            st.ext_body[:] = _transport_floats(f0, f1, f2, n0, n1, n2, s0, s1, s2, T_rows)
+        else:  # ft_raw, ext_world, ext_body in one copy
+            st.head[:] = (*raw, f0, f1, f2, n0, n1, n2, *_transport_floats(f0, f1, f2, n0, n1, n2, s0, s1, s2, T_rows))
         truth = self._truth_floats(d, s0, s1, s2)
         if truth is None:
             if self._zeroed is not st:  # zero once per contact-free stretch, not every step
