@@ -50,8 +50,9 @@ Solution
     ``qp_mode: auto`` (default) returns q̈* without calling a solver when it satisfies every
     constraint: a convex program whose unconstrained optimum is feasible has that point as its
     constrained optimum, level by level, so this is exactly the QP solution. Otherwise (or always
-    with ``qp_mode: always``) two QPs are solved through qpsolvers (``solver``: daqp | proxqp |
-    quadprog):
+    with ``qp_mode: always``) two QPs are solved (``solver``: daqp | proxqp | quadprog; proxqp and
+    quadprog through qpsolvers, daqp through its own API with the arrays qpsolvers would hand it —
+    the same solutions bit for bit, tests/test_hqp_fast.py):
         QP1: min ½ q̈ᵀ (JᵀJ + ε M) q̈ − (Jᵀ b + ε M q̈*)ᵀ q̈   s.t. lb ≤ q̈ ≤ ub, G q̈ ≤ h
              (the ε-regulariser pulls toward q̈*, which zeroes ‖J q̈ − b‖, so it does not bias
              level 1 when the constraints are inactive; it makes P positive definite);
@@ -87,12 +88,17 @@ Diagnostics (``ctrl_<name>`` telemetry channels):
     alpha, k_r_trans, k_r_rot   adaptive-compliance state (K_r[0], K_r[3])
     fext_x/y/z [N]       force used by the law (sensor or observer), world axes
 
-Implementation (1 kHz loop): 3- and 6-vector algebra and the per-joint box, torque rows and closed-form
-feasibility test run on Python floats (one numpy call on a 7-vector costs more than the arithmetic);
-Λ and Λ^½ come from LAPACK ``dsyevd`` (the routine behind ``np.linalg.eigh``) called directly;
-∇w uses a Cholesky solve (``dposv``) and running sums over the joints instead of the masked
-products. tests/paper/test_hqp.py checks the built problem and the closed form against a
-straightforward numpy implementation of the same equations.
+Implementation (1 kHz loop): 3- and 6-vector algebra and the per-joint closed-form feasibility test
+run on Python floats (one numpy call on a 7-vector costs more than the arithmetic); matrix products
+use ``ndarray.dot(…, out=…)`` (the BLAS call of ``np.matmul`` at a third of its call overhead). Λ and
+Λ^½ come from LAPACK ``dsyevd`` (the routine behind ``np.linalg.eigh``) called directly, both from one
+product [V/μ; V/√(μ/s)] Vᵀ, with D_r = (√s Λ^½) ∘ (√K_0,i + √K_0,j) for K_r = s K_0. ∇w is a handful
+of BLAS calls (:class:`ManipulabilityGradient`: the column-wise cross products through constant
+selection matrices, the running sums over the joints as triangular 0/1 products). When q̈* is
+feasible (every step of the docking scenarios) the box and torque rows are tested but not stored,
+and the QP matrices are not assembled. tests/paper/test_hqp.py checks the built problem and the
+closed form against a straightforward numpy implementation of the same equations;
+tests/test_hqp_fast.py pins each fast path against its straightforward form.
 """
 
 from __future__ import annotations
@@ -117,7 +123,7 @@ from sim.errors import ScenarioError
 from sim.lie import so3_log_a_bt
 from sim.wrench import WrenchState
 
-#: QP backends this controller accepts (all go through qpsolvers).
+#: QP backends this controller accepts (qpsolvers' names; daqp is called through its own API).
 QP_SOLVERS = ("daqp", "proxqp", "quadprog")
 #: per-backend options (proxqp: its default eps_abs = 1e-3 is far too lax; 1e-9 makes its ALM iterate
 #: for ms on the ε-regularised level-1 QP; 1e-7 agrees with daqp to ~1e-6)
@@ -139,7 +145,10 @@ LEVEL2_BAND = 1e-9
 @dataclass(frozen=True)
 class HQPConfig:
     k0: tuple[float, float, float, float, float, float] = param(
-        (300.0, 300.0, 300.0, 50.0, 50.0, 50.0), unit="N/m | N·m/rad", gt=0.0, length=6,
+        (300.0, 300.0, 300.0, 50.0, 50.0, 50.0),
+        unit="N/m | N·m/rad",
+        gt=0.0,
+        length=6,
         doc="nominal stiffness K_0 (diagonal: 3 translational, 3 rotational)",
     )
     k_min_ratio: float = param(0.3, gt=0.0, le=1.0, doc="K_min = k_min_ratio · K_0")
@@ -151,13 +160,15 @@ class HQPConfig:
     position_constraint: Literal["paper", "critical"] = param(
         "paper",
         doc="paper: q + Δq̇ + ½Δ²q̈ within limits (MATH.md; may overshoot by ≤ 0.067 Δ q̇); "
-            "critical: q + Δq̇ + ¼Δ²q̈ (critically damped approach, no overshoot at constant approach speed)",
+        "critical: q + Δq̇ + ¼Δ²q̈ (critically damped approach, no overshoot at constant approach speed)",
     )
     k_j: float = param(5.0, unit="1/s²", ge=0.0, doc="level-2 posture stiffness K_j")
     d_j: float = param(10.0, unit="1/s", ge=0.0, doc="level-2 posture damping D_j")
     k_sa: float = param(500.0, unit="rad/s²", ge=0.0, doc="singularity-avoidance gain on ∇w")
     w_th: float = param(0.08, ge=0.0, doc="manipulability threshold below which ∇w is active")
-    solver: Literal["daqp", "proxqp", "quadprog"] = param("daqp", doc="QP backend (via qpsolvers)")
+    solver: Literal["daqp", "proxqp", "quadprog"] = param(
+        "daqp", doc="QP backend (daqp through its own API, the others through qpsolvers)"
+    )
     qp_mode: Literal["auto", "always"] = param(
         "auto", doc="auto: skip the QPs when the closed-form optimum is feasible (exact); always: solve both"
     )
@@ -178,8 +189,9 @@ class HQPConfig:
         # the observer's discrete update is stable for K_O Δt < 2; checked against the actual control
         # period when the observer is built, and here against the default 1 ms
         if self.observer_gain * 1e-3 >= 2.0:
-            raise ScenarioError(f"must be < 2000 1/s for a stable 1 kHz update, got {self.observer_gain}",
-                                key="observer_gain")
+            raise ScenarioError(
+                f"must be < 2000 1/s for a stable 1 kHz update, got {self.observer_gain}", key="observer_gain"
+            )
 
 
 class HQPProblem:
@@ -200,40 +212,68 @@ class HQPProblem:
         A_eq, b_eq: level-2 equality J x = J q̈_1 (b_eq filled by :meth:`HQPController.solve`).
         tau_offset: (nv,) τ = M q̈ + tau_offset (+ τ_ff): h, or h − Jᵀ F_ext.
         K_r, D_r, F_r, Lambda, F_ext, e_p, dnu: adaptive-compliance terms (6,)/(6, 6).
-        alpha: sigmoid output; w: manipulability; qp_assembled: P/G/h filled this step.
+        alpha: sigmoid output; w: manipulability.
+        qp_assembled: P1, q1, P2, q2, G and lb, ub, h filled this step (always after
+            :meth:`HQPController.build_problem`; within :meth:`HQPController.compute` only when the QPs
+            run: a feasible closed form is tested against the constraints without storing them).
+        vec6: (8, 6) block whose rows are F_ext, K_r, e_p, dnu, F_r, F_r + F_ext, a, b (the (6,)
+            attributes are views of it, so that a step writes them in three copies).
+        GJ: (2nv + 6, nv) = [G; J] (G and J are views of it: the level-2 constraint matrix as daqp
+            takes it).
     """
 
     __slots__ = (
-        "J", "a", "b", "qdd_posture", "qdd_closed", "P1", "q1", "P2", "q2", "G", "h", "lb", "ub",
-        "A_eq", "b_eq", "tau_offset", "K_r", "D_r", "F_r", "Lambda", "Lambda_inv", "F_ext", "e_p", "dnu",
-        "alpha", "w", "qp_assembled",
+        "J",
+        "a",
+        "b",
+        "qdd_posture",
+        "qdd_closed",
+        "P1",
+        "q1",
+        "P2",
+        "q2",
+        "G",
+        "h",
+        "lb",
+        "ub",
+        "A_eq",
+        "b_eq",
+        "tau_offset",
+        "K_r",
+        "D_r",
+        "F_r",
+        "Lambda",
+        "Lambda_inv",
+        "F_ext",
+        "e_p",
+        "dnu",
+        "alpha",
+        "w",
+        "qp_assembled",
+        "vec6",
+        "GJ",
     )
 
     def __init__(self, nv: int):
-        self.J = np.zeros((6, nv))
-        self.a = np.zeros(6)
-        self.b = np.zeros(6)
+        self.GJ = np.zeros((2 * nv + 6, nv))  # [G; J]: the constraint matrix of the level-2 QP for daqp
+        self.G, self.J = self.GJ[: 2 * nv], self.GJ[2 * nv :]
+        self.vec6 = np.zeros((8, 6))
+        self.F_ext, self.K_r, self.e_p, self.dnu, self.F_r, _, self.a, self.b = self.vec6
         self.qdd_posture = np.zeros(nv)
         self.qdd_closed = np.zeros(nv)
         self.P1 = np.zeros((nv, nv))
         self.q1 = np.zeros(nv)
         self.P2 = np.zeros((nv, nv))
         self.q2 = np.zeros(nv)
-        self.G = np.zeros((2 * nv, nv))
         self.h = np.zeros(2 * nv)
         self.lb = np.zeros(nv)
         self.ub = np.zeros(nv)
         self.A_eq = self.J  # level-2 equality matrix is the task Jacobian itself
         self.b_eq = np.zeros(6)
         self.tau_offset = np.zeros(nv)
-        self.K_r = np.zeros(6)
         self.D_r = np.zeros((6, 6))
-        self.F_r = np.zeros(6)
         self.Lambda = np.zeros((6, 6))
         self.Lambda_inv = np.zeros((6, 6))
-        self.F_ext = np.zeros(6)
-        self.e_p = np.zeros(6)
-        self.dnu = np.zeros(6)
         self.alpha = 0.0
         self.w = 0.0
         self.qp_assembled = False
@@ -269,33 +309,79 @@ def manipulability_gradient(J: np.ndarray, w: float, out: np.ndarray | None = No
     ∂J_k/∂q_i = [Jω_i × Jv_k; Jω_i × Jω_k] for i < k and [Jω_k × Jv_i; 0] for i ≥ k. By the scalar
     triple product the two cases are
     i < k:  Jω_i · U_k,  U_k = Jv_k × Pv_k + Jω_k × Pω_k;   i ≥ k:  Jv_i · C_k,  C_k = Pv_k × Jω_k,
-    so ∂w/∂q_i = w (Jω_i · Σ_{k>i} U_k + Jv_i · Σ_{k≤i} C_k): two running sums over the joints.
+    so ∂w/∂q_i = w (Jω_i · Σ_{k>i} U_k + Jv_i · Σ_{k≤i} C_k): two running sums over the joints
+    (evaluated by :class:`ManipulabilityGradient`).
     """
-    n = J.shape[1]
-    if out is None:
-        out = np.empty(n)
-    JJt = J @ J.T
-    _, Jpinv, info = _dposv(JJt, J)  # (6, n) = (J⁺)ᵀ = (J Jᵀ)⁻¹ J, J Jᵀ SPD for full row rank
-    if info != 0:
-        Jpinv = np.linalg.solve(JJt, J)
-    cols = tuple(zip(J.T.tolist(), Jpinv.T.tolist(), strict=True))  # per joint i: ([Jv_i; Jω_i], [Pv_i; Pω_i])
-    lower = []  # Jv_i · Σ_{k≤i} C_k
-    s0 = s1 = s2 = 0.0
-    for (a0, a1, a2, b0, b1, b2), (c0, c1, c2, _, _, _) in cols:
-        s0 += c1 * b2 - c2 * b1
-        s1 += c2 * b0 - c0 * b2
-        s2 += c0 * b1 - c1 * b0
-        lower.append(a0 * s0 + a1 * s1 + a2 * s2)
-    g = []  # w (Jv_i · Σ_{k≤i} C_k + Jω_i · Σ_{k>i} U_k), from the last joint backwards
-    u0 = u1 = u2 = 0.0
-    for ((a0, a1, a2, b0, b1, b2), (c0, c1, c2, d0, d1, d2)), lo in zip(reversed(cols), reversed(lower), strict=True):
-        g.append(w * (lo + b0 * u0 + b1 * u1 + b2 * u2))
-        u0 += a1 * c2 - a2 * c1 + (b1 * d2 - b2 * d1)
-        u1 += a2 * c0 - a0 * c2 + (b2 * d0 - b0 * d2)
-        u2 += a0 * c1 - a1 * c0 + (b0 * d1 - b1 * d0)
-    g.reverse()
-    out[:] = g
+    out = np.empty(J.shape[1]) if out is None else out
+    np.multiply(ManipulabilityGradient(J.shape[1])(J), w, out=out)
     return out
+
+
+class ManipulabilityGradient:
+    """Preallocated evaluator of ∇w / w (:func:`manipulability_gradient`) in a few BLAS/LAPACK calls.
+
+    P = (J Jᵀ)⁻¹ J = (J⁺)ᵀ (``dposv``), rows Pv, Pω. Per joint column, a × b = a[r1] ∘ b[r2] − a[r2] ∘ b[r1]
+    with the row rotations r1 = (1, 2, 0), r2 = (2, 0, 1), so component c of C_k = Pv_k × Jω_k is a sum
+    of 2 products (an entry of J times an entry of P) and that of U_k = Jv_k × Pv_k + Jω_k × Pω_k a sum of
+    4. Constant 0/±1 selection matrices pick the signed J factors and the P factors of all 18 products
+    (exact: one nonzero per row), and Y = (S_J J) ∘ (S_P P) (18, nv) is laid out as C's rows (3, 2 nv)
+    then U's rows (3, 4 nv), so that the running sums over the joints are products with stacked
+    triangular 0/1 matrices:
+        Σ_{k≤i} C_k = (Y_C [T_≤; T_≤])[:, i],   Σ_{k>i} U_k = (Y_U [T_>; T_>; T_>; T_>])[:, i],
+    and ∂w/∂q_i / w = Jv_i · Σ_{k≤i} C_k + Jω_i · Σ_{k>i} U_k (a column-wise dot with J).
+    """
+
+    def __init__(self, nv: int):
+        self._J = np.zeros((6, nv))
+        self._JT = self._J.T
+        self._JJt = np.zeros((6, 6))
+        jv, jw, pv, pw = (0, 1, 2), (3, 4, 5), (0, 1, 2), (3, 4, 5)  # rows of J and of P
+        r1, r2 = (1, 2, 0), (2, 0, 1)
+        # (sign, J row, P row) of each product; rows 2c, 2c + 1: C_c; rows 6 + 4c ... 6 + 4c + 3: U_c
+        # (C = Pv × Jω: component c = Jω[r2 c] Pv[r1 c] − Jω[r1 c] Pv[r2 c])
+        prods = [t for c in range(3) for t in ((1.0, jw[r2[c]], pv[r1[c]]), (-1.0, jw[r1[c]], pv[r2[c]]))] + [
+            t
+            for c in range(3)
+            for t in (
+                (1.0, jv[r1[c]], pv[r2[c]]),
+                (-1.0, jv[r2[c]], pv[r1[c]]),
+                (1.0, jw[r1[c]], pw[r2[c]]),
+                (-1.0, jw[r2[c]], pw[r1[c]]),
+            )
+        ]
+        self._sel_J = np.zeros((18, 6))
+        self._sel_P = np.zeros((18, 6))
+        for r, (sign, j, p) in enumerate(prods):
+            self._sel_J[r, j] = sign
+            self._sel_P[r, p] = 1.0
+        self._L = np.zeros((18, nv))
+        self._R = np.zeros((18, nv))
+        self._Y_C = self._L[:6].reshape(3, 2 * nv)  # Y = L ∘ R is stored in L
+        self._Y_U = self._L[6:].reshape(3, 4 * nv)
+        k = np.arange(nv)
+        self._T_le2 = np.vstack([(k[:, None] <= k).astype(float)] * 2)  # [k ≤ i]
+        self._T_gt4 = np.vstack([(k[:, None] > k).astype(float)] * 4)  # [k > i]
+        self._S = np.zeros((6, nv))
+        self._S_C, self._S_U = self._S[:3], self._S[3:]
+        self._ones6 = np.ones(6)
+        self.out = np.zeros(nv)
+
+    def __call__(self, J: np.ndarray) -> np.ndarray:
+        """∇w / w (nv,) at the (6, nv) LWA Jacobian ``J`` (a view of :attr:`out`, overwritten next call)."""
+        Jc = self._J
+        Jc[:] = J
+        Jc.dot(self._JT, out=self._JJt)
+        _, P, info = _dposv(self._JJt, Jc)  # (J Jᵀ)⁻¹ J, J Jᵀ SPD for full row rank
+        if info != 0:
+            P = np.linalg.solve(self._JJt, Jc)
+        L = self._L
+        self._sel_J.dot(Jc, out=L)
+        self._sel_P.dot(P, out=self._R)
+        np.multiply(L, self._R, out=L)
+        self._Y_C.dot(self._T_le2, out=self._S_C)
+        self._Y_U.dot(self._T_gt4, out=self._S_U)
+        np.multiply(Jc, self._S, out=self._S)
+        return self._ones6.dot(self._S, out=self.out)
 
 
 def _sigmoid(x: float) -> float:
@@ -308,8 +394,17 @@ class HQPController(Controller):
 
     Config = HQPConfig
     diag_names = (
-        "qp_status", "qp_solve_time", "qp_primal_residual", "qp_active", "level1_residual",
-        "alpha", "k_r_trans", "k_r_rot", "fext_x", "fext_y", "fext_z",
+        "qp_status",
+        "qp_solve_time",
+        "qp_primal_residual",
+        "qp_active",
+        "level1_residual",
+        "alpha",
+        "k_r_trans",
+        "k_r_rot",
+        "fext_x",
+        "fext_y",
+        "fext_z",
     )
 
     def __init__(self, config: HQPConfig, plant: PlantInfo, planner: Planner | None = None):
@@ -334,22 +429,42 @@ class HQPController(Controller):
         self.solver_options = dict(_SOLVER_OPTIONS[c.solver])
         self.observer = (
             MomentumObserver(plant, c.observer_gain, model_damping=True, model_friction=True)
-            if c.force_source == "observer" else None
+            if c.force_source == "observer"
+            else None
         )
         # work arrays
         self._MinvJt = np.zeros((nv, 6))
-        # Λ and Λ^½ as the two halves of one (12, 6) product [V/μ; V/√μ] Vᵀ (p.Lambda is a view)
+        # Λ and √s Λ^½ as the two halves of one (12, 6) product [V/μ; V/√(μ/s)] Vᵀ (p.Lambda is a view)
         self._LL = np.zeros((12, 6))
         self.prob.Lambda = self._LL[:6]
-        self._Lhalf = self._LL[6:]
+        self._Lhalf_s = self._LL[6:]
         self._VS = np.zeros((12, 6))
-        self._k_half = np.zeros(6)
-        self._k_half_col = self._k_half[:, None]
-        self._S6 = np.zeros((6, 6))
+        self._VS3 = self._VS.reshape(2, 6, 6)
+        self._mu2 = np.zeros((2, 1, 6))
+        self._mu2_a, self._mu2_b = self._mu2[0, 0], self._mu2[1, 0]
+        self._scale0d = np.zeros(())
+        vec6 = self.prob.vec6.reshape(-1)
+        self._vec6_a, self._vec6_b, self._vec6_c = vec6[:24], vec6[24:36], vec6[36:]  # see _build_task
+        self._g_rhs = self.prob.vec6[5]  # F_r + F_ext
+        kh = np.sqrt(self.K0)
+        self._S0 = kh[:, None] + kh  # √K_0,i + √K_0,j
         self._K0_t = tuple(self.K0.tolist())
+        # configuration read per step, as plain attributes
+        self._use_force = c.use_force_feedback
+        self._k_alpha = c.k_alpha
+        self._plain = c.sigmoid == "plain"
+        self._k_min_ratio = c.k_min_ratio
+        self._minus_k_j, self._d_j = -c.k_j, c.d_j
+        self._k_sa = c.k_sa
+        self._w_th_sa = c.w_th if c.k_sa > 0.0 else -math.inf  # ∇w term on when w < this
+        self._wrench_comp = c.wrench_compensation
+        self._auto = c.qp_mode == "auto"
+        self._JT = self.prob.J.T  # view: Jᵀ of the problem's (per-step) copy of J
         self._q_ref_t = tuple(self.q_ref.tolist())
         self._Mx = np.zeros(nv)  # M q̈* of the closed form (this step)
         self._closed_feasible = False
+        self._box_filled = False  # lb, ub, h of this step stored (see _constraints)
+        self._kr = self._f = [0.0] * 6  # K_r and F_ext of the last step as floats (diagnostics)
         self._f6 = np.zeros(6)
         self._g6 = np.zeros(6)
         self._n = np.zeros(nv)
@@ -377,18 +492,46 @@ class HQPController(Controller):
             zip(*(a.tolist() for a in (self._vmin_D, self._vmax_D, self._qmin_k2, self._qmax_k2, tl, fd)), strict=True)
         )
         self._slack = np.zeros(4 * nv)
-        self._scale = np.zeros(4 * nv)
         self._G2 = np.zeros((2 * nv + 12, nv))
-        self._h2 = np.zeros(2 * nv + 12)
-        # qpsolvers problems built ONCE over the preallocated arrays (Problem keeps references, and
-        # every array is updated in place each step)
+        # level-2 band QP bounds in daqp's layout [ub; h2] (h2 = the band's inequality right-hand side)
+        self._bu_band = np.zeros(3 * nv + 12)
+        self._h2 = self._bu_band[nv:]
         p = self.prob
-        self._qp1 = qpsolvers.Problem(p.P1, p.q1, p.G, p.h, None, None, p.lb, p.ub)
-        self._qp2 = qpsolvers.Problem(p.P2, p.q2, p.G, p.h, p.A_eq, p.b_eq, p.lb, p.ub)
-        self._qp2_band = qpsolvers.Problem(p.P2, p.q2, self._G2, self._h2, None, None, p.lb, p.ub)
+        if c.solver == "daqp":
+            # daqp's own API (what qpsolvers.solve_problem ends in, without its per-call restacking of
+            # the constraints, Problem unpacking and Solution record: ≈ 4 µs instead of ≈ 11 µs): box rows
+            # first (daqp's simple bounds), then G x ≤ h, then J x = b_eq (sense 5), bounds −1e30 below —
+            # qpsolvers' layout exactly, no warm start (the sense array starts at zero every solve)
+            import daqp  # only needed for this backend
+
+            self._daqp_solve = daqp.solve
+            m1, m2 = 3 * nv, 3 * nv + 6
+            bu, bl = np.zeros(m2), np.full(m2, -1e30)
+            sense = np.zeros(m2, dtype=np.intc)
+            sense[m1:] = 5
+            bl_band = np.full(3 * nv + 12, -1e30)
+            # per problem: daqp.solve's arguments and the (destination, source) copies made before each
+            # solve (this step's bounds; the senses from their initial values)
+            sense0, sense_band = sense.copy(), np.zeros(3 * nv + 12, dtype=np.intc)
+            self._qp1 = (
+                (p.P1, p.q1, p.G, bu[:m1], bl[:m1], sense[:m1]),
+                ((bu[:nv], p.ub), (bu[nv:m1], p.h), (bl[:nv], p.lb), (sense[:m1], sense0[:m1])),
+            )
+            self._qp2 = (
+                (p.P2, p.q2, p.GJ, bu, bl, sense),
+                ((bu[:nv], p.ub), (bu[nv:m1], p.h), (bu[m1:], p.b_eq), (bl[:nv], p.lb), (sense, sense0)),
+            )
+            band_copies = ((self._bu_band[:nv], p.ub), (bl_band[:nv], p.lb), (sense_band, np.zeros_like(sense_band)))
+            self._qp2_band = ((p.P2, p.q2, self._G2, self._bu_band, bl_band, sense_band), band_copies)
+        else:
+            self._daqp_solve = None
+            # qpsolvers problems built ONCE over the preallocated arrays (Problem keeps references, and
+            # every array is updated in place each step)
+            self._qp1 = qpsolvers.Problem(p.P1, p.q1, p.G, p.h, None, None, p.lb, p.ub)
+            self._qp2 = qpsolvers.Problem(p.P2, p.q2, p.G, p.h, p.A_eq, p.b_eq, p.lb, p.ub)
+            self._qp2_band = qpsolvers.Problem(p.P2, p.q2, self._G2, self._h2, None, None, p.lb, p.ub)
         self._tau_prev = np.zeros(nv)
-        self._grad_w = np.zeros(nv)
-        self.tau = np.zeros(nv)
+        self._grad_w = ManipulabilityGradient(nv)
         # counters for summary()
         self.n_steps = 0
         self.n_qp = 0
@@ -435,13 +578,14 @@ class HQPController(Controller):
         return alpha, max(1.0 - alpha, self.config.k_min_ratio)
 
     def _build_task(self, snap: Snapshot, ref: Reference, wrench: WrenchState) -> HQPProblem:
-        """Everything except the QP matrices: targets, box, closed form (the hot path). Also records
+        """Everything except the QP matrices: targets and closed form (the hot path). Also records
         whether the closed form satisfies every constraint (``_closed_feasible``, the test of
-        :meth:`_feasible` evaluated on floats) and its M q̈* (``_Mx``)."""
-        c = self.config
+        :meth:`_feasible` evaluated on floats) and its M q̈* (``_Mx``). The box and torque rows
+        (lb, ub, h) are only stored when that test fails (:meth:`_constraints`); otherwise
+        :meth:`_assemble_qp` stores them on demand."""
         p = self.prob
-        J = snap.J_ee_lwa
-        p.J[:] = J
+        J = p.J
+        J[:] = snap.J_ee_lwa
         x0, x1, x2 = snap.p_ee_in_world.tolist()
         # F_ext, world axes, about the EE origin (from the sensor wrench or the observer)
         if self.observer is not None:
@@ -452,97 +596,136 @@ class HQPController(Controller):
             # n_E = n_S + (p_S − p_E) × f
             d0, d1, d2 = s0 - x0, s1 - x1, s2 - x2
             f = [e0, e1, e2, e3 + (d1 * e2 - d2 * e1), e4 + (d2 * e0 - d0 * e2), e5 + (d0 * e1 - d1 * e0)]
-        if not c.use_force_feedback:
+        if not self._use_force:
             f = [0.0] * 6
-        p.F_ext[:] = f
-        f0, f1, f2 = f[0], f[1], f[2]
-        p.alpha, scale = self._stiffness_scale(math.sqrt(f0 * f0 + f1 * f1 + f2 * f2))
-        kr = [k * scale for k in self._K0_t]
-        p.K_r[:] = kr
-
-        # Λ⁻¹ = J M⁻¹ Jᵀ = V diag(μ) Vᵀ (LAPACK dsyevd on the lower triangle, as np.linalg.eigh):
-        # Λ = V diag(1/μ) Vᵀ, Λ^½ = V diag(μ^−½) Vᵀ
-        MinvJt = self._MinvJt
-        np.matmul(snap.Minv, J.T, out=MinvJt)
-        Li = p.Lambda_inv
-        np.matmul(J, MinvJt, out=Li)
-        mu, V, info = _dsyevd(Li, lower=1)
-        if info != 0:
-            mu, V = np.linalg.eigh(Li)
-        VS = self._VS
-        np.divide(V, mu, out=VS[:6])
-        np.sqrt(mu, out=mu)
-        np.divide(V, mu, out=VS[6:])
-        np.matmul(VS, V.T, out=self._LL)  # [Λ; Λ^½]
-        # D_r = Λ^½ K^½ + K^½ Λ^½ (K diagonal): (D_r)_ij = (Λ^½)_ij (√K_i + √K_j)
-        kh = self._k_half
-        np.sqrt(p.K_r, out=kh)
-        np.add(self._k_half_col, kh, out=self._S6)
-        np.multiply(self._Lhalf, self._S6, out=p.D_r)
+        f0, f1, f2, f3, f4, f5 = f
+        # α and K_r = K_0 max(1 − α, k_min_ratio) (the arithmetic of _stiffness_scale, inlined)
+        s = 1.0 / (1.0 + math.exp(-(self._k_alpha * math.sqrt(f0 * f0 + f1 * f1 + f2 * f2))))
+        alpha = s if self._plain else 2.0 * s - 1.0
+        p.alpha = alpha
+        scale = max(1.0 - alpha, self._k_min_ratio)
+        k0, k1, k2, k3, k4, k5 = kr = [k * scale for k in self._K0_t]
+        self._kr, self._f = kr, f
 
         # pose and velocity errors: e_p = [x − x_d; log(R R_dᵀ)], Δν = ν − ν_d
         w0, w1, w2 = so3_log_a_bt(snap.R_world_ee, ref.R)
         g0, g1, g2 = ref.pos.tolist()
-        e = (x0 - g0, x1 - g1, x2 - g2, w0, w1, w2)
-        p.e_p[:] = e
+        e0, e1, e2 = x0 - g0, x1 - g1, x2 - g2
         t0, t1, t2, t3, t4, t5 = snap.twist_ee_lwa.tolist()
         g0, g1, g2 = ref.vel.tolist()
         o0, o1, o2 = ref.omega.tolist()
-        dnu = p.dnu
-        dnu[:] = (t0 - g0, t1 - g1, t2 - g2, t3 - o0, t4 - o1, t5 - o2)
+        # rows F_ext, K_r, e_p, Δν of p.vec6 in one copy
+        self._vec6_a[:] = f + kr + [e0, e1, e2, w0, w1, w2, t0 - g0, t1 - g1, t2 - g2, t3 - o0, t4 - o1, t5 - o2]
+
+        # Λ⁻¹ = J M⁻¹ Jᵀ = V diag(μ) Vᵀ (LAPACK dsyevd on the lower triangle, as np.linalg.eigh):
+        # Λ = V diag(1/μ) Vᵀ, Λ^½ = V diag(μ^−½) Vᵀ. (ndarray.dot with out=: the same BLAS call as
+        # np.matmul at a third of its overhead on these small arrays.)
+        MinvJt = self._MinvJt
+        snap.Minv.dot(self._JT, out=MinvJt)
+        Li = p.Lambda_inv
+        J.dot(MinvJt, out=Li)
+        mu, V, info = _dsyevd(Li, lower=1)
+        if info != 0:
+            mu, V = np.linalg.eigh(Li)
+        # D_r = Λ^½ K_r^½ + K_r^½ Λ^½ with K_r = s K_0 (s = scale, K diagonal):
+        # (D_r)_ij = √s (Λ^½)_ij (√K_0,i + √K_0,j), and √s Λ^½ = V diag((μ/s)^−½) Vᵀ
+        mu2 = self._mu2  # (2, 1, 6): [μ; √(μ/s)]
+        self._mu2_a[:] = mu
+        mu_s = self._mu2_b
+        s0d = self._scale0d
+        s0d[()] = scale  # a 0-d array: a Python float is converted by the ufunc on every call (≈ 0.2 µs)
+        np.divide(mu, s0d, out=mu_s)
+        np.sqrt(mu_s, out=mu_s)
+        np.divide(V[None], mu2, out=self._VS3)  # [V/μ; V/√(μ/s)] in one broadcast
+        self._VS.dot(V.T, out=self._LL)  # [Λ; √s Λ^½]
+        D_r = p.D_r
+        np.multiply(self._Lhalf_s, self._S0, out=D_r)
+
         # F_r = −D_r Δν − K_r e_p;  a = ν̇_d + Λ⁻¹ (F_r + F_ext);  b = a − J̇ q̇
-        t0, t1, t2, t3, t4, t5 = np.matmul(p.D_r, dnu, out=self._f6).tolist()
-        k0, k1, k2, k3, k4, k5 = kr
-        e0, e1, e2 = e[0], e[1], e[2]
-        Fr = (-(t0 + k0 * e0), -(t1 + k1 * e1), -(t2 + k2 * e2), -(t3 + k3 * w0), -(t4 + k4 * w1), -(t5 + k5 * w2))
-        p.F_r[:] = Fr
-        g6 = self._g6
-        g6[:] = (Fr[0] + f0, Fr[1] + f1, Fr[2] + f2, Fr[3] + f[3], Fr[4] + f[4], Fr[5] + f[5])
-        t0, t1, t2, t3, t4, t5 = np.matmul(Li, g6, out=p.a).tolist()
+        t0, t1, t2, t3, t4, t5 = D_r.dot(p.dnu, out=self._f6).tolist()
+        r0, r1, r2 = -(t0 + k0 * e0), -(t1 + k1 * e1), -(t2 + k2 * e2)
+        r3, r4, r5 = -(t3 + k3 * w0), -(t4 + k4 * w1), -(t5 + k5 * w2)
+        self._vec6_b[:] = (r0, r1, r2, r3, r4, r5, r0 + f0, r1 + f1, r2 + f2, r3 + f3, r4 + f4, r5 + f5)
+        t0, t1, t2, t3, t4, t5 = Li.dot(self._g_rhs, out=self._f6).tolist()
         g0, g1, g2 = ref.acc.tolist()
         o0, o1, o2 = ref.alpha.tolist()
-        a = (t0 + g0, t1 + g1, t2 + g2, t3 + o0, t4 + o1, t5 + o2)
-        p.a[:] = a
+        a0, a1, a2, a3, a4, a5 = t0 + g0, t1 + g1, t2 + g2, t3 + o0, t4 + o1, t5 + o2
         t0, t1, t2, t3, t4, t5 = snap.dJdq_ee_lwa.tolist()
-        p.b[:] = (a[0] - t0, a[1] - t1, a[2] - t2, a[3] - t3, a[4] - t4, a[5] - t5)
+        b = (a0 - t0, a1 - t1, a2 - t2, a3 - t3, a4 - t4, a5 - t5)
+        self._vec6_c[:] = (a0, a1, a2, a3, a4, a5, *b)
 
         # level 2: q̈_2 = −D_j q̇ − K_j (q − q_ref) [+ k_sa ∇w]
         q = snap.q.tolist()
         v = snap.v.tolist()
-        mkj, dj = -c.k_j, c.d_j
-        q2 = [(qi - qr) * mkj - dj * vi for qi, qr, vi in zip(q, self._q_ref_t, v, strict=True)]
-        p.w = snap.manipulability
-        if c.k_sa > 0.0 and p.w < c.w_th:
-            ksa = c.k_sa
-            gw = manipulability_gradient(J, p.w, self._grad_w).tolist()
-            q2 = [a + ksa * gi for a, gi in zip(q2, gw, strict=True)]
+        mkj, dj = self._minus_k_j, self._d_j
+        w = p.w = snap.manipulability
+        if w < self._w_th_sa:  # −inf when k_sa = 0: never
+            ksa = self._k_sa
+            ksa *= w  # k_sa ∇w = (k_sa w) (∇w / w)
+            gw = self._grad_w(J).tolist()
+            q2 = [(qi - qr) * mkj - dj * vi + ksa * gi for qi, qr, vi, gi in zip(q, self._q_ref_t, v, gw, strict=True)]
             self.n_sa += 1
-        p.qdd_posture[:] = q2
+        else:
+            q2 = [(qi - qr) * mkj - dj * vi for qi, qr, vi in zip(q, self._q_ref_t, v, strict=True)]
+        qp2 = p.qdd_posture
+        qp2[:] = q2
 
         # closed form q̈* = q̈_2 + M⁻¹ Jᵀ Λ (b − J q̈_2)
-        f6 = self._f6
-        np.matmul(J, p.qdd_posture, out=f6)
+        f6, g6 = self._f6, self._g6
+        J.dot(qp2, out=f6)
         np.subtract(p.b, f6, out=f6)
-        np.matmul(p.Lambda, f6, out=g6)
-        np.matmul(MinvJt, g6, out=p.qdd_closed)
-        p.qdd_closed += p.qdd_posture
+        p.Lambda.dot(f6, out=g6)
+        x = p.qdd_closed
+        MinvJt.dot(g6, out=x)
+        x += qp2
 
         # τ offset: τ = M q̈ + offset (+ τ_ff)
-        np.copyto(p.tau_offset, snap.h)
-        if c.wrench_compensation:
-            p.tau_offset -= J.T @ p.F_ext
+        offset = p.tau_offset
+        np.copyto(offset, snap.h)
+        if self._wrench_comp:
+            offset -= self._JT @ p.F_ext
 
-        # Per joint (constants folded in __init__):
-        #   box over the horizon Δ: velocity (±q̇_max − q̇)/Δ, position k2 (q_lim − q) − (k2 Δ) q̇, their
-        #   intersection (the velocity box alone where they do not intersect);
-        #   torque rows −τ_max + m − c ≤ M q̈ ≤ τ_max − m − c, m = f + d|q̇| (feedforward margin);
-        #   feasibility of q̈*: lb ≤ q̈* ≤ ub and −h_bot ≤ M q̈* ≤ h_top (the slacks of _slacks ≥ 0).
-        Mx = np.matmul(snap.M, p.qdd_closed, out=self._Mx).tolist()
+        # Feasibility of q̈* (constants folded in __init__): per joint, inside the velocity box
+        # [(−q̇_max − q̇)/Δ, (q̇_max − q̇)/Δ] AND the position box k2 (q_lim − q) − (k2 Δ) q̇ AND the torque
+        # rows −h_bot ≤ M q̈* ≤ h_top, h = τ_max − m ∓ c, m = f + d|q̇| (feedforward margin). The same
+        # float expressions as _constraints (which builds lb = max of the lower ends, ub = min of the
+        # upper ends), so "inside both boxes" ⇔ lb ≤ q̈* ≤ ub exactly; only when this fails (a constraint
+        # is violated, or the two boxes do not intersect and _constraints keeps the velocity box) does
+        # _constraints decide and store the rows for the QPs.
+        Mx = snap.M.dot(x, out=self._Mx).tolist()
+        xs = x.tolist()
+        offs = offset.tolist()
+        inv_D, k2, tD = self._inv_D, self._k2, self._two_over_D
+        feasible = True
+        for (vmn, vmx, qmn, qmx, tl, fd), qi, vi, oi, xi, mi in zip(
+            self._joint_consts, q, v, offs, xs, Mx, strict=True
+        ):
+            n1 = vi * inv_D
+            n2 = qi * k2 + tD * vi
+            m = tl - abs(vi) * fd
+            if not (vmn - n1 <= xi <= vmx - n1 and qmn - n2 <= xi <= qmx - n2 and -(m + oi) <= mi <= m - oi):
+                feasible = False
+                break
+        self._box_filled = False
+        if not feasible:
+            feasible = self._constraints(q, v, offs, xs, Mx)
+        self._closed_feasible = feasible
+        p.qp_assembled = False
+        return p
+
+    def _constraints(self, q: list[float], v: list[float], offs: list[float], xs: list[float], Mx: list[float]) -> bool:
+        """Store the box (lb, ub) and the torque rows h of this step and return whether q̈* (``xs``,
+        with M q̈* ``Mx``) satisfies them. Per joint (constants folded in __init__):
+          box over the horizon Δ: velocity (±q̇_max − q̇)/Δ, position k2 (q_lim − q) − (k2 Δ) q̇, their
+          intersection (the velocity box alone where they do not intersect);
+          torque rows −τ_max + m − c ≤ M q̈ ≤ τ_max − m − c, m = f + d|q̇| (feedforward margin);
+          feasibility of q̈*: lb ≤ q̈* ≤ ub and −h_bot ≤ M q̈* ≤ h_top (the slacks of _slacks ≥ 0)."""
+        p = self.prob
         inv_D, k2, tD = self._inv_D, self._k2, self._two_over_D
         lb, ub, ht, hb = [], [], [], []
         feasible = True
         for (vmn, vmx, qmn, qmx, tl, fd), qi, vi, oi, xi, mi in zip(
-            self._joint_consts, q, v, p.tau_offset.tolist(), p.qdd_closed.tolist(), Mx, strict=True
+            self._joint_consts, q, v, offs, xs, Mx, strict=True
         ):
             n1 = vi * inv_D
             lv, uv = vmn - n1, vmx - n1
@@ -566,27 +749,31 @@ class HQPController(Controller):
         p.ub[:] = ub
         ht += hb
         p.h[:] = ht
-        self._closed_feasible = feasible
-        p.qp_assembled = False
-        return p
+        self._box_filled = True
+        return feasible
 
     def _assemble_qp(self, snap: Snapshot) -> None:
-        """Fill P1, q1, P2, q2, G (the QP matrices) of :attr:`prob`."""
+        """Fill P1, q1, P2, q2, G (the QP matrices) of :attr:`prob`, and lb, ub, h unless
+        :meth:`_build_task` already stored them this step."""
         p = self.prob
         nv = self.nv
         M = snap.M
+        if not self._box_filled:
+            self._constraints(
+                snap.q.tolist(), snap.v.tolist(), p.tau_offset.tolist(), p.qdd_closed.tolist(), self._Mx.tolist()
+            )
         eps = self.config.regularization
-        J = p.J
-        np.matmul(J.T, J, out=p.P1)
+        JT = self._JT
+        JT.dot(p.J, out=p.P1)
         p.P1 += eps * M
         # q1 = −(Jᵀ b + ε M q̈*)
-        np.matmul(M, p.qdd_closed, out=self._n)
+        M.dot(p.qdd_closed, out=self._n)
         self._n *= eps
-        np.matmul(J.T, p.b, out=p.q1)
+        JT.dot(p.b, out=p.q1)
         p.q1 += self._n
         np.negative(p.q1, out=p.q1)
         p.P2[:] = M
-        np.matmul(M, p.qdd_posture, out=p.q2)
+        M.dot(p.qdd_posture, out=p.q2)
         np.negative(p.q2, out=p.q2)
         p.G[:nv] = M
         np.negative(M, out=p.G[nv:])
@@ -605,13 +792,22 @@ class HQPController(Controller):
         """All constraints hold at ``x`` (one min over the stacked slacks)."""
         return bool(self._slacks(x, snap.M).min() >= 0.0)
 
-    def _qp(self, problem: qpsolvers.Problem) -> tuple[np.ndarray | None, float]:
-        """Solve one preassembled problem; (x or None on failure, wall time [s])."""
+    def _qp(self, problem: qpsolvers.Problem | tuple) -> tuple[np.ndarray | None, float]:
+        """Solve one preassembled problem (``_qp1``, ``_qp2``, ``_qp2_band``); (x or None on failure,
+        wall time [s])."""
         t0 = time.perf_counter()
-        s = qpsolvers.solve_problem(problem, solver=self.config.solver, **self.solver_options)
+        if self._daqp_solve is None:
+            s = qpsolvers.solve_problem(problem, solver=self.config.solver, **self.solver_options)
+            x = s.x if s.found else None
+        else:
+            args, copies = problem
+            for dst, src in copies:  # bounds of this step, and the constraint senses reset (cold start)
+                dst[:] = src
+            x, _, exitflag, _ = self._daqp_solve(*args, **self.solver_options)
+            x = x if exitflag > 0 else None
         dt = time.perf_counter() - t0
-        ok = bool(s.found) and s.x is not None and bool(np.all(np.isfinite(s.x)))
-        return (s.x if ok else None), dt
+        ok = x is not None and all(map(math.isfinite, x.tolist()))
+        return (x if ok else None), dt
 
     def _slacks(self, x: np.ndarray, M: np.ndarray) -> np.ndarray:
         """Stacked inequality slacks [x − lb; ub − x; h_top − M x; h_bot + M x] (≥ 0 when feasible)."""
@@ -621,30 +817,35 @@ class HQPController(Controller):
         np.subtract(x, p.lb, out=S[:nv])
         np.subtract(p.ub, x, out=S[nv : 2 * nv])
         Mx = self._Mqdd
-        np.matmul(M, x, out=Mx)
+        M.dot(x, out=Mx)
         np.subtract(p.h[:nv], Mx, out=S[2 * nv : 3 * nv])
         np.add(p.h[nv:], Mx, out=S[3 * nv :])
         return S
 
     def _stats(self, x: np.ndarray, M: np.ndarray, sol: HQPSolution, eq: bool) -> None:
-        """Primal residual (max violation) and active-inequality count of ``x``."""
+        """Primal residual (max violation) and active-inequality count of ``x``: the slacks of
+        :meth:`_slacks` and the test slack ≤ ACTIVE_TOL (1 + |bound|), evaluated on floats."""
         p = self.prob
         nv = self.nv
-        S = self._slacks(x, M)
-        viol = max(0.0, -float(S.min()))
+        h = p.h.tolist()
+        tol = ACTIVE_TOL
+        smin = math.inf
+        n_active = 0
+        for xi, mi, lo, hi, top, bot in zip(
+            x.tolist(), M.dot(x, out=self._Mqdd).tolist(), p.lb.tolist(), p.ub.tolist(), h[:nv], h[nv:], strict=True
+        ):
+            # slacks x − lb, ub − x, h_top − M x, h_bot + M x and their bounds
+            for s, bnd in ((xi - lo, lo), (hi - xi, hi), (top - mi, top), (bot + mi, bot)):
+                if s < smin:
+                    smin = s
+                if s <= abs(bnd) * tol + tol:
+                    n_active += 1
+        viol = max(0.0, -smin)
         if eq:
-            np.matmul(p.J, x, out=self._f6)
-            self._f6 -= p.b_eq
-            viol = max(viol, float(np.abs(self._f6).max()))
+            Jx = p.J.dot(x, out=self._f6).tolist()
+            viol = max(viol, max(abs(a - b) for a, b in zip(Jx, p.b_eq.tolist(), strict=True)))
         sol.primal_residual = viol
-        # active: slack ≤ ACTIVE_TOL (1 + |bound|)
-        T = self._scale
-        np.abs(p.lb, out=T[:nv])
-        np.abs(p.ub, out=T[nv : 2 * nv])
-        np.abs(p.h, out=T[2 * nv :])
-        T *= ACTIVE_TOL
-        T += ACTIVE_TOL
-        sol.n_active = int(np.count_nonzero(S <= T))
+        sol.n_active = n_active
 
     def solve(self, snap: Snapshot) -> HQPSolution:
         """Solve the problem last built for ``snap`` (closed form when feasible in ``auto`` mode)."""
@@ -654,88 +855,109 @@ class HQPController(Controller):
         """:meth:`solve`; ``closed_feasible``: the feasibility of q̈* when already known (compute()
         passes the test made in _build_task; None re-tests the problem's arrays)."""
         p = self.prob
+        if closed_feasible is None and not p.qp_assembled:
+            self._assemble_qp(snap)
+        if self._auto and (self._feasible(p.qdd_closed, snap) if closed_feasible is None else closed_feasible):
+            return self._closed_form_solution()
         sol = self.sol
-        t0 = time.perf_counter()
-        if self.config.qp_mode == "auto" and (
-            self._feasible(p.qdd_closed, snap) if closed_feasible is None else closed_feasible
-        ):
+        if not p.qp_assembled:
+            self._assemble_qp(snap)
+        self.n_qp += 1
+        x1, dt1 = self._qp(self._qp1)
+        if x1 is None:
+            self.n_fail += 1
             sol.qdd[:] = p.qdd_closed
             sol.qdd_level1[:] = p.qdd_closed
-            sol.status = STATUS_CLOSED_FORM
-            sol.solve_time = time.perf_counter() - t0
-            sol.primal_residual = 0.0
-            sol.n_active = 0
+            sol.status = STATUS_FALLBACK
+            sol.solve_time = dt1
+            self._stats(sol.qdd, snap.M, sol, eq=False)
         else:
-            if not p.qp_assembled:
-                self._assemble_qp(snap)
-            self.n_qp += 1
-            x1, dt1 = self._qp(self._qp1)
-            if x1 is None:
-                self.n_fail += 1
-                sol.qdd[:] = p.qdd_closed
-                sol.qdd_level1[:] = p.qdd_closed
-                sol.status = STATUS_FALLBACK
-                sol.solve_time = dt1
+            sol.qdd_level1[:] = x1
+            p.J.dot(x1, out=p.b_eq)
+            x2, dt2 = self._qp(self._qp2)
+            eq = True
+            if x2 is None:
+                # degenerate equality (q̈_1 on a vertex of the constraints): retry once with the
+                # equality relaxed to the band |J q̈ − J q̈_1| ≤ δ, δ = 1e-9 (1 + |J q̈_1|)
+                self.n_relaxed_l2 += 1
+                nv = self.nv
+                G2, h2 = self._G2, self._h2
+                G2[: 2 * nv] = p.G
+                G2[2 * nv : 2 * nv + 6] = p.J
+                np.negative(p.J, out=G2[2 * nv + 6 :])
+                h2[: 2 * nv] = p.h
+                delta = self._f6
+                np.abs(p.b_eq, out=delta)
+                delta += 1.0
+                delta *= LEVEL2_BAND
+                np.add(p.b_eq, delta, out=h2[2 * nv : 2 * nv + 6])
+                np.subtract(delta, p.b_eq, out=h2[2 * nv + 6 :])
+                x2, dt2b = self._qp(self._qp2_band)
+                dt2 += dt2b
+                eq = False
+            if x2 is None:
+                self.n_fail_l2 += 1
+                sol.qdd[:] = x1
+                sol.status = STATUS_L2_FAILED
                 self._stats(sol.qdd, snap.M, sol, eq=False)
             else:
-                sol.qdd_level1[:] = x1
-                np.matmul(p.J, x1, out=p.b_eq)
-                x2, dt2 = self._qp(self._qp2)
-                eq = True
-                if x2 is None:
-                    # degenerate equality (q̈_1 on a vertex of the constraints): retry once with the
-                    # equality relaxed to the band |J q̈ − J q̈_1| ≤ δ, δ = 1e-9 (1 + |J q̈_1|)
-                    self.n_relaxed_l2 += 1
-                    nv = self.nv
-                    G2, h2 = self._G2, self._h2
-                    G2[: 2 * nv] = p.G
-                    G2[2 * nv : 2 * nv + 6] = p.J
-                    np.negative(p.J, out=G2[2 * nv + 6 :])
-                    h2[: 2 * nv] = p.h
-                    delta = self._f6
-                    np.abs(p.b_eq, out=delta)
-                    delta += 1.0
-                    delta *= LEVEL2_BAND
-                    np.add(p.b_eq, delta, out=h2[2 * nv : 2 * nv + 6])
-                    np.subtract(delta, p.b_eq, out=h2[2 * nv + 6 :])
-                    x2, dt2b = self._qp(self._qp2_band)
-                    dt2 += dt2b
-                    eq = False
-                if x2 is None:
-                    self.n_fail_l2 += 1
-                    sol.qdd[:] = x1
-                    sol.status = STATUS_L2_FAILED
-                    self._stats(sol.qdd, snap.M, sol, eq=False)
-                else:
-                    sol.qdd[:] = x2
-                    sol.status = STATUS_QP
-                    self._stats(sol.qdd, snap.M, sol, eq=eq)
-                sol.solve_time = dt1 + dt2
-        r0, r1, r2, r3, r4, r5 = np.matmul(p.J, sol.qdd, out=self._f6).tolist()
+                sol.qdd[:] = x2
+                sol.status = STATUS_QP
+                self._stats(sol.qdd, snap.M, sol, eq=eq)
+            sol.solve_time = dt1 + dt2
+        sol.level1_residual = self._level1_residual(sol.qdd)
+        return sol
+
+    def _closed_form_solution(self) -> HQPSolution:
+        """Record q̈* of the problem as the solution (status 0, no active constraint)."""
+        t0 = time.perf_counter()
+        sol = self.sol
+        x = self.prob.qdd_closed
+        sol.qdd[:] = x
+        sol.qdd_level1[:] = x
+        sol.status = STATUS_CLOSED_FORM
+        sol.solve_time = time.perf_counter() - t0
+        sol.primal_residual = 0.0
+        sol.n_active = 0
+        sol.level1_residual = self._level1_residual(x)
+        return sol
+
+    def _level1_residual(self, x: np.ndarray) -> float:
+        """‖J x − b‖ [m/s², rad/s²]."""
+        p = self.prob
+        r0, r1, r2, r3, r4, r5 = p.J.dot(x, out=self._f6).tolist()
         b0, b1, b2, b3, b4, b5 = p.b.tolist()
         r0, r1, r2, r3, r4, r5 = r0 - b0, r1 - b1, r2 - b2, r3 - b3, r4 - b4, r5 - b5
-        sol.level1_residual = math.sqrt(r0 * r0 + r1 * r1 + r2 * r2 + r3 * r3 + r4 * r4 + r5 * r5)
-        return sol
+        return math.sqrt(r0 * r0 + r1 * r1 + r2 * r2 + r3 * r3 + r4 * r4 + r5 * r5)
 
     # ------------------------------------------------------------------------------------ compute
 
     def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         self.n_steps += 1
         p = self._build_task(snap, ref, wrench)
-        sol = self._solve(snap, self._closed_feasible)
-        tau = self.tau
-        if sol.status == STATUS_CLOSED_FORM:
+        tau = cmd.tau
+        if self._auto and self._closed_feasible:
+            sol = self._closed_form_solution()
             np.add(self._Mx, p.tau_offset, out=tau)  # M q̈* from _build_task
         else:
-            np.matmul(snap.M, sol.qdd, out=tau)
+            sol = self._solve(snap, self._closed_feasible)
+            snap.M.dot(sol.qdd, out=tau)
             tau += p.tau_offset
         if self.ff.active:
             tau += self.ff.compute(snap.v, tau)
-        cmd.tau[:] = tau
         if self.observer is not None:
             self._tau_prev[:] = tau
-        K_r, F = p.K_r, p.F_ext
+        kr, f = self._kr, self._f  # K_r and F_ext of this step as floats (the values in p.K_r, p.F_ext)
         cmd.diag[:] = (
-            sol.status, sol.solve_time, sol.primal_residual, sol.n_active, sol.level1_residual,
-            p.alpha, K_r[0], K_r[3], F[0], F[1], F[2],
+            sol.status,
+            sol.solve_time,
+            sol.primal_residual,
+            sol.n_active,
+            sol.level1_residual,
+            p.alpha,
+            kr[0],
+            kr[3],
+            f[0],
+            f[1],
+            f[2],
         )

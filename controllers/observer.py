@@ -65,8 +65,16 @@ class MomentumObserver:
         dt: update period [s]; default ``plant.control_period``.
     """
 
-    def __init__(self, plant: PlantInfo, gain: float | np.ndarray, *, model_damping: bool = True,
-                 model_friction: bool = True, friction_eps: float = 0.01, dt: float | None = None):
+    def __init__(
+        self,
+        plant: PlantInfo,
+        gain: float | np.ndarray,
+        *,
+        model_damping: bool = True,
+        model_friction: bool = True,
+        friction_eps: float = 0.01,
+        dt: float | None = None,
+    ):
         nv = plant.nv
         self.nv = nv
         self.K = np.broadcast_to(np.asarray(gain, dtype=float), (nv,)).copy()
@@ -116,29 +124,39 @@ class MomentumObserver:
             a view of :attr:`wrench` (overwritten next call).
         """
         M, v = snap.M, snap.v
-        nv = self.nv
         if not self._started:
-            self._p0 = np.matmul(M, v, out=self._p).tolist()
-            self._I = [0.0] * nv
-            r = [0.0] * nv
+            self._p0 = M.dot(v, out=self._p).tolist()
+            self._I = [0.0] * self.nv
+            r = [0.0] * self.nv
             self._started = True
         else:
             # I += (τ − τ_d(q̇) − h + r)_{k−1} Δt + (M_k − M_{k−1}) q̇_k   (Ṁ q̇ Δt by finite differences);
-            # r = K_O (p − p0 − I)
-            np.subtract(M, self._M_prev, out=self._M_prev)
-            dMv = np.matmul(self._M_prev, v, out=self._t).tolist()
-            p = np.matmul(M, v, out=self._p).tolist()
+            # r = K_O (p − p0 − I)   (ndarray.dot with out=: np.matmul's BLAS call, less overhead)
+            dM = self._M_prev
+            np.subtract(M, dM, out=dM)
+            dMv = dM.dot(v, out=self._t).tolist()
+            p = M.dot(v, out=self._p).tolist()
             dt, inv_eps, fric = self.dt, self.inv_eps, self.has_friction
-            I, r = self._I, self._r
-            for i, ((k, d, f), vp, hp, ti, mv, pi, p0) in enumerate(
-                zip(self._joint, self._v_prev, self._h_prev, tau_applied.tolist(), dMv, p, self._p0, strict=True)
+            I, r = [], []
+            for (k, d, f), vp, hp, ti, mv, pi, p0, Ii, ri in zip(
+                self._joint,
+                self._v_prev,
+                self._h_prev,
+                tau_applied.tolist(),
+                dMv,
+                p,
+                self._p0,
+                self._I,
+                self._r,
+                strict=True,
             ):
                 td = d * vp
                 if fric:
                     td += math.tanh(vp * inv_eps) * f
-                Ii = I[i] + ((ti - td) - hp + r[i]) * dt + mv
-                I[i] = Ii
-                r[i] = k * ((pi - p0) - Ii)
+                Ii = Ii + ((ti - td) - hp + ri) * dt + mv
+                I.append(Ii)
+                r.append(k * ((pi - p0) - Ii))
+            self._I = I
         self._r = r
         self.r[:] = r
         self._M_prev[:] = M
@@ -146,8 +164,8 @@ class MomentumObserver:
         self._v_prev = v.tolist()
         # F̂ = (J Jᵀ)⁻¹ J r
         J = snap.J_ee_lwa
-        np.matmul(J, J.T, out=self._JJt)
-        np.matmul(J, self.r, out=self._Jr)
+        J.dot(J.T, out=self._JJt)
+        J.dot(self.r, out=self._Jr)
         _, x, info = _dposv(self._JJt, self._Jr)  # J Jᵀ is SPD for a full-row-rank J
         if info != 0:
             x = np.linalg.solve(self._JJt, self._Jr)

@@ -46,8 +46,9 @@ TOL_IMPL = 1e-11  # float / LAPACK implementation vs the straightforward numpy r
 SEED = 3
 
 
-def _free_space(robot: str = "iiwa14", controller: dict | None = None, offset=(0.0, 0.0, 0.0),
-                duration: float = 1.0, **robot_keys) -> dict:
+def _free_space(
+    robot: str = "iiwa14", controller: dict | None = None, offset=(0.0, 0.0, 0.0), duration: float = 1.0, **robot_keys
+) -> dict:
     """No target: the planner holds the start pose FK(q_init) + offset (a step of ``offset``)."""
     return {
         "name": f"{robot}_hqp_free",
@@ -65,8 +66,16 @@ def _random_states(s, n: int, rng: np.random.Generator, dq: float = 0.3, dv: flo
         yield s.q0 + rng.uniform(-dq, dq, s.plant.nv), rng.uniform(-dv, dv, s.plant.nv)
 
 
-def _build(s, ctrl: HQPController, q: np.ndarray, v: np.ndarray, ref: Reference | None, wrench: WrenchState,
-           rng: np.random.Generator | None = None, pos_err: float = 0.005):
+def _build(
+    s,
+    ctrl: HQPController,
+    q: np.ndarray,
+    v: np.ndarray,
+    ref: Reference | None,
+    wrench: WrenchState,
+    rng: np.random.Generator | None = None,
+    pos_err: float = 0.005,
+):
     """Snapshot at (q, v) and the assembled problem; ``ref=None`` → a reference near the current
     pose (position error ≤ ``pos_err``, 0.01 rad orientation error, small desired motion)."""
     snap = s.dynamics.update(q, v, 0.0)
@@ -205,14 +214,30 @@ def _reference_problem(ctrl: HQPController, snap, ref: Reference, wrench: Wrench
     m = ctrl._tau_lim - (ctrl._ff_f + ctrl._ff_d * np.abs(snap.v))
     h = np.concatenate((m - tau_offset, m + tau_offset))
     slack = np.concatenate((qdd - lb, ub - qdd, h[:nv] - M @ qdd, h[nv:] + M @ qdd))
-    return {"F_ext": F, "K_r": K_r, "Lambda": Lam, "D_r": D_r, "e_p": e_p, "dnu": dnu, "F_r": F_r, "a": a, "b": b,
-            "qdd_posture": q2, "qdd_closed": qdd, "tau_offset": tau_offset, "lb": lb, "ub": ub, "h": h,
-            "alpha": alpha, "min_slack": slack.min()}
+    return {
+        "F_ext": F,
+        "K_r": K_r,
+        "Lambda": Lam,
+        "D_r": D_r,
+        "e_p": e_p,
+        "dnu": dnu,
+        "F_r": F_r,
+        "a": a,
+        "b": b,
+        "qdd_posture": q2,
+        "qdd_closed": qdd,
+        "tau_offset": tau_offset,
+        "lb": lb,
+        "ub": ub,
+        "h": h,
+        "alpha": alpha,
+        "min_slack": slack.min(),
+    }
 
 
 @pytest.mark.parametrize("robot", ["iiwa14", "fr3"])
 def test_optimised_problem_equals_numpy_reference(robot: str) -> None:
-    """_build_task (floats, LAPACK dsyevd, running-sum ∇w, float feasibility test) = the numpy
+    """_build_task (floats, LAPACK dsyevd, BLAS-form ∇w, float feasibility test) = the numpy
     reference to round-off; its feasibility verdict equals the sign of the smallest slack, and
     compute() returns τ = M q̈ + offset (+ τ_ff) of the closed form."""
     s = build(scenario_from_dict(_free_space(robot)))
@@ -226,8 +251,13 @@ def test_optimised_problem_equals_numpy_reference(robot: str) -> None:
     configs = [
         (HQPConfig(w_th=10.0), s.plant, 0.02, 0.5, 0.002),  # ∇w always on
         (HQPConfig(w_th=10.0), s.plant, 0.5, 5.0, 0.05),
-        (HQPConfig(sigmoid="shifted", wrench_compensation=True, position_constraint="critical", feedforward="off"),
-         s.plant, 0.02, 0.5, 0.002),
+        (
+            HQPConfig(sigmoid="shifted", wrench_compensation=True, position_constraint="critical", feedforward="off"),
+            s.plant,
+            0.02,
+            0.5,
+            0.002,
+        ),
         (HQPConfig(use_force_feedback=False, w_th=10.0), tight, 0.5, 5.0, 0.05),
         # large wrench-compensation offsets make the torque rows asymmetric (h_top ≠ h_bot)
         (HQPConfig(wrench_compensation=True, k_alpha=0.0), tight, 0.02, 8.0, 0.005),
@@ -262,7 +292,8 @@ def test_optimised_problem_equals_numpy_reference(robot: str) -> None:
             tau = snap.M @ sol.qdd + p.tau_offset
             if ctrl.ff.active:
                 tau += DissipationFeedforward(plant.dof_frictionloss, plant.dof_damping, cfg.feedforward).compute(
-                    snap.v, tau)
+                    snap.v, tau
+                )
             np.testing.assert_allclose(cmd.tau, tau, rtol=0, atol=1e-12 * max(1.0, np.abs(tau).max()))
             assert cmd.diag[0] == sol.status and cmd.diag[4] == sol.level1_residual
             np.testing.assert_array_equal(cmd.diag[5:], [p.alpha, p.K_r[0], p.K_r[3], *p.F_ext[:3]])
@@ -315,8 +346,9 @@ def test_observer_recursion_equals_vector_form() -> None:
         pS, pE, R = snap.T_world_sensor[:3, 3], snap.p_ee_in_world, snap.R_world_ee
         ext_world = np.concatenate((est[:3], est[3:] + np.cross(pE - pS, est[:3])))
         np.testing.assert_allclose(w.ext_world, ext_world, rtol=0, atol=1e-13 * max(1.0, np.abs(ext_world).max()))
-        np.testing.assert_allclose(w.ext_body, np.concatenate((R.T @ est[:3], R.T @ est[3:])), rtol=0,
-                                   atol=1e-13 * max(1.0, np.abs(est).max()))
+        np.testing.assert_allclose(
+            w.ext_body, np.concatenate((R.T @ est[:3], R.T @ est[3:])), rtol=0, atol=1e-13 * max(1.0, np.abs(est).max())
+        )
     assert np.abs(r).max() > 1.0  # the recursion really moved
 
 
@@ -417,8 +449,9 @@ def test_torque_limits_are_never_exceeded_where_khatib_saturates() -> None:
     """An 11 cm step with a 5 N·m torque limit: Khatib's command saturates, the HQP's never does."""
     results = {}
     for name, ctrl in (("khatib", {"type": "khatib", "k": 300, "d": 100}), ("hqp", {"type": "hqp"})):
-        s = build(scenario_from_dict(_free_space(controller=ctrl, offset=(0.0, 0.1, -0.05), duration=1.0,
-                                                 max_torque=5.0)))
+        s = build(
+            scenario_from_dict(_free_space(controller=ctrl, offset=(0.0, 0.1, -0.05), duration=1.0, max_torque=5.0))
+        )
         tel, status, _, _ = simulate(s)
         assert status == "completed"
         results[name] = (tel.channels(), s)
