@@ -79,6 +79,9 @@ class Controller(ABC):
     #: whether compute() reads the LOCAL (body) Jacobian quantities of the snapshot; when False the
     #: loop's dynamics pass skips them
     needs_body_frame: ClassVar[bool] = False
+    #: whether compute() reads ``Snapshot.T_world_sensor``; when False (and no momentum observer is
+    #: the force source) the dynamics pass skips it
+    needs_sensor_pose: ClassVar[bool] = False
 
     def __init__(self, config: Any, plant: PlantInfo, planner: Planner | None = None):
         self.config = config

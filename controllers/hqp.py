@@ -392,6 +392,7 @@ def _sigmoid(x: float) -> float:
 class HQPController(Controller):
     """Two-level HQP with adaptive compliance (see module docstring)."""
 
+    needs_sensor_pose = True  # F_ext is moved from the sensor origin to the EE origin
     Config = HQPConfig
     diag_names = (
         "qp_status",

@@ -16,7 +16,7 @@ One :meth:`Dynamics.update` per control step fills a preallocated :class:`Snapsh
 * ``dJdq_ee_body`` (6,): body-twist derivative at q̈ = 0 (J̇_b q̇);
 * ``T_world_ee`` (4, 4), ``p_ee_in_world`` (3,), ``R_world_ee`` (3, 3);
 * ``twist_ee_lwa`` (6,) = J_ee_lwa q̇, ``twist_ee_body`` (6,) = J_ee_body q̇;
-* ``T_world_sensor`` (4, 4): pose of the F/T sensor site;
+* ``T_world_sensor`` (4, 4): pose of the F/T sensor site (filled when ``sensor_pose``, see :class:`Dynamics`);
 * ``manipulability`` w = sqrt(det(J Jᵀ)) of the LWA Jacobian.
 
 Controllers read the snapshot and never call Pinocchio or MuJoCo themselves.
@@ -214,14 +214,20 @@ class Dynamics:
         body_frame: also fill the LOCAL (body) quantities ``J_ee_body``, ``dJdq_ee_body`` and
             ``twist_ee_body``; the loop turns this off for controllers that declare they do not use
             them (``Controller.needs_body_frame``), saving ≈ 2 µs per step.
+        sensor_pose: also fill ``T_world_sensor`` (for controllers that declare
+            ``Controller.needs_sensor_pose`` and for the momentum observer); otherwise it stays the
+            identity.
     """
 
-    def __init__(self, model: pin.Model, ee_frame: int, sensor_frame: int, body_frame: bool = True):
+    def __init__(
+        self, model: pin.Model, ee_frame: int, sensor_frame: int, body_frame: bool = True, sensor_pose: bool = True
+    ):
         self.model = model
         self.data = model.createData()
         self.ee_frame = ee_frame
         self.sensor_frame = sensor_frame
         self.body_frame = body_frame
+        self.sensor_pose = sensor_pose
         self.snap = Snapshot(model.nv)
         self._zero = np.zeros(model.nv)
         self._JJt = np.zeros((6, 6))
@@ -259,8 +265,9 @@ class Dynamics:
         T, Ts = s.T_world_ee, s.T_world_sensor
         T[:3, :3] = self._R_ee
         T[:3, 3] = self._p_ee
-        Ts[:3, :3] = self._R_s
-        Ts[:3, 3] = self._p_s
+        if self.sensor_pose:
+            Ts[:3, :3] = self._R_s
+            Ts[:3, 3] = self._p_s
         np.dot(s.J_ee_lwa, s.v, out=s.twist_ee_lwa)
         if self.body_frame:
             np.dot(s.J_ee_body, s.v, out=s.twist_ee_body)

@@ -209,3 +209,20 @@ def test_pose_channels_derived_after_the_run_equal_the_per_step_conversion() -> 
         np.testing.assert_allclose(tel.ee_quat[i], q_ref, rtol=0, atol=1e-15)  # vectorised mju_mat2Quat
     np.testing.assert_allclose(np.linalg.norm(tel.ee_quat[: tel.n], axis=1), 1.0, atol=1e-12)
     np.testing.assert_allclose(np.linalg.norm(tel.ee_quat_des[: tel.n], axis=1), 1.0, atol=1e-12)
+
+
+def test_sensor_pose_only_for_controllers_that_need_it() -> None:
+    """T_world_sensor is filled for the HQP (it moves F_ext to the EE) and for the momentum observer
+    as force source, and skipped (left the identity) for Khatib with the F/T sensor."""
+    for ctrl, source, filled in (("khatib", "sensor", False), ("hqp", "sensor", True), ("khatib", "observer", True)):
+        d = _short()
+        d["controller"] = {"type": ctrl}
+        d["wrench"] = {"force_source": source}
+        setup = build(scenario_from_dict(d))
+        snap = setup.dynamics.update(setup.q0, np.zeros(7))
+        assert setup.dynamics.sensor_pose is filled
+        oMf = setup.dynamics.data.oMf[setup.dynamics.sensor_frame]
+        if filled:
+            np.testing.assert_allclose(snap.T_world_sensor[:3, 3], oMf.translation, atol=0)
+        else:
+            np.testing.assert_array_equal(snap.T_world_sensor, np.eye(4))
