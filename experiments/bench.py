@@ -15,7 +15,9 @@ so the unprofiled wall time is the headline). The **floor** is the cost of the s
 with nothing else, on the same assembled model and
 the same states (the run's applied torques are replayed open-loop, which reproduces its trajectory
 and its contacts exactly, since the loop is deterministic);
-``loop/floor`` is the unprofiled µs per step divided by the floor's.
+``loop/floor`` is the unprofiled µs per step divided by the floor's. The default list ends with the
+standalone G20 hand bridge's track test (``g20_track_test``, its own small table: it has no physics
+and no floor); pass it by name to run it alone.
 
 Machines are shared and noisy: quote medians and ratios, never a single run.
 """
@@ -44,7 +46,10 @@ DEFAULT_SCENARIOS = [
     "scenarios/fr3_docking_se3.yaml",
     "scenarios/iiwa14_tracking.yaml",
     "scenarios/fr3_tracking.yaml",
+    "scenarios/fr3_g20_tracking.yaml",
 ]
+#: the standalone G20 hand bridge's track test (MATH.md §8), benchmarked after the scenarios
+HAND_TRACK_TEST = "g20_track_test"
 SINGLE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -97,6 +102,30 @@ def measure_once(scenario_path: str) -> dict:
     return out
 
 
+def measure_hand_track_test() -> dict:
+    """The G20 bridge's track test (``python -m experiments.g20_bridge --track-test``: kinematic
+    bridge at the hand model's timestep, slew and collision projection on, OPEN then half fist, checked at step 600),
+    timed end to end; no physics, so no floor."""
+    from hand.bridge import BridgeConfig, HandBridge, run_track_test
+    from hand.spec import load_spec
+
+    bridge = HandBridge.standalone(BridgeConfig(), load_spec(None))
+    t0 = time.perf_counter()
+    res = run_track_test(bridge)
+    wall = time.perf_counter() - t0
+    steps = res.check_step
+    sim = steps * bridge.dt
+    return {
+        "scenario": HAND_TRACK_TEST,
+        "status": "PASS" if res.passed else "FAIL",
+        "wall_s": wall,
+        "sim_s": sim,
+        "rtf": sim / wall,
+        "us_per_step": 1e6 * wall / steps,
+        "max_error_rad": res.max_error,
+    }
+
+
 def _stats(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
 
@@ -105,6 +134,9 @@ def run_bench(scenarios: list[str], runs: int) -> list[dict]:
     env = {**os.environ, **SINGLE_THREAD_ENV}
     results = []
     for path in scenarios:
+        if path == HAND_TRACK_TEST:
+            results.append(_run_hand(runs, env))
+            continue
         if not (REPO / path).is_file() and not Path(path).is_file():
             print(f"skip {path}: not found", file=sys.stderr)
             continue
@@ -133,13 +165,38 @@ def run_bench(scenarios: list[str], runs: int) -> list[dict]:
     return results
 
 
+def _run_hand(runs: int, env: dict[str, str]) -> dict:
+    samples = []
+    for _ in range(runs):
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--worker", HAND_TRACK_TEST],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
+        if proc.returncode != 0:
+            print(f"{HAND_TRACK_TEST}: worker failed:\n{proc.stderr}", file=sys.stderr)
+            break
+        samples.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    agg = {"scenario": HAND_TRACK_TEST, "file": None, "runs": len(samples), "hand": True}
+    if samples:
+        agg["status"] = "PASS" if all(s["status"] == "PASS" for s in samples) else "FAIL"
+        for key in ("wall_s", "sim_s", "rtf", "us_per_step", "max_error_rad"):
+            agg[key] = _stats([s[key] for s in samples])
+    return agg
+
+
 def format_table(results: list[dict]) -> str:
     head = (
         "| scenario | runs | wall s | sim s | real-time factor | µs/step | physics | dynamics | controller "
         "| telemetry | tool (hand) | other | floor µs/step | loop/floor |"
     )
     lines = [head, "|" + "---|" * 14]
+    hands = [r for r in results if r.get("hand")]
     for r in results:
+        if r.get("hand"):
+            continue
 
         def mm(key, fmt="{:.2f}", r=r):
             med, lo, hi = r[key]
@@ -152,6 +209,19 @@ def format_table(results: list[dict]) -> str:
             f"| {sp['telemetry']:.1f} | {sp['tool']:.1f} | {sp['other']:.1f} | {mm('floor_us_per_step', '{:.1f}')} "
             f"| {mm('loop_over_floor', '{:.2f}')} |"
         )
+    for r in hands:
+        if not r["runs"]:
+            continue
+        med, lo, hi = r["rtf"]
+        w = r["wall_s"]
+        u = r["us_per_step"]
+        lines += [
+            "",
+            "| standalone hand bridge | runs | result | wall s | sim s | real-time factor | µs/step |",
+            "|---|---|---|---|---|---|---|",
+            f"| {r['scenario']} | {r['runs']} | {r['status']} | {w[0]:.3f} ({w[1]:.3f}–{w[2]:.3f}) "
+            f"| {r['sim_s'][0]:.2f} | {med:.1f} ({lo:.1f}–{hi:.1f})× | {u[0]:.1f} ({u[1]:.1f}–{u[2]:.1f}) |",
+        ]
     return "\n".join(lines)
 
 
@@ -163,9 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        print(json.dumps(measure_once(args.worker)))
+        print(json.dumps(measure_hand_track_test() if args.worker == HAND_TRACK_TEST else measure_once(args.worker)))
         return 0
-    results = run_bench(args.scenarios or DEFAULT_SCENARIOS, args.runs)
+    results = run_bench(args.scenarios or [*DEFAULT_SCENARIOS, HAND_TRACK_TEST], args.runs)
     rev = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
     ).stdout.strip()

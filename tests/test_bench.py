@@ -1,0 +1,34 @@
+"""experiments/bench.py: the numbers it reports are complete and consistent (never timed here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from experiments.bench import HAND_TRACK_TEST, format_table, measure_hand_track_test, measure_once
+from tests.helpers import scenario_dict
+
+
+def test_measure_once_reports_split_and_floor(tmp_path: Path) -> None:
+    d = scenario_dict("iiwa14_docking")
+    d["sim"]["duration"] = 0.3
+    path = tmp_path / "short.yaml"
+    path.write_text(yaml.safe_dump(d))
+    r = measure_once(str(path))
+    assert r["status"] == "completed" and abs(r["sim_s"] - 0.301) < 1e-9
+    assert set(r["split_us"]) == {"physics", "dynamics", "controller", "telemetry", "tool", "other"}
+    assert all(v >= 0.0 for v in r["split_us"].values()) and r["split_us"]["physics"] > 0.0
+    assert r["floor_us_per_step"] > 0.0
+    assert abs(r["loop_over_floor"] - r["us_per_step"] / r["floor_us_per_step"]) < 1e-12
+
+
+def test_hand_track_test_entry_and_table() -> None:
+    h = measure_hand_track_test()
+    assert h["scenario"] == HAND_TRACK_TEST and h["status"] == "PASS" and h["max_error_rad"] <= 0.02
+    assert h["sim_s"] > 0.0 and h["us_per_step"] > 0.0
+    agg = {"scenario": HAND_TRACK_TEST, "runs": 1, "hand": True, "status": "PASS"}
+    for k in ("wall_s", "sim_s", "rtf", "us_per_step", "max_error_rad"):
+        agg[k] = (h[k], h[k], h[k])
+    table = format_table([agg])
+    assert "| g20_track_test | 1 | PASS |" in table
