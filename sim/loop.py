@@ -402,8 +402,7 @@ def simulate(
                     c4 = clock()
                     t_tool += c4 - c3
                     c3 = c4
-            for _ in range(nsub):
-                mj_step(m, d)
+            mj_step(m, d, nsub)  # the substeps of one control period, looped inside MuJoCo
             if profile:
                 t_phys += clock() - c3
             # MuJoCo checks ctrl, qpos, qvel and qacc for NaN/Inf (and |x| > mjMAXVAL) in every mj_step,
