@@ -139,19 +139,7 @@ def run_bench(scenarios: list[str], runs: int) -> list[dict]:
         if not (REPO / path).is_file() and not Path(path).is_file():
             print(f"skip {path}: not found", file=sys.stderr)
             continue
-        samples = []
-        for _ in range(runs):
-            proc = subprocess.run(
-                [sys.executable, str(Path(__file__).resolve()), "--worker", path],
-                capture_output=True,
-                text=True,
-                env=env,
-                cwd=REPO,
-            )
-            if proc.returncode != 0:
-                print(f"{path}: worker failed:\n{proc.stderr}", file=sys.stderr)
-                break
-            samples.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        samples = _spawn_workers(path, runs, env)
         if not samples:
             continue
         agg = {"scenario": samples[0]["scenario"], "file": path, "runs": len(samples)}
@@ -164,20 +152,27 @@ def run_bench(scenarios: list[str], runs: int) -> list[dict]:
     return results
 
 
-def _run_hand(runs: int, env: dict[str, str]) -> dict:
+def _spawn_workers(name: str, runs: int, env: dict[str, str]) -> list[dict]:
+    """Run ``name`` (a scenario file or :data:`HAND_TRACK_TEST`) ``runs`` times, each in a fresh
+    worker process; return the measurements (fewer if a worker fails: its stderr is printed)."""
     samples = []
     for _ in range(runs):
         proc = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--worker", HAND_TRACK_TEST],
+            [sys.executable, str(Path(__file__).resolve()), "--worker", name],
             capture_output=True,
             text=True,
             env=env,
             cwd=REPO,
         )
         if proc.returncode != 0:
-            print(f"{HAND_TRACK_TEST}: worker failed:\n{proc.stderr}", file=sys.stderr)
+            print(f"{name}: worker failed:\n{proc.stderr}", file=sys.stderr)
             break
         samples.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return samples
+
+
+def _run_hand(runs: int, env: dict[str, str]) -> dict:
+    samples = _spawn_workers(HAND_TRACK_TEST, runs, env)
     agg = {"scenario": HAND_TRACK_TEST, "file": None, "runs": len(samples), "hand": True}
     if samples:
         agg["status"] = "PASS" if all(s["status"] == "PASS" for s in samples) else "FAIL"
