@@ -29,9 +29,7 @@ from sim.dynamics import Snapshot
 from sim.lie import so3_log_a_bt
 from sim.wrench import WrenchState
 
-_mulMatMat = mujoco.mju_mulMatMat
 _mulMatMatT = mujoco.mju_mulMatMatT
-_mulMatTVec = mujoco.mju_mulMatTVec
 _cholFactor = mujoco.mju_cholFactor
 _cholSolve = mujoco.mju_cholSolve
 #: Cholesky pivots (squared) below this count as zero: Λ⁻¹ singular → least-squares solve [1/kg-ish units]
@@ -167,12 +165,12 @@ class KhatibController(Controller):
 
         # τ = Jᵀ Λ (u − J̇q̇) + h − D_null Nᵀ q̇ with Nᵀ q̇ = q̇ − Jᵀ Λ J M⁻¹ q̇, folded into one solve:
         # τ = Jᵀ y + h − d_null q̇,  y = Λ (u − J̇q̇ + d_null J M⁻¹ q̇),  Λ⁻¹ = J M⁻¹ Jᵀ.
-        # Small dense products and the Cholesky solve through MuJoCo's mju_* routines: for 6×7 operands
-        # their binding costs less than numpy's dispatch or scipy's LAPACK wrapper.
+        # Small dense products through ndarray.dot(out=) or MuJoCo's mju_*, whichever binding costs less
+        # at this size (measured), and the Cholesky solve through mju_* (less than scipy's LAPACK wrapper).
         MinvJt = self._MinvJt
         _mulMatMatT(MinvJt, snap.Minv, snap.J_ee_lwa)  # M⁻¹ Jᵀ (nv, 6)
         LiR = self._LiR
-        _mulMatMat(LiR, snap.J_v_h[:7], MinvJt)  # [Λ⁻¹; (J M⁻¹ q̇)ᵀ]
+        snap.J_v.dot(MinvJt, out=LiR)  # [Λ⁻¹; (J M⁻¹ q̇)ᵀ]
         r0, r1, r2, r3, r4, r5 = LiR[6].tolist()
         j0, j1, j2, j3, j4, j5 = snap.dJdq_ee_lwa.tolist()
         rhs = (
@@ -195,7 +193,7 @@ class KhatibController(Controller):
         else:
             yext[:6] = np.linalg.lstsq(LiR[:6], np.array(rhs), rcond=None)[0]
         tau = cmd.tau
-        _mulMatTVec(tau, snap.J_v_h, yext)  # [J; q̇ᵀ; hᵀ]ᵀ [y; −d_null; 1] = Jᵀ y − d_null q̇ + h
+        snap.J_v_h.T.dot(yext, out=tau)  # [J; q̇ᵀ; hᵀ]ᵀ [y; −d_null; 1] = Jᵀ y − d_null q̇ + h
         if self.ff.active:
             tau += self.ff.compute(snap.v, tau)
         cmd.diag[:] = (fi0, fi1, fi2, 1.0 if self.frozen else 0.0)

@@ -187,6 +187,7 @@ class Snapshot:
         #: call then gives J x, q̇ᵀx and hᵀx together (Khatib: Λ⁻¹ and J M⁻¹ q̇ in one product,
         #: τ = Jᵀ y − d q̇ + h as one matrix–vector product)
         self.J_v_h = np.zeros((8, nv))
+        self.J_v = self.J_v_h[:7]  # [J_ee_lwa; q̇ᵀ]
         self.J_ee_lwa = self.J_v_h[:6]
         self.v = self.J_v_h[6]
         self.h = self.J_v_h[7]
