@@ -31,7 +31,7 @@ from sim.errors import ModelError
 class WrenchState:
     """Preallocated wrench channels (see module docstring for frames)."""
 
-    __slots__ = ("ext_world", "ext_body", "truth_world", "truth_body", "contact_count", "ft_raw", "head")
+    __slots__ = ("ext_world", "ext_body", "truth_world", "truth_body", "contact_count", "ft_raw", "head", "truth")
 
     def __init__(self) -> None:
         # one buffer, views into it: ft_raw, ext_world, ext_body (``head``: the pipeline writes the
@@ -44,6 +44,7 @@ class WrenchState:
         self.ext_body = w[12:18]
         self.truth_world = w[18:24]
         self.truth_body = w[24:30]
+        self.truth = w[18:30]  # [truth_world; truth_body]
         self.contact_count = 0
 
 
@@ -197,15 +198,16 @@ class WrenchPipeline:
                 st.truth_world[:] = 0.0
                 st.truth_body[:] = 0.0
                 self._zeroed = st
-        else:
-            st.truth_world[:] = truth
-            st.truth_body[:] = _transport_floats(*truth, s0, s1, s2, T_rows)
+        else:  # truth_world and truth_body side by side: one copy
+            st.truth[:] = (*truth, *_transport_floats(*truth, s0, s1, s2, T_rows))
             self._zeroed = None
         return st
 
     def _count_tool_contacts(self, d: mujoco.MjData, ncon: int) -> int:
         """Number of active contacts between a tool geom and a non-tool geom."""
-        geom = d.contact.geom[:ncon]
+        geom = d.contact.geom  # (ncon, 2): MuJoCo's view holds the active contacts only
+        if len(geom) != ncon:  # pragma: no cover - a binding that exposes the whole contact buffer
+            geom = geom[:ncon]
         if ncon <= 32:
             tool = self._is_tool_list
             n = 0
