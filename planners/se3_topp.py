@@ -150,7 +150,7 @@ class ScrewSegment:
         s, sd, sdd = self.s_profile(t)
         np.multiply(self.xi, s, out=self._sxi)
         se3_exp(self._sxi, self._E)
-        np.matmul(self.T_a, self._E, out=T_out)
+        self.T_a.dot(self._E, out=T_out)  # ndarray.dot: np.matmul's BLAS call, less call overhead
         np.multiply(self.xi, sd, out=V_out)
         np.multiply(self.xi, sdd, out=dV_out)
 
@@ -243,10 +243,10 @@ class SE3TOPPPlanner(Planner):
         R = T[:3, :3]
         out.R[...] = R
         out.pos[...] = T[:3, 3]
-        np.matmul(R, V[:3], out=out.vel)
-        np.matmul(R, V[3:], out=out.omega)
-        np.matmul(R, dV[3:], out=out.alpha)
-        np.matmul(R, dV[:3], out=out.acc)
+        R.dot(V[:3], out=out.vel)
+        R.dot(V[3:], out=out.omega)
+        R.dot(dV[3:], out=out.alpha)
+        R.dot(dV[:3], out=out.acc)
         w, v = out.omega, out.vel
         out.acc[0] += w[1] * v[2] - w[2] * v[1]
         out.acc[1] += w[2] * v[0] - w[0] * v[2]

@@ -269,9 +269,9 @@ class Dynamics:
         if self.sensor_pose:
             Ts[:3, :3] = self._R_s
             Ts[:3, 3] = self._p_s
-        np.dot(s.J_ee_lwa, s.v, out=s.twist_ee_lwa)
+        s.J_ee_lwa.dot(s.v, out=s.twist_ee_lwa)  # ndarray.dot: np.dot's BLAS call, less call overhead
         if self.body_frame:
-            np.dot(s.J_ee_body, s.v, out=s.twist_ee_body)
+            s.J_ee_body.dot(s.v, out=s.twist_ee_body)
         # Mass matrix (CRBA, incl. armature) and M⁻¹, written into data.M and data.Minv (= s.M, s.Minv
         # unless the symmetrising fallback below is needed); bias h = C q̇ + g
         pin.crba(model, data, s.q)
