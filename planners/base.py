@@ -24,13 +24,15 @@ from sim.registry import Registry
 class Reference:
     """Desired EE motion at one instant, world axes (see module docstring). Mutated in place."""
 
-    __slots__ = ("pos", "vel", "acc", "R", "omega", "alpha", "orientation")
+    __slots__ = ("pos", "vel", "acc", "R", "omega", "alpha", "orientation", "pva", "flat")
 
     def __init__(self) -> None:
         # One buffer, views into it: pos, vel, acc side by side (the telemetry records them with one
         # copy), then ``orientation`` = [R row-major (9), ω (3), α (3)], which a planner with a constant
         # orientation fills with one copy.
         buf = np.zeros(24)
+        self.flat = buf  # [pos, vel, acc, R row-major, ω, α]: read in one tolist()
+        self.pva = buf[0:9]  # [pos, vel, acc]: written in one copy
         self.pos = buf[0:3]
         self.vel = buf[3:6]
         self.acc = buf[6:9]

@@ -95,12 +95,10 @@ class MotionReference:
 
 def _body_motion(ref: Reference) -> tuple[BodyPose, Vec6, Vec6]:
     """(T_d as 12 floats: rows of R then p, V_d, V̇_d) of the world reference ``ref`` (module docstring)."""
-    (r00, r01, r02), (r10, r11, r12), (r20, r21, r22) = ref.R.tolist()
-    p0, p1, p2 = ref.pos.tolist()
-    a0, a1, a2 = ref.vel.tolist()
-    b0, b1, b2 = ref.omega.tolist()
-    c0, c1, c2 = ref.acc.tolist()
-    e0, e1, e2 = ref.alpha.tolist()
+    # ref.flat = [pos, vel (ṗ), acc (p̈), R row-major, ω, α], one read
+    (p0, p1, p2, a0, a1, a2, c0, c1, c2, r00, r01, r02, r10, r11, r12, r20, r21, r22, b0, b1, b2, e0, e1, e2) = (
+        ref.flat.tolist()
+    )
     T = (r00, r01, r02, r10, r11, r12, r20, r21, r22, p0, p1, p2)
     # Rᵀ x: column k of R dotted with x
     v0 = r00 * a0 + r10 * a1 + r20 * a2

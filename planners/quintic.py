@@ -89,7 +89,5 @@ class QuinticPlanner(Planner):
         # delta·s + p0, delta·ṡ, delta·s̈
         dx, dy, dz = self._delta_t
         px, py, pz = self._p0_t
-        out.pos[:] = (dx * s + px, dy * s + py, dz * s + pz)
-        out.vel[:] = (dx * ds, dy * ds, dz * ds)
-        out.acc[:] = (dx * dds, dy * dds, dz * dds)
+        out.pva[:] = (dx * s + px, dy * s + py, dz * s + pz, dx * ds, dy * ds, dz * ds, dx * dds, dy * dds, dz * dds)
         out.orientation[:] = self._orientation  # R, ω = 0, α = 0 in one copy
