@@ -82,6 +82,9 @@ class Controller(ABC):
     #: whether compute() reads ``Snapshot.T_world_sensor``; when False (and no momentum observer is
     #: the force source) the dynamics pass skips it
     needs_sensor_pose: ClassVar[bool] = False
+    #: whether compute() reads ``Snapshot.dJdq_ee_lwa`` (the world-axes classical acceleration drift);
+    #: body-frame controllers that do not set it save that Pinocchio call
+    needs_world_drift: ClassVar[bool] = True
 
     def __init__(self, config: Any, plant: PlantInfo, planner: Planner | None = None):
         self.config = config

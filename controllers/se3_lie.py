@@ -158,6 +158,7 @@ class SE3LieController(Controller):
     """SE(3) impedance with linear error dynamics in exponential coordinates (module docstring)."""
 
     needs_body_frame = True
+    needs_world_drift = False  # the law uses the body-frame drift J̇_b q̇ only
 
     Config = SE3LieConfig
     diag_names = ("lambda_vx", "lambda_vy", "lambda_vz", "lambda_wx", "lambda_wy", "lambda_wz")

@@ -12,7 +12,7 @@ One :meth:`Dynamics.update` per control step fills a preallocated :class:`Snapsh
 * ``M`` (nv, nv) joint-space inertia incl. armature, ``Minv`` its inverse, ``h = C q̇ + g`` (nle);
 * ``J_ee_lwa`` (6, nv): EE Jacobian, LOCAL_WORLD_ALIGNED (origin at the EE, world axes), [v; ω];
 * ``J_ee_body`` (6, nv): EE Jacobian, LOCAL (body) frame, [v; ω];
-* ``dJdq_ee_lwa`` (6,): classical acceleration drift [p̈; ω̇] at q̈ = 0 (world axes);
+* ``dJdq_ee_lwa`` (6,): classical acceleration drift [p̈; ω̇] at q̈ = 0 (world axes; unless ``world_drift`` is off);
 * ``dJdq_ee_body`` (6,): body-twist derivative at q̈ = 0 (J̇_b q̇);
 * ``T_world_ee`` (4, 4), ``p_ee_in_world`` (3,), ``R_world_ee`` (3, 3);
 * ``twist_ee_lwa`` (6,) = J_ee_lwa q̇, ``twist_ee_body`` (6,) = J_ee_body q̇;
@@ -218,10 +218,18 @@ class Dynamics:
         sensor_pose: also fill ``T_world_sensor`` (for controllers that declare
             ``Controller.needs_sensor_pose`` and for the momentum observer); otherwise it stays the
             identity.
+        world_drift: fill ``dJdq_ee_lwa`` (``Controller.needs_world_drift``, true unless a body-frame
+            controller opts out); otherwise it stays zero.
     """
 
     def __init__(
-        self, model: pin.Model, ee_frame: int, sensor_frame: int, body_frame: bool = True, sensor_pose: bool = True
+        self,
+        model: pin.Model,
+        ee_frame: int,
+        sensor_frame: int,
+        body_frame: bool = True,
+        sensor_pose: bool = True,
+        world_drift: bool = True,
     ):
         self.model = model
         self.data = model.createData()
@@ -229,6 +237,7 @@ class Dynamics:
         self.sensor_frame = sensor_frame
         self.body_frame = body_frame
         self.sensor_pose = sensor_pose
+        self.world_drift = world_drift
         self.snap = Snapshot(model.nv)
         self._zero = np.zeros(model.nv)
         self._JJt = np.zeros((6, 6))
@@ -262,7 +271,8 @@ class Dynamics:
         if self.body_frame:
             s.J_ee_body[:] = pin.getFrameJacobian(model, data, fid, LOCAL)
             s.dJdq_ee_body[:] = pin.getFrameAcceleration(model, data, fid, LOCAL).vector
-        s.dJdq_ee_lwa[:] = pin.getFrameClassicalAcceleration(model, data, fid, LWA).vector
+        if self.world_drift:
+            s.dJdq_ee_lwa[:] = pin.getFrameClassicalAcceleration(model, data, fid, LWA).vector
         T, Ts = s.T_world_ee, s.T_world_sensor
         T[:3, :3] = self._R_ee
         T[:3, 3] = self._p_ee

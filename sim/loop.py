@@ -170,6 +170,7 @@ def build(scenario: Scenario) -> Setup:
         asm.frame_ids[asm.tool.sensor_site],
         body_frame=controller.needs_body_frame,
         sensor_pose=controller.needs_sensor_pose or scenario.wrench.force_source == "observer",
+        world_drift=controller.needs_world_drift,
     )
 
     wp = WrenchPipeline(

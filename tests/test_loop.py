@@ -226,3 +226,17 @@ def test_sensor_pose_only_for_controllers_that_need_it() -> None:
             np.testing.assert_allclose(snap.T_world_sensor[:3, 3], oMf.translation, atol=0)
         else:
             np.testing.assert_array_equal(snap.T_world_sensor, np.eye(4))
+
+
+def test_world_drift_skipped_only_for_the_body_frame_se3_law() -> None:
+    """dJdq_ee_lwa is filled for Khatib and the HQP, skipped (left zero) for the SE(3) law, which
+    declares needs_world_drift = False; the body-frame drift is filled for it instead."""
+    for ctrl, filled in (("khatib", True), ("hqp", True), ("se3_lie", False)):
+        d = _short()
+        d["controller"] = {"type": ctrl}
+        setup = build(scenario_from_dict(d))
+        snap = setup.dynamics.update(setup.q0, np.full(7, 0.3))
+        assert setup.dynamics.world_drift is filled
+        assert bool(np.any(snap.dJdq_ee_lwa != 0.0)) is filled
+        if ctrl == "se3_lie":
+            assert np.any(snap.dJdq_ee_body != 0.0)
