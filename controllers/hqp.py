@@ -52,7 +52,8 @@ Solution
     constrained optimum, level by level, so this is exactly the QP solution. Otherwise (or always
     with ``qp_mode: always``) two QPs are solved (``solver``: daqp | proxqp | quadprog; proxqp and
     quadprog through qpsolvers, daqp through its own API with the arrays qpsolvers would hand it —
-    the same solutions bit for bit, tests/test_hqp_fast.py):
+    the same solutions bit for bit when cold, tests/test_hqp_fast.py — and warm-started from the
+    previous step's multipliers with ``warm_start``, the default):
         QP1: min ½ q̈ᵀ (JᵀJ + ε M) q̈ − (Jᵀ b + ε M q̈*)ᵀ q̈   s.t. lb ≤ q̈ ≤ ub, G q̈ ≤ h
              (the ε-regulariser pulls toward q̈*, which zeroes ‖J q̈ − b‖, so it does not bias
              level 1 when the constraints are inactive; it makes P positive definite);
@@ -168,6 +169,11 @@ class HQPConfig:
     w_th: float = param(0.08, ge=0.0, doc="manipulability threshold below which ∇w is active")
     solver: Literal["daqp", "proxqp", "quadprog"] = param(
         "daqp", doc="QP backend (daqp through its own API, the others through qpsolvers)"
+    )
+    warm_start: bool = param(
+        True,
+        doc="daqp: start a QP from the active set of the same QP's solution at the previous control "
+        "step (its multipliers as dual_start), when there was one",
     )
     qp_mode: Literal["auto", "always"] = param(
         "auto", doc="auto: skip the QPs when the closed-form optimum is feasible (exact); always: solve both"
@@ -502,7 +508,8 @@ class HQPController(Controller):
             # daqp's own API (what qpsolvers.solve_problem ends in, without its per-call restacking of
             # the constraints, Problem unpacking and Solution record: ≈ 4 µs instead of ≈ 11 µs): box rows
             # first (daqp's simple bounds), then G x ≤ h, then J x = b_eq (sense 5), bounds −1e30 below —
-            # qpsolvers' layout exactly, no warm start (the sense array starts at zero every solve)
+            # qpsolvers' layout exactly (the sense array starts at zero every solve); warm starts go
+            # through daqp's dual_start instead (see _qp)
             import daqp  # only needed for this backend
 
             self._daqp_solve = daqp.solve
@@ -540,11 +547,16 @@ class HQPController(Controller):
         self.n_fail_l2 = 0
         self.n_relaxed_l2 = 0
         self.n_sa = 0
+        self.n_qp_iterations = 0  # daqp active-set iterations, summed over every QP solved
+        #: warm-start memory per QP problem: (control step it was solved at, its multipliers)
+        self._warm: dict[int, tuple[int, np.ndarray]] = {}
 
     # ------------------------------------------------------------------------------------ lifecycle
 
     def reset(self, snap: Snapshot, ref: Reference) -> None:
         self.n_steps = self.n_qp = self.n_fail = self.n_fail_l2 = self.n_relaxed_l2 = self.n_sa = 0
+        self.n_qp_iterations = 0
+        self._warm.clear()
         self._tau_prev[:] = 0.0
         if self.observer is not None:
             self.observer.reset()
@@ -558,6 +570,8 @@ class HQPController(Controller):
             "qp_level2_relaxed": self.n_relaxed_l2,
             "qp_solver": self.config.solver,
             "qp_mode": self.config.qp_mode,
+            "qp_warm_start": self.config.warm_start,
+            "qp_iterations": self.n_qp_iterations,
             "singularity_avoidance_steps": self.n_sa,
         }
 
@@ -802,10 +816,22 @@ class HQPController(Controller):
             x = s.x if s.found else None
         else:
             args, copies = problem
-            for dst, src in copies:  # bounds of this step, and the constraint senses reset (cold start)
+            for dst, src in copies:  # bounds of this step, and the constraint senses reset
                 dst[:] = src
-            x, _, exitflag, _ = self._daqp_solve(*args, **self.solver_options)
-            x = x if exitflag > 0 else None
+            # warm start: the same QP solved at the previous control step → its multipliers give
+            # daqp the starting active set (same optimum; fewer active-set iterations)
+            key = id(problem)
+            prev = self._warm.get(key) if self.config.warm_start else None
+            if prev is not None and prev[0] == self.n_steps - 1:
+                x, _, exitflag, info = self._daqp_solve(*args, dual_start=prev[1], **self.solver_options)
+            else:
+                x, _, exitflag, info = self._daqp_solve(*args, **self.solver_options)
+            self.n_qp_iterations += info["iterations"]
+            if exitflag > 0:
+                self._warm[key] = (self.n_steps, info["lam"])
+            else:
+                x = None
+                self._warm.pop(key, None)
         dt = time.perf_counter() - t0
         ok = x is not None and all(map(math.isfinite, x.tolist()))
         return (x if ok else None), dt

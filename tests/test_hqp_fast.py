@@ -291,3 +291,20 @@ def test_direct_daqp_equals_qpsolvers_bit_for_bit() -> None:
     p.h[:] = -1.0
     assert ctrl._qp(ctrl._qp1)[0] is None
     assert _qpsolvers_daqp(p.P1, p.q1, p.G, p.h, None, None, p.lb, p.ub) is None
+
+
+def test_daqp_warm_start_same_torques_fewer_iterations() -> None:
+    """warm_start (default): a QP solved at consecutive control steps starts from the previous
+    multipliers. Same torques as cold starts (to 1e-9 N·m), fewer daqp iterations in total."""
+    from tests.paper.test_hqp import _free_space
+
+    out = {}
+    for warm in (False, True):
+        d = _free_space(controller={"type": "hqp", "warm_start": warm}, offset=(0.0, 0.1, -0.05), max_torque=5.0)
+        setup = build(scenario_from_dict(d))
+        tel, status, _, _ = simulate(setup)
+        s = setup.controller.summary()
+        assert status == "completed" and s["qp_solved"] > 10 and s["qp_warm_start"] is warm
+        out[warm] = (s["qp_iterations"], tel.tau_applied[: tel.n].copy())
+    assert out[True][0] < out[False][0]
+    np.testing.assert_allclose(out[True][1], out[False][1], rtol=0, atol=1e-9)
