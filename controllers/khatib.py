@@ -10,6 +10,12 @@ J̄ = M⁻¹ Jᵀ Λ; N = I − J̄ J.
   frictionloss ≠ 0 (``friction_integral: auto``), frozen from the first step with |f_ext| > 1 N.
 
 F_ext is the force part of ``WrenchState.ext_world`` (environment on tool, world axes).
+
+Implementation (1 kHz loop): the 3-vector algebra on Python floats; the joint-space part as
+τ = Jᵀ y + h − D_null q̇ with Λ⁻¹ y = u − J̇q̇ + D_null J M⁻¹ q̇ (the task and null-space terms folded
+into one solve), where [J; q̇ᵀ] M⁻¹Jᵀ gives Λ⁻¹ and J M⁻¹ q̇ in one product, y is solved in place
+(MuJoCo's Cholesky; least squares at a singular Λ⁻¹) and τ = [J; q̇ᵀ; hᵀ]ᵀ [y; −D_null; 1] is one
+product (``Snapshot.J_v_h``). tests/test_optimised_equals_reference.py pins it to the textbook form.
 """
 
 from __future__ import annotations
@@ -78,7 +84,7 @@ class KhatibController(Controller):
         #: commanded task acceleration u = [u_pos; u_rot] of the last compute() [m/s²; rad/s²]
         self.u = np.zeros(6)
         nv = plant.nv
-        # work arrays (C-contiguous, the exact shapes np.dot(..., out=) needs)
+        # work arrays (C-contiguous, the exact shapes ndarray.dot(..., out=) and mju_* need)
         self._MinvJt = np.zeros((nv, 6))
         # [J; q̇ᵀ] M⁻¹ Jᵀ: rows 0–5 Λ⁻¹ = J M⁻¹ Jᵀ, row 6 (J M⁻¹ q̇)ᵀ (M⁻¹ symmetric)
         self._LiR = np.zeros((7, 6))
