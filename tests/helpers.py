@@ -40,3 +40,19 @@ def press_scenario(robot: str = "iiwa14", press_depth: float = 0.004, **sim) -> 
         "planner": {"type": "quintic", "v_max": 0.05, "a_max": 0.1},
         "controller": {"type": "khatib", "k": 300, "d": 100},
     }
+
+
+def planner_context():
+    """A fixed start → goal pair (goal rotated by (0.1, −0.2, 0.3) rad, approach along +z) for the
+    planner fast-path tests."""
+    import numpy as np
+
+    from planners.base import PlannerContext
+    from sim.lie import so3_exp
+
+    T_goal = np.eye(4)
+    T_goal[:3, :3] = so3_exp(np.array([0.1, -0.2, 0.3]))
+    T_goal[:3, 3] = (0.5, 0.0, 0.3)
+    T_start = np.eye(4)
+    T_start[:3, 3] = (0.4, 0.1, 0.5)
+    return PlannerContext(T_world_start=T_start, T_world_goal=T_goal, approach_axis_world=np.array((0.0, 0.0, 1.0)))

@@ -21,7 +21,7 @@ from sim.lie import so3_exp, so3_log
 from sim.loop import build, simulate
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState, cross3
-from tests.helpers import press_scenario, scenario_dict
+from tests.helpers import planner_context, press_scenario, scenario_dict
 
 #: relative round-off allowed between the float and the array forms (a few ulps, amplified by Λ)
 TOL_ROUNDOFF = 1e-12
@@ -208,12 +208,7 @@ def test_truth_helper_and_cross3_agree_with_numpy() -> None:
 
 
 def _ctx() -> PlannerContext:
-    T_goal = np.eye(4)
-    T_goal[:3, :3] = so3_exp(np.array([0.1, -0.2, 0.3]))
-    T_goal[:3, 3] = (0.5, 0.0, 0.3)
-    T_start = np.eye(4)
-    T_start[:3, 3] = (0.4, 0.1, 0.5)
-    return PlannerContext(T_world_start=T_start, T_world_goal=T_goal, approach_axis_world=np.array((0.0, 0.0, 1.0)))
+    return planner_context()
 
 
 def test_quintic_float_form_equals_array_form() -> None:

@@ -25,19 +25,14 @@ from sim.lie import so3_exp
 from sim.loop import build, simulate
 from sim.scenario import load_scenario
 from sim.wrench import WrenchState
-from tests.helpers import SCENARIOS
+from tests.helpers import SCENARIOS, planner_context
 from tests.paper.test_se3_lie import TOL_IMPL, _matrix_form
 
 SEED = 11
 
 
 def _ctx() -> PlannerContext:
-    T_goal = np.eye(4)
-    T_goal[:3, :3] = so3_exp(np.array([0.1, -0.2, 0.3]))
-    T_goal[:3, 3] = (0.5, 0.0, 0.3)
-    T_start = np.eye(4)
-    T_start[:3, 3] = (0.4, 0.1, 0.5)
-    return PlannerContext(T_world_start=T_start, T_world_goal=T_goal, approach_axis_world=np.array((0.0, 0.0, 1.0)))
+    return planner_context()
 
 
 def _general_body_motion(ref: Reference):
