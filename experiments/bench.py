@@ -57,7 +57,7 @@ def measure_once(scenario_path: str) -> dict:
     """Run one scenario (unprofiled, then profiled) plus the floor; return the numbers."""
     import mujoco
 
-    from sim.loop import build, simulate
+    from sim.loop import build, contiguous_slice, simulate
     from sim.scenario import load_scenario
 
     sc = load_scenario(scenario_path)
@@ -84,7 +84,8 @@ def measure_once(scenario_path: str) -> dict:
     setup = build(sc)
     m, d = setup.asm.model, setup.data
     nsub = int(round(sc.sim.control_period / sc.sim.timestep))
-    qa, da, aa = setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids
+    # the arm's qpos/qvel/ctrl addressed as the loop addresses them (slices: no gather per step)
+    qa, da, aa = (contiguous_slice(a) for a in (setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids))
     dyn = setup.dynamics
     runtime = setup.runtime  # an active end effector (hand) must move as in the run
     T_c = sc.sim.control_period

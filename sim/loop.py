@@ -219,6 +219,14 @@ def _versions() -> dict[str, str]:
     }
 
 
+def contiguous_slice(idx: np.ndarray) -> slice | np.ndarray:
+    """``idx`` as a slice when its entries are consecutive (indexing MjData with it then gives a view
+    that stays valid, MjData's buffers never move), else ``idx`` itself (fancy indexing: a copy)."""
+    if len(idx) and np.all(np.diff(idx) == 1):
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+    return idx
+
+
 def _derive_pose_channels(tel: Telemetry) -> None:
     """ee_pos, ee_quat (w, x, y, z) and ee_quat_des of the recorded steps from the raw T_world_ee
     (4×4, row-major) and R_world_ee_des (3×3) columns, after the loop: MuJoCo's ``mju_mat2Quat``
@@ -289,12 +297,7 @@ def simulate(
 
     qadr, dadr, aids = setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids
 
-    def _slice(idx: np.ndarray) -> slice | np.ndarray:
-        if len(idx) and np.all(np.diff(idx) == 1):
-            return slice(int(idx[0]), int(idx[-1]) + 1)
-        return idx
-
-    qs, vs, as_ = _slice(qadr), _slice(dadr), _slice(aids)
+    qs, vs, as_ = contiguous_slice(qadr), contiguous_slice(dadr), contiguous_slice(aids)
     dyn, wp, planner = setup.dynamics, setup.wrench, setup.planner
     ref = Reference()
     cmd = ctrl.make_command()
