@@ -195,8 +195,7 @@ class WrenchPipeline:
         truth = self._truth_floats(d, s0, s1, s2)
         if truth is None:
             if self._zeroed is not st:  # zero once per contact-free stretch, not every step
-                st.truth_world[:] = 0.0
-                st.truth_body[:] = 0.0
+                st.truth[:] = 0.0
                 self._zeroed = st
         else:  # truth_world and truth_body side by side: one copy
             st.truth[:] = (*truth, *_transport_floats(*truth, s0, s1, s2, T_rows))
