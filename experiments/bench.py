@@ -182,6 +182,12 @@ def _run_hand(runs: int, env: dict[str, str]) -> dict:
     return agg
 
 
+def _med_range(stats: tuple[float, float, float], fmt: str) -> str:
+    """(median, min, max) as "median (min–max)"."""
+    med, lo, hi = stats
+    return f"{fmt.format(med)} ({fmt.format(lo)}–{fmt.format(hi)})"
+
+
 def format_table(results: list[dict]) -> str:
     head = (
         "| scenario | runs | wall s | sim s | real-time factor | µs/step | physics | dynamics | controller "
@@ -194,8 +200,7 @@ def format_table(results: list[dict]) -> str:
             continue
 
         def mm(key, fmt="{:.2f}", r=r):
-            med, lo, hi = r[key]
-            return f"{fmt.format(med)} ({fmt.format(lo)}–{fmt.format(hi)})"
+            return _med_range(r[key], fmt)
 
         sp = r["split_us"]
         lines.append(
@@ -207,15 +212,12 @@ def format_table(results: list[dict]) -> str:
     for r in hands:
         if not r["runs"]:
             continue
-        med, lo, hi = r["rtf"]
-        w = r["wall_s"]
-        u = r["us_per_step"]
         lines += [
             "",
             "| standalone hand bridge | runs | result | wall s | sim s | real-time factor | µs/step |",
             "|---|---|---|---|---|---|---|",
-            f"| {r['scenario']} | {r['runs']} | {r['status']} | {w[0]:.3f} ({w[1]:.3f}–{w[2]:.3f}) "
-            f"| {r['sim_s'][0]:.2f} | {med:.1f} ({lo:.1f}–{hi:.1f})× | {u[0]:.1f} ({u[1]:.1f}–{u[2]:.1f}) |",
+            f"| {r['scenario']} | {r['runs']} | {r['status']} | {_med_range(r['wall_s'], '{:.3f}')} "
+            f"| {r['sim_s'][0]:.2f} | {_med_range(r['rtf'], '{:.1f}')}× | {_med_range(r['us_per_step'], '{:.1f}')} |",
         ]
     return "\n".join(lines)
 
