@@ -16,6 +16,11 @@ Implementation (1 kHz loop): the 3-vector algebra on Python floats; the joint-sp
 into one solve), where [J; q̇ᵀ] M⁻¹Jᵀ gives Λ⁻¹ and J M⁻¹ q̇ in one product, y is solved in place
 (MuJoCo's Cholesky; least squares at a singular Λ⁻¹) and τ = [J; q̇ᵀ; hᵀ]ᵀ [y; −D_null; 1] is one
 product (``Snapshot.J_v_h``). tests/test_optimised_equals_reference.py pins it to the textbook form.
+
+Compiled kernel: when ``controllers._khatib_kernel`` is built (sim/kernels.py), :meth:`KhatibController.compute`
+binds it once to the run's arrays and each step is one call (≈10× cheaper); this Python code stays the
+reference and runs when the kernel is missing, when ``DOCKBENCH_KERNELS=python``, and for a step where
+Λ⁻¹ is singular (least squares). tests/test_kernels.py checks the two paths agree.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ import mujoco
 import numpy as np
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
-from controllers.feedforward import DissipationFeedforward
+from controllers.feedforward import VELOCITY_EPS, DissipationFeedforward
 from planners.base import Planner, Reference
+from sim import kernels
 from sim.config import param
 from sim.dynamics import Snapshot
 from sim.lie import so3_log_a_bt
@@ -79,7 +85,7 @@ class KhatibController(Controller):
             self.use_integral = config.friction_integral == "on"
         self.F_I = np.zeros(3)
         self.integral = np.zeros(3)
-        self.frozen = False
+        self._flags = np.zeros(1)  # [frozen] (an array, so the compiled kernel shares the state)
         self.dt = plant.control_period
         #: commanded task acceleration u = [u_pos; u_rot] of the last compute() [m/s²; rad/s²]
         self.u = np.zeros(6)
@@ -96,6 +102,35 @@ class KhatibController(Controller):
         self._Li = np.zeros((6, 6))  # Cholesky factor of Λ⁻¹
         self._gains_of: KhatibConfig | None = None
         self._gains: tuple[float, ...] = ()
+        # compiled kernel (None: the Python path); bound to the run's arrays on the first compute()
+        self._kmod = kernels.load("controllers._khatib_kernel")
+        self._kernel = None
+        self._bound: tuple = ()
+        self.kernel_fallbacks = 0  # steps the compiled kernel handed back (singular Λ⁻¹)
+
+    @property
+    def frozen(self) -> bool:
+        """True once contact froze the friction integral."""
+        return bool(self._flags[0])
+
+    @frozen.setter
+    def frozen(self, value: bool) -> None:
+        self._flags[0] = 1.0 if value else 0.0
+
+    def summary(self) -> dict:
+        return {"kernel": "compiled" if self._kmod is not None else "python", "kernel_fallbacks": self.kernel_fallbacks}
+
+    def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        """Bind the compiled kernel to this run's arrays (they never move during a run)."""
+        c, ff = self.config, self.ff
+        ff_mode = 0 if not ff.active else (2 if ff.mode == "velocity" else 1)
+        self._kernel = self._kmod.KhatibKernel(
+            snap.T_world_ee, snap.twist_ee_lwa, ref.flat, wrench.ext_world, snap.J_v_h, snap.Minv,
+            snap.dJdq_ee_lwa, self.integral, self.F_I, self._flags, cmd.tau, cmd.diag, self.u,
+            ff.f, ff.d, ff._half_f, self._config_gains(), float(self.dt), _CHOL_MIN_PIVOT,
+            self.use_integral, bool(c.use_force_feedback), ff_mode, ff.any_damping, VELOCITY_EPS,
+        )
+        self._bound = (snap, ref, wrench, cmd, c)
 
     def reset(self, snap: Snapshot, ref: Reference) -> None:
         self.integral[:] = 0.0
@@ -114,6 +149,19 @@ class KhatibController(Controller):
         return self._gains
 
     def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        if self._kmod is not None:
+            b = self._bound  # rebind when the run's arrays (or the config) are other objects than last step
+            if not b or b[0] is not snap or b[1] is not ref or b[2] is not wrench or b[3] is not cmd:
+                self._bind(snap, ref, wrench, cmd)
+            elif b[4] is not self.config:
+                self._bind(snap, ref, wrench, cmd)
+            if self._kernel.step() == 0:
+                return
+            self.kernel_fallbacks += 1  # singular Λ⁻¹: nothing was written, the Python path takes the step
+        self._compute_python(snap, ref, wrench, cmd)
+
+    def _compute_python(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        """The reference implementation of :meth:`compute` (module docstring)."""
         # 3-vector algebra on Python floats (one numpy call costs more than the arithmetic), in the
         # same operation order as the array form; tests/test_khatib_fast.py pins it to the array
         # implementation and tests/test_optimised_equals_reference.py to the textbook equations.

@@ -1,0 +1,34 @@
+"""Build the optional compiled kernels (C extensions; everything else is in pyproject.toml).
+
+Each kernel is the 1 kHz hot path of one component (sim/kernels.py explains the design). They are
+``optional``: without a C compiler the build skips them with a warning and the pure-Python paths run
+(same equations, slower). The source's SHA-256 is compiled in so that ``sim.kernels`` can tell a
+stale build from a current one. ``-ffp-contract=off`` keeps every a·b + c a separate multiply and add
+(no fused multiply-add), so the float arithmetic matches the Python reference operation for operation.
+"""
+
+import hashlib
+from pathlib import Path
+
+from setuptools import Extension, setup
+
+#: (module, C source) of every kernel
+KERNELS = [
+    ("controllers._khatib_kernel", "controllers/_khatib_kernel.c"),
+    ("controllers._se3_kernel", "controllers/_se3_kernel.c"),
+]
+
+
+def _extension(name: str, source: str) -> Extension:
+    path = Path(__file__).parent / source
+    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "missing"
+    return Extension(
+        name,
+        [source],
+        define_macros=[("KERNEL_SOURCE_SHA256", f'"{digest}"')],
+        extra_compile_args=["-O2", "-ffp-contract=off", "-fno-fast-math", "-std=c99"],
+        optional=True,
+    )
+
+
+setup(ext_modules=[_extension(n, s) for n, s in KERNELS])

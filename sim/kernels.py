@@ -1,0 +1,116 @@
+"""Compiled kernels: optional C extensions for the 1 kHz hot path, with pure-Python references.
+
+At 1 kHz a control law is a few hundred floating-point operations spread over 6-vectors and a 7×7
+matrix; in Python almost all of its cost is interpreter and binding overhead (docs/performance.md).
+A *kernel* is one component's per-step arithmetic written in C (``controllers/_khatib_kernel.c``,
+``controllers/_se3_kernel.c``). It is *bound* once to the preallocated arrays it reads and writes
+(snapshot, reference, wrench state, command: their buffers never move during a run), so a step is one
+call with no arguments.
+
+Every kernel has a pure-Python implementation of the same equations, which stays the reference: it
+is what the docs derive, what the equation tests in ``tests/paper`` check, and what runs when the
+kernel is not available. Tests run both and require the same torques (tests/test_kernels.py). The C
+code keeps the Python operation order in the scalar part and is compiled without fused multiply-add
+(setup.py), so those results are equal bit for bit; the small matrix products differ from BLAS in
+summation order only (≈1e-16 relative).
+
+Which path runs is chosen by the environment variable ``DOCKBENCH_KERNELS``:
+
+* ``auto`` (default): the compiled kernel when it is built and current, else Python (with a warning
+  when it is built but stale);
+* ``compiled``: the compiled kernel, or an error that says how to build it;
+* ``python``: always the Python reference.
+
+Controllers report the path they ran in ``summary()["kernel"]`` (recorded in meta.json).
+
+Building: ``pip install -e .`` compiles the kernels (a C compiler and the Python headers are needed;
+without them the install still succeeds and the Python paths run). After editing a ``.c`` file, run
+``pip install -e .`` again: a build whose compiled-in source hash differs from the file on disk is
+stale and is not used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+
+from sim.errors import DockbenchError
+
+ENV = "DOCKBENCH_KERNELS"
+MODES = ("auto", "compiled", "python")
+BUILD_HINT = "build it with `pip install -e .` (needs a C compiler and the Python headers, e.g. gcc and python3-dev)"
+
+_override: str | None = None
+
+
+class KernelError(DockbenchError):
+    """A compiled kernel was required (DOCKBENCH_KERNELS=compiled) but is missing or stale."""
+
+
+def mode() -> str:
+    """The kernel mode: the :func:`forced` one inside that context, else ``$DOCKBENCH_KERNELS``
+    (default ``auto``). Raises KernelError naming the variable and the allowed values."""
+    if _override is not None:
+        return _override
+    value = os.environ.get(ENV, "auto").strip().lower() or "auto"
+    if value not in MODES:
+        raise KernelError(f"environment variable {ENV}={value!r}: allowed values are {', '.join(MODES)}")
+    return value
+
+
+@contextmanager
+def forced(value: str) -> Iterator[None]:
+    """Use kernel mode ``value`` (one of MODES) for components built inside the block (tests, tools)."""
+    global _override
+    if value not in MODES:
+        raise KernelError(f"kernel mode {value!r}: allowed values are {', '.join(MODES)}")
+    previous, _override = _override, value
+    try:
+        yield
+    finally:
+        _override = previous
+
+
+def source_path(name: str) -> Path:
+    """The C source of kernel module ``name`` (``controllers._se3_kernel`` → controllers/_se3_kernel.c)."""
+    return Path(__file__).resolve().parent.parent.joinpath(*name.split(".")).with_suffix(".c")
+
+
+def status(name: str) -> tuple[ModuleType | None, str]:
+    """(module or None, why): import kernel ``name`` and check that it was built from the source on
+    disk (when the source is there: an installed wheel carries only the build)."""
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        return None, f"{name} is not built ({exc})"
+    src = source_path(name)
+    built = getattr(module, "SOURCE_SHA256", None)
+    if src.exists():
+        current = hashlib.sha256(src.read_bytes()).hexdigest()
+        if built != current:
+            return None, f"{name} is stale: it was built from another version of {src.name}"
+    return module, "compiled"
+
+
+def load(name: str) -> ModuleType | None:
+    """The compiled kernel module ``name`` for the current :func:`mode`, or None for the Python path.
+
+    Raises:
+        KernelError: mode ``compiled`` and the kernel is missing or stale (the message says how to build it).
+    """
+    m = mode()
+    if m == "python":
+        return None
+    module, why = status(name)
+    if module is None:
+        if m == "compiled":
+            raise KernelError(f"{ENV}=compiled but {why}; {BUILD_HINT}")
+        if "stale" in why:
+            warnings.warn(f"{why}; running the Python path. {BUILD_HINT}", RuntimeWarning, stacklevel=2)
+    return module

@@ -1,0 +1,207 @@
+"""Compiled kernels (sim/kernels.py): the mode switch, the stale-build check, and the Khatib kernel
+against the Python reference it replaces (same torques; the scalar part bit for bit)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from controllers.khatib import KhatibController
+from planners.base import Reference
+from sim import kernels
+from sim.lie import so3_exp
+from sim.loop import build, simulate
+from sim.scenario import scenario_from_dict
+from sim.wrench import WrenchState
+from tests.helpers import scenario_dict
+
+KHATIB = "controllers._khatib_kernel"
+khatib_built = pytest.mark.skipif(
+    kernels.status(KHATIB)[0] is None, reason=f"{kernels.status(KHATIB)[1]}; {kernels.BUILD_HINT}"
+)
+
+
+# ------------------------------------------------------------------------------------------ mode switch
+
+
+def test_mode_comes_from_the_environment_and_bad_values_name_the_variable(monkeypatch) -> None:
+    monkeypatch.delenv(kernels.ENV, raising=False)
+    assert kernels.mode() == "auto"
+    monkeypatch.setenv(kernels.ENV, "Python")
+    assert kernels.mode() == "python"
+    monkeypatch.setenv(kernels.ENV, "fast")
+    with pytest.raises(kernels.KernelError, match=r"DOCKBENCH_KERNELS='fast'.*auto, compiled, python"):
+        kernels.mode()
+
+
+def test_forced_overrides_the_environment_and_restores_it(monkeypatch) -> None:
+    monkeypatch.setenv(kernels.ENV, "compiled")
+    with kernels.forced("python"):
+        assert kernels.mode() == "python"
+        assert kernels.load(KHATIB) is None
+    assert kernels.mode() == "compiled"
+    with pytest.raises(kernels.KernelError, match="allowed values"):
+        with kernels.forced("turbo"):
+            pass
+
+
+def test_missing_kernel_falls_back_under_auto_and_fails_clearly_under_compiled() -> None:
+    with kernels.forced("auto"):
+        assert kernels.load("controllers._no_such_kernel") is None
+    with kernels.forced("compiled"):
+        with pytest.raises(kernels.KernelError, match=r"not built.*pip install -e \."):
+            kernels.load("controllers._no_such_kernel")
+
+
+@khatib_built
+def test_a_stale_build_is_not_used(monkeypatch) -> None:
+    module, why = kernels.status(KHATIB)
+    assert why == "compiled"
+    monkeypatch.setattr(module, "SOURCE_SHA256", "0" * 64)
+    assert kernels.status(KHATIB)[0] is None and "stale" in kernels.status(KHATIB)[1]
+    with kernels.forced("auto"), pytest.warns(RuntimeWarning, match="stale"):
+        assert kernels.load(KHATIB) is None
+    with kernels.forced("compiled"), pytest.raises(kernels.KernelError, match="stale"):
+        kernels.load(KHATIB)
+
+
+# ------------------------------------------------------------------------------------------ Khatib kernel
+
+
+def _pair(scene: str, **overrides):
+    """(setup, compiled controller, Python controller) with the same config."""
+    s = build(scenario_from_dict(scenario_dict(scene)))
+    cfg = dataclasses.replace(s.controller.config, **overrides)
+    with kernels.forced("compiled"):
+        fast = KhatibController(cfg, s.plant)
+    with kernels.forced("python"):
+        slow = KhatibController(cfg, s.plant)
+    return s, fast, slow
+
+
+def _random_ref(rng, snap, ref: Reference) -> None:
+    ref.pos[:] = snap.p_ee_in_world + rng.uniform(-0.02, 0.02, 3)
+    ref.vel[:] = rng.uniform(-0.05, 0.05, 3)
+    ref.acc[:] = rng.uniform(-0.1, 0.1, 3)
+    ref.R[:] = so3_exp(rng.normal(scale=0.3, size=3)) @ snap.R_world_ee
+    ref.omega[:] = rng.normal(scale=0.1, size=3)
+    ref.alpha[:] = rng.normal(scale=0.1, size=3)
+
+
+@khatib_built
+@pytest.mark.parametrize(
+    "scene, overrides",
+    [
+        ("iiwa14_docking", {}),
+        ("fr3_docking", {}),  # friction integral + torque-mode feedforward
+        ("fr3_docking", {"feedforward": "velocity", "use_force_feedback": False}),
+        ("fr3_docking", {"feedforward": "off", "friction_integral": "off"}),
+        ("iiwa14_docking", {"friction_integral": "on", "d_null": 0.0}),
+    ],
+)
+def test_khatib_kernel_equals_the_python_path(scene: str, overrides: dict) -> None:
+    s, fast, slow = _pair(scene, **overrides)
+    assert fast.summary()["kernel"] == "compiled" and slow.summary()["kernel"] == "python"
+    rng = np.random.default_rng(11)
+    cf, cs = fast.make_command(), slow.make_command()
+    ref, w = Reference(), WrenchState()
+    for step in range(80):
+        q = s.q0 + rng.uniform(-0.3, 0.3, s.plant.nv)
+        v = rng.uniform(-0.4, 0.4, s.plant.nv)
+        snap = s.dynamics.update(q, v, 0.001 * step)
+        _random_ref(rng, snap, ref)
+        if step == 20:  # near π: the other branch of the rotation log
+            ref.R[:] = so3_exp(np.array([0.0, 3.1, 0.05])) @ snap.R_world_ee
+        w.ext_world[:] = rng.normal(scale=0.2 if step < 50 else 3.0, size=6)  # the integral runs, then freezes
+        fast.compute(snap, ref, w, cf)
+        slow.compute(snap, ref, w, cs)
+        # the scalar part is the same float arithmetic: equal bit for bit
+        assert np.array_equal(fast.u, slow.u), step
+        assert np.array_equal(fast.integral, slow.integral) and np.array_equal(fast.F_I, slow.F_I), step
+        assert np.array_equal(cf.diag, cs.diag) and fast.frozen == slow.frozen, step
+        # the joint-space products differ from BLAS in summation order only
+        np.testing.assert_allclose(cf.tau, cs.tau, rtol=1e-12, atol=1e-12 * np.abs(cs.tau).max(), err_msg=str(step))
+    assert fast.kernel_fallbacks == 0
+    if fast.use_integral:
+        assert fast.frozen and np.any(fast.F_I != 0.0)
+
+
+@khatib_built
+def test_singular_lambda_hands_the_step_back_to_python_with_nothing_written() -> None:
+    s, fast, slow = _pair("fr3_docking")
+    snap = s.dynamics.update(s.q0, np.full(s.plant.nv, 0.1))
+    ref, w = Reference(), WrenchState()
+    _random_ref(np.random.default_rng(2), snap, ref)
+    w.ext_world[:] = 0.1
+    snap.J_ee_lwa[5] = 0.0  # rank 5: Λ⁻¹ singular → least squares
+    cf, cs = fast.make_command(), slow.make_command()
+    fast.compute(snap, ref, w, cf)
+    slow.compute(snap, ref, w, cs)
+    assert fast.kernel_fallbacks == 1
+    assert np.array_equal(cf.tau, cs.tau) and np.all(np.isfinite(cf.tau))
+    # the integral advanced once, not twice (the kernel wrote nothing before handing back)
+    assert np.array_equal(fast.integral, slow.integral) and np.any(fast.integral != 0.0)
+
+
+@khatib_built
+def test_kernel_rejects_arrays_of_the_wrong_size_or_type_by_name() -> None:
+    s, fast, _ = _pair("iiwa14_docking")
+    snap = s.dynamics.update(s.q0, np.zeros(s.plant.nv))
+    cmd, ref, w = fast.make_command(), Reference(), WrenchState()
+    fast._bind(snap, ref, w, cmd)  # the real arrays bind
+    k = fast._kmod.KhatibKernel
+    args = list(_bind_args(fast, snap, ref, w, cmd))
+    bad = list(args)
+    bad[2] = np.zeros(23)
+    with pytest.raises(ValueError, match="ref_flat must hold 24 floats, got 23"):
+        k(*bad)
+    bad = list(args)
+    bad[10] = np.zeros(s.plant.nv, dtype=np.float32)
+    with pytest.raises(TypeError, match="tau must be float64"):
+        k(*bad)
+    bad = list(args)
+    ro = np.zeros(4)
+    ro.flags.writeable = False
+    bad[11] = ro
+    with pytest.raises(TypeError, match="diag must be a contiguous writable"):
+        k(*bad)
+
+
+def _bind_args(ctrl, snap, ref, w, cmd) -> tuple:
+    """The positional arguments KhatibController._bind passes (kept in step with it by the test above)."""
+    from controllers.feedforward import VELOCITY_EPS
+    from controllers.khatib import _CHOL_MIN_PIVOT
+
+    ff = ctrl.ff
+    return (
+        snap.T_world_ee, snap.twist_ee_lwa, ref.flat, w.ext_world, snap.J_v_h, snap.Minv, snap.dJdq_ee_lwa,
+        ctrl.integral, ctrl.F_I, ctrl._flags, cmd.tau, cmd.diag, ctrl.u, ff.f, ff.d, ff._half_f,
+        ctrl._config_gains(), float(ctrl.dt), _CHOL_MIN_PIVOT, ctrl.use_integral, True, 1, ff.any_damping,
+        VELOCITY_EPS,
+    )
+
+
+@khatib_built
+@pytest.mark.slow
+@pytest.mark.parametrize("scene", ["iiwa14_docking", "fr3_docking"])
+def test_whole_docking_run_compiled_equals_python(scene: str) -> None:
+    """Free-space approach equal to 1e-12; in contact round-off is amplified by the stiff contact
+    (tests/test_optimised_equals_reference.py), so there the docking outcome is compared."""
+    tels = {}
+    for mode in ("compiled", "python"):
+        with kernels.forced(mode):
+            setup = build(scenario_from_dict(scenario_dict(scene)))
+        tel, status, _, _ = simulate(setup)
+        assert status == "completed"
+        assert setup.controller.summary()["kernel"] == mode
+        tels[mode] = tel
+    a, b = tels["compiled"], tels["python"]
+    assert a.n == b.n
+    contact = np.asarray(b.arrays["contact_count"][: b.n]).reshape(b.n)
+    first = int(np.argmax(contact > 0))
+    assert first > 1000
+    for ch in ("q", "v", "tau_cmd", "ee_pos"):
+        np.testing.assert_allclose(a.arrays[ch][:first], b.arrays[ch][:first], rtol=0, atol=1e-12, err_msg=ch)
+    np.testing.assert_allclose(a.arrays["ee_pos"][: a.n], b.arrays["ee_pos"][: b.n], rtol=0, atol=1e-6)
