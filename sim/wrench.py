@@ -18,6 +18,11 @@ Outputs (wrenches are [f; n], Pinocchio's order), all preallocated and updated i
 Optional inertial compensation removes the tool's own inertial load beyond the sensor:
 f_inertial = m_t (a_c − g), n_inertial (about c) = I_t α + ω × I_t ω, with a_c the acceleration of the
 tool's centre of mass c, taken from MuJoCo's ``cacc`` of the tool body (the plant's own acceleration).
+
+Compiled kernel: when ``sim._wrench_kernel`` is built (sim/kernels.py) and inertial compensation is off,
+:meth:`WrenchPipeline.update` binds it once to the MjData rows, the EE pose and the state, and each step
+is one call that computes the same floats bit for bit (tests/test_kernels.py); the Python code below
+stays the reference.
 """
 
 from __future__ import annotations
@@ -25,19 +30,22 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from sim import kernels
 from sim.errors import ModelError
 
 
 class WrenchState:
     """Preallocated wrench channels (see module docstring for frames)."""
 
-    __slots__ = ("ext_world", "ext_body", "truth_world", "truth_body", "contact_count", "ft_raw", "head", "truth")
+    __slots__ = (
+        "ext_world", "ext_body", "truth_world", "truth_body", "contact_count", "ft_raw", "head", "truth", "buf"
+    )
 
     def __init__(self) -> None:
         # one buffer, views into it: ft_raw, ext_world, ext_body (``head``: the pipeline writes the
         # three with one copy), then truth_world, truth_body; ext_world … truth_body are side by side
         # in the telemetry's column order, so they are recorded with one copy too
-        w = np.zeros(30)
+        self.buf = w = np.zeros(30)
         self.head = w[0:18]
         self.ft_raw = w[0:6]
         self.ext_world = w[6:12]
@@ -148,6 +156,11 @@ class WrenchPipeline:
         # row views into the MjData of the last update() (re-taken when a different MjData comes in)
         self._d: mujoco.MjData | None = None
         self._v_xmat = self._v_xpos = self._v_f = self._v_n = self._v_ft = self._v_cfrc = self._v_com = None
+        # compiled kernel (None: the Python path), bound to (MjData, T_world_ee, state) on first use
+        self._kmod = None if inertial_compensation else kernels.load("sim._wrench_kernel")
+        self._kernel = None
+        self._kernel_T: np.ndarray | None = None
+        self.kernel = "compiled" if self._kmod is not None else "python"
 
     def _bind(self, d: mujoco.MjData) -> None:
         """Cache the row views of ``d`` that :meth:`update` reads (MjData buffers never move)."""
@@ -160,6 +173,16 @@ class WrenchPipeline:
         self._v_cfrc = d.cfrc_ext[self.tool_body]
         self._v_com = d.subtree_com[self.root_body]
         self._d = d
+        self._kernel = self._kernel_T = None
+
+    def _bind_kernel(self, d: mujoco.MjData, T_world_ee: np.ndarray) -> None:
+        """Bind the compiled kernel to the rows of ``d`` (bound by :meth:`_bind`), the EE pose and the state."""
+        self._kernel = self._kmod.WrenchKernel(
+            self._v_xmat, self._v_xpos, self._v_f, self._v_n, d.cfrc_ext, self._v_com, T_world_ee, self.state.buf,
+            self.tool_bodies.tolist(),
+        )
+        self._kernel_T = T_world_ee
+        self._zeroed = None  # the kernel tracks the zeroed truth itself
 
     def update(self, d: mujoco.MjData, T_world_ee: np.ndarray) -> WrenchState:
         """Fill :attr:`state` from the data of the last step (sensors and contacts of one instant)."""
@@ -167,6 +190,13 @@ class WrenchPipeline:
         # the array form, pinned by tests/test_wrench_fast.py.
         if d is not self._d:
             self._bind(d)
+        if self._kmod is not None:
+            if T_world_ee is not self._kernel_T:
+                self._bind_kernel(d, T_world_ee)
+            ncon = d.ncon
+            self.state.contact_count = cnt = self._count_tool_contacts(d, ncon) if ncon else 0
+            self._kernel.step(cnt)
+            return self.state
         st = self.state
         r00, r01, r02, r10, r11, r12, r20, r21, r22 = self._v_xmat.tolist()
         s0, s1, s2 = self._v_xpos.tolist()

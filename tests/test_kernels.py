@@ -205,3 +205,68 @@ def test_whole_docking_run_compiled_equals_python(scene: str) -> None:
     for ch in ("q", "v", "tau_cmd", "ee_pos"):
         np.testing.assert_allclose(a.arrays[ch][:first], b.arrays[ch][:first], rtol=0, atol=1e-12, err_msg=ch)
     np.testing.assert_allclose(a.arrays["ee_pos"][: a.n], b.arrays["ee_pos"][: b.n], rtol=0, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------ wrench kernel
+
+WRENCH = "sim._wrench_kernel"
+wrench_built = pytest.mark.skipif(
+    kernels.status(WRENCH)[0] is None, reason=f"{kernels.status(WRENCH)[1]}; {kernels.BUILD_HINT}"
+)
+
+
+class _BothPipelines:
+    """Stands in for the loop's WrenchPipeline: runs the compiled one (whose state the loop reads) and a
+    Python one on the same MjData and pose every step, and keeps the largest difference."""
+
+    def __init__(self, fast, slow):
+        self.fast, self.slow = fast, slow
+        self.state = fast.state
+        self.steps = self.contact_steps = 0
+        self.max_diff = 0.0
+
+    def update(self, d, T_world_ee):
+        a = self.fast.update(d, T_world_ee)
+        b = self.slow.update(d, T_world_ee)
+        assert a.contact_count == b.contact_count
+        self.max_diff = max(self.max_diff, float(np.max(np.abs(a.buf - b.buf))))
+        self.steps += 1
+        self.contact_steps += a.contact_count > 0
+        return a
+
+
+@wrench_built
+@pytest.mark.parametrize("scene", ["iiwa14_docking_misaligned", "fr3_g20_press"])  # one tool body; the hand's many
+def test_wrench_kernel_equals_the_python_pipeline_bit_for_bit(scene: str) -> None:
+    from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
+    from sim.wrench import WrenchPipeline
+
+    setup = build(scenario_from_dict(scenario_dict(scene)))
+    wp = setup.wrench
+    assert wp.kernel == "compiled"
+    args = (setup.asm.model, setup.asm.tool.sensor_site, FORCE_SENSOR, TORQUE_SENSOR, setup.asm.tool.root_body)
+    with kernels.forced("python"):
+        slow = WrenchPipeline(*args)
+    assert slow.kernel == "python"
+    both = _BothPipelines(wp, slow)
+    setup.wrench = both
+    simulate(setup)
+    assert both.steps > 1000 and both.contact_steps > 100
+    assert both.max_diff == 0.0
+
+
+@wrench_built
+def test_wrench_kernel_rejects_bad_rows_by_name() -> None:
+    setup = build(scenario_from_dict(scenario_dict("iiwa14_docking")))
+    wp, d = setup.wrench, setup.data
+    wp._bind(d)
+    k = wp._kmod.WrenchKernel
+    good = [wp._v_xmat, wp._v_xpos, wp._v_f, wp._v_n, d.cfrc_ext, wp._v_com, np.eye(4), wp.state.buf, [1]]
+    bad = list(good)
+    bad[6] = np.eye(3)
+    with pytest.raises(ValueError, match="T_world_ee must hold 16 floats, got 9"):
+        k(*bad)
+    bad = list(good)
+    bad[8] = [setup.asm.model.nbody]
+    with pytest.raises(ValueError, match="outside cfrc_ext"):
+        k(*bad)
