@@ -2,9 +2,10 @@
 
 Each kernel is the 1 kHz hot path of one component (sim/kernels.py explains the design). They are
 ``optional``: without a C compiler the build skips them with a warning and the pure-Python paths run
-(same equations, slower). The source's SHA-256 is compiled in so that ``sim.kernels`` can tell a
-stale build from a current one. ``-ffp-contract=off`` keeps every a·b + c a separate multiply and add
-(no fused multiply-add), so the float arithmetic matches the Python reference operation for operation.
+(same equations, slower). The SHA-256 of the source and the shared header is compiled in, so that
+``sim.kernels`` can tell a stale build from a current one. ``-ffp-contract=off`` keeps every a·b + c
+a separate multiply and add (no fused multiply-add), so the float arithmetic matches the Python
+reference operation for operation.
 """
 
 import hashlib
@@ -18,14 +19,22 @@ KERNELS = [
     ("controllers._se3_kernel", "controllers/_se3_kernel.c"),
     ("sim._wrench_kernel", "sim/_wrench_kernel.c"),
 ]
+#: included by every kernel; part of each kernel's source hash (sim.kernels.SHARED_HEADER is the same file)
+SHARED_HEADER = "sim/_kernel_util.h"
 
 
 def _extension(name: str, source: str) -> Extension:
-    path = Path(__file__).parent / source
-    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "missing"
+    root = Path(__file__).parent
+    path = root / source
+    digest = (
+        hashlib.sha256(path.read_bytes() + (root / SHARED_HEADER).read_bytes()).hexdigest()
+        if path.exists()
+        else "missing"
+    )
     return Extension(
         name,
         [source],
+        depends=[SHARED_HEADER],
         define_macros=[("KERNEL_SOURCE_SHA256", f'"{digest}"')],
         extra_compile_args=["-O2", "-ffp-contract=off", "-fno-fast-math", "-std=c99"],
         optional=True,

@@ -19,39 +19,8 @@
  * (singular: the Python path then solves by least squares); on 1 nothing has been written, the
  * controller state included, so the Python path can run the step from the same state.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../sim/_kernel_util.h"
 #include <math.h>
-#include <string.h>
-
-#ifndef KERNEL_SOURCE_SHA256
-#define KERNEL_SOURCE_SHA256 "unknown"
-#endif
-
-/* Bind a contiguous float64 buffer of exactly n doubles (any number if n < 0; writable if asked);
- * name is for the error. */
-static double *bind(PyObject *obj, Py_buffer *view, Py_ssize_t n, int writable, const char *name) {
-    int flags = PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) != 0) {
-        PyErr_Format(PyExc_TypeError, "KhatibKernel: %s must be a contiguous%s float64 array", name,
-                     writable ? " writable" : "");
-        return NULL;
-    }
-    if (view->format == NULL || strcmp(view->format, "d") != 0 || view->itemsize != 8) {
-        PyBuffer_Release(view);
-        view->obj = NULL;
-        PyErr_Format(PyExc_TypeError, "KhatibKernel: %s must be float64", name);
-        return NULL;
-    }
-    if (n >= 0 && view->len != n * 8) {
-        Py_ssize_t got = view->len / 8;
-        PyBuffer_Release(view);
-        view->obj = NULL;
-        PyErr_Format(PyExc_ValueError, "KhatibKernel: %s must hold %zd floats, got %zd", name, n, got);
-        return NULL;
-    }
-    return (double *)view->buf;
-}
 
 enum { B_T, B_TWIST, B_REF, B_WRENCH, B_JVH, B_MINV, B_DJDQ, B_INTEGRAL, B_FI, B_FLAGS, B_TAU, B_DIAG, B_U,
        B_FF_F, B_FF_D, B_FF_HALF, NBUF };
@@ -74,8 +43,7 @@ typedef struct {
 } KhatibKernel;
 
 static void KhatibKernel_dealloc(KhatibKernel *self) {
-    for (int i = 0; i < NBUF; i++)
-        if (self->views[i].obj != NULL) PyBuffer_Release(&self->views[i]);
+    kernel_release(self->views, NBUF);
     PyMem_Free(self->work);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -282,7 +250,7 @@ static int KhatibKernel_init(KhatibKernel *self, PyObject *args, PyObject *kwds)
     self->inv_mrot = g[5]; self->dn = g[6]; self->k_i = g[7]; self->f_i_max = g[8]; self->f_contact = g[9];
     /* nv from tau, then every size checked against it */
     Py_buffer probe;
-    if (bind(o[B_TAU], &probe, -1, 1, BUF_NAMES[B_TAU]) == NULL) return -1;
+    if (kernel_bind("KhatibKernel", o[B_TAU], &probe, -1, 1, BUF_NAMES[B_TAU]) == NULL) return -1;
     Py_ssize_t nv = probe.len / 8;
     PyBuffer_Release(&probe);
     if (nv < 1 || nv > 64) {
@@ -292,14 +260,9 @@ static int KhatibKernel_init(KhatibKernel *self, PyObject *args, PyObject *kwds)
     self->nv = (int)nv;
     const Py_ssize_t sizes[NBUF] = {16, 6, 24, 6, 8 * nv, nv * nv, 6, 3, 3, 1, nv, 4, 6, nv, nv, nv};
     const int writable[NBUF] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    kernel_release(self->views, NBUF); /* __init__ called again */
     for (int i = 0; i < NBUF; i++) {
-        if (self->views[i].obj != NULL) { /* __init__ called again */
-            PyBuffer_Release(&self->views[i]);
-            self->views[i].obj = NULL;
-        }
-    }
-    for (int i = 0; i < NBUF; i++) {
-        self->p[i] = bind(o[i], &self->views[i], sizes[i], writable[i], BUF_NAMES[i]);
+        self->p[i] = kernel_bind("KhatibKernel", o[i], &self->views[i], sizes[i], writable[i], BUF_NAMES[i]);
         if (self->p[i] == NULL) return -1;
     }
     PyMem_Free(self->work);

@@ -15,37 +15,7 @@
  * without fused multiply-add, setup.py): the wrenches are equal to the Python path bit for bit.
  * Inertial compensation is not in the kernel (the pipeline keeps its Python path for it).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <string.h>
-
-#ifndef KERNEL_SOURCE_SHA256
-#define KERNEL_SOURCE_SHA256 "unknown"
-#endif
-
-/* Bind a contiguous float64 buffer of exactly n doubles (any number if n < 0; writable if asked). */
-static double *bind(PyObject *obj, Py_buffer *view, Py_ssize_t n, int writable, const char *name) {
-    int flags = PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) != 0) {
-        PyErr_Format(PyExc_TypeError, "WrenchKernel: %s must be a contiguous%s float64 array", name,
-                     writable ? " writable" : "");
-        return NULL;
-    }
-    if (view->format == NULL || strcmp(view->format, "d") != 0 || view->itemsize != 8) {
-        PyBuffer_Release(view);
-        view->obj = NULL;
-        PyErr_Format(PyExc_TypeError, "WrenchKernel: %s must be float64", name);
-        return NULL;
-    }
-    if (n >= 0 && view->len != n * 8) {
-        Py_ssize_t got = view->len / 8;
-        PyBuffer_Release(view);
-        view->obj = NULL;
-        PyErr_Format(PyExc_ValueError, "WrenchKernel: %s must hold %zd floats, got %zd", name, n, got);
-        return NULL;
-    }
-    return (double *)view->buf;
-}
+#include "_kernel_util.h"
 
 enum { B_XMAT, B_XPOS, B_FORCE, B_TORQUE, B_CFRC, B_COM, B_T, B_STATE, NBUF };
 static const char *BUF_NAMES[NBUF] = {"site_xmat", "site_xpos", "force", "torque", "cfrc_ext", "subtree_com",
@@ -61,8 +31,7 @@ typedef struct {
 } WrenchKernel;
 
 static void WrenchKernel_dealloc(WrenchKernel *self) {
-    for (int i = 0; i < NBUF; i++)
-        if (self->views[i].obj != NULL) PyBuffer_Release(&self->views[i]);
+    kernel_release(self->views, NBUF);
     PyMem_Free(self->bodies);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -137,14 +106,10 @@ static int WrenchKernel_init(WrenchKernel *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOO", kwlist, &o[B_XMAT], &o[B_XPOS], &o[B_FORCE],
                                      &o[B_TORQUE], &o[B_CFRC], &o[B_COM], &o[B_T], &o[B_STATE], &bodies))
         return -1;
-    for (int i = 0; i < NBUF; i++)
-        if (self->views[i].obj != NULL) {
-            PyBuffer_Release(&self->views[i]);
-            self->views[i].obj = NULL;
-        }
+    kernel_release(self->views, NBUF); /* __init__ called again */
     const Py_ssize_t sizes[NBUF] = {9, 3, 3, 3, -1, 3, 16, 30};
     for (int i = 0; i < NBUF; i++) {
-        self->p[i] = bind(o[i], &self->views[i], sizes[i], i == B_STATE, BUF_NAMES[i]);
+        self->p[i] = kernel_bind("WrenchKernel", o[i], &self->views[i], sizes[i], i == B_STATE, BUF_NAMES[i]);
         if (self->p[i] == NULL) return -1;
     }
     Py_ssize_t nrows = self->views[B_CFRC].len / 48;

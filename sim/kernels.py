@@ -46,6 +46,9 @@ ENV = "DOCKBENCH_KERNELS"
 MODES = ("auto", "compiled", "python")
 BUILD_HINT = "build it with `pip install -e .` (needs a C compiler and the Python headers, e.g. gcc and python3-dev)"
 
+#: the header every kernel includes (setup.py hashes it with each kernel's source)
+SHARED_HEADER = Path(__file__).resolve().parent / "_kernel_util.h"
+
 _override: str | None = None
 
 
@@ -83,16 +86,16 @@ def source_path(name: str) -> Path:
 
 
 def status(name: str) -> tuple[ModuleType | None, str]:
-    """(module or None, why): import kernel ``name`` and check that it was built from the source on
-    disk (when the source is there: an installed wheel carries only the build)."""
+    """(module or None, why): import kernel ``name`` and check that it was built from the source (and
+    the shared header) on disk, when they are there: an installed wheel carries only the build."""
     try:
         module = importlib.import_module(name)
     except ImportError as exc:
         return None, f"{name} is not built ({exc})"
     src = source_path(name)
     built = getattr(module, "SOURCE_SHA256", None)
-    if src.exists():
-        current = hashlib.sha256(src.read_bytes()).hexdigest()
+    if src.exists() and SHARED_HEADER.exists():
+        current = hashlib.sha256(src.read_bytes() + SHARED_HEADER.read_bytes()).hexdigest()
         if built != current:
             return None, f"{name} is stale: it was built from another version of {src.name}"
     return module, "compiled"

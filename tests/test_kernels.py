@@ -270,3 +270,13 @@ def test_wrench_kernel_rejects_bad_rows_by_name() -> None:
     bad[8] = [setup.asm.model.nbody]
     with pytest.raises(ValueError, match="outside cfrc_ext"):
         k(*bad)
+
+
+def test_setup_and_sim_kernels_hash_the_same_shared_header() -> None:
+    from tests.helpers import REPO
+
+    text = (REPO / "setup.py").read_text()
+    assert f'SHARED_HEADER = "{kernels.SHARED_HEADER.relative_to(REPO).as_posix()}"' in text
+    for name in ("controllers._khatib_kernel", "controllers._se3_kernel", "sim._wrench_kernel"):
+        src = kernels.source_path(name)
+        assert f'("{name}", "{src.relative_to(REPO).as_posix()}")' in text

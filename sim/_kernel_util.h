@@ -1,0 +1,56 @@
+/*
+ * Shared by the compiled kernels (sim/kernels.py): binding a kernel to the numpy arrays of one run.
+ *
+ * kernel_bind() takes a Py_buffer on a contiguous float64 array (C or Fortran order: the kernels read
+ * vectors, row-major matrices and exactly symmetric matrices, for which the order does not matter) and
+ * checks its size; the kernel keeps the buffer (and so the array) for its lifetime and releases it in
+ * its dealloc. Errors name the kernel and the argument.
+ */
+#ifndef DOCKBENCH_KERNEL_UTIL_H
+#define DOCKBENCH_KERNEL_UTIL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#ifndef KERNEL_SOURCE_SHA256
+#define KERNEL_SOURCE_SHA256 "unknown"
+#endif
+
+/* A pointer to the n doubles of obj (any number if n < 0; writable if asked), or NULL with an exception
+ * set (TypeError for a non-float64 or read-only array, ValueError for a wrong size). */
+static double *kernel_bind(const char *kernel, PyObject *obj, Py_buffer *view, Py_ssize_t n, int writable,
+                           const char *name) {
+    int flags = PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) != 0) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a contiguous%s float64 array", kernel, name,
+                     writable ? " writable" : "");
+        view->obj = NULL;
+        return NULL;
+    }
+    if (view->format == NULL || strcmp(view->format, "d") != 0 || view->itemsize != 8) {
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        PyErr_Format(PyExc_TypeError, "%s: %s must be float64", kernel, name);
+        return NULL;
+    }
+    if (n >= 0 && view->len != n * 8) {
+        Py_ssize_t got = view->len / 8;
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        PyErr_Format(PyExc_ValueError, "%s: %s must hold %zd floats, got %zd", kernel, name, n, got);
+        return NULL;
+    }
+    return (double *)view->buf;
+}
+
+/* Release every bound buffer (dealloc, or before binding again). */
+static void kernel_release(Py_buffer *views, int n) {
+    for (int i = 0; i < n; i++)
+        if (views[i].obj != NULL) {
+            PyBuffer_Release(&views[i]);
+            views[i].obj = NULL;
+        }
+}
+
+#endif
