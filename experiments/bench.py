@@ -15,7 +15,9 @@ so the unprofiled wall time is the headline). The **floor** is the cost of the s
 with nothing else, on the same assembled model and
 the same states (the run's applied torques are replayed open-loop, which reproduces its trajectory
 and its contacts exactly, since the loop is deterministic);
-``loop/floor`` is the unprofiled µs per step divided by the floor's. The default list ends with the
+``loop/floor`` is the unprofiled µs per step divided by the floor's. The last column says which
+implementation ran the controller and the wrench pipeline: ``compiled`` (the C kernels) or ``python``
+(the reference paths; ``--kernels python`` measures them, sim/kernels.py). The default list ends with the
 standalone G20 hand bridge's track test (``g20_track_test``, its own small table: it has no physics
 and no floor); pass it by name to run it alone.
 
@@ -57,7 +59,7 @@ def measure_once(scenario_path: str) -> dict:
     """Run one scenario (unprofiled, then profiled) plus the floor; return the numbers."""
     import mujoco
 
-    from sim.loop import build, contiguous_slice, simulate
+    from sim.loop import build, contiguous_slice, kernel_paths, simulate
     from sim.scenario import load_scenario
 
     sc = load_scenario(scenario_path)
@@ -71,6 +73,7 @@ def measure_once(scenario_path: str) -> dict:
         "sim_s": timing["sim_s"],
         "rtf": timing["real_time_factor"],
         "us_per_step": timing["us_per_step"],
+        "kernels": kernel_paths(setup),
     }
     setup = build(sc)
     _, _, _, prof = simulate(setup, profile=True)
@@ -130,8 +133,10 @@ def _stats(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
 
 
-def run_bench(scenarios: list[str], runs: int) -> list[dict]:
+def run_bench(scenarios: list[str], runs: int, kernels: str | None = None) -> list[dict]:
     env = {**os.environ, **SINGLE_THREAD_ENV}
+    if kernels is not None:  # the compiled kernels or the Python reference paths (sim/kernels.py)
+        env["DOCKBENCH_KERNELS"] = kernels
     results = []
     for path in scenarios:
         if path == HAND_TRACK_TEST:
@@ -143,7 +148,7 @@ def run_bench(scenarios: list[str], runs: int) -> list[dict]:
         samples = _spawn_workers(path, runs, env)
         if not samples:
             continue
-        agg = {"scenario": samples[0]["scenario"], "file": path, "runs": len(samples)}
+        agg = {"scenario": samples[0]["scenario"], "file": path, "runs": len(samples), "kernels": samples[0]["kernels"]}
         for key in ("wall_s", "sim_s", "rtf", "us_per_step", "floor_us_per_step", "loop_over_floor"):
             agg[key] = _stats([s[key] for s in samples])
         agg["split_us"] = {
@@ -191,9 +196,9 @@ def _med_range(stats: tuple[float, float, float], fmt: str) -> str:
 def format_table(results: list[dict]) -> str:
     head = (
         "| scenario | runs | wall s | sim s | real-time factor | µs/step | physics | dynamics | controller "
-        "| telemetry | tool (hand) | other | floor µs/step | loop/floor |"
+        "| telemetry | tool (hand) | other | floor µs/step | loop/floor | kernels (controller, wrench) |"
     )
-    lines = [head, "|" + "---|" * 14]
+    lines = [head, "|" + "---|" * 15]
     hands = [r for r in results if r.get("hand")]
     for r in results:
         if r.get("hand"):
@@ -207,7 +212,7 @@ def format_table(results: list[dict]) -> str:
             f"| {r['scenario']} | {r['runs']} | {mm('wall_s')} | {r['sim_s'][0]:.2f} | {mm('rtf', '{:.1f}')}× "
             f"| {mm('us_per_step', '{:.1f}')} | {sp['physics']:.1f} | {sp['dynamics']:.1f} | {sp['controller']:.1f} "
             f"| {sp['telemetry']:.1f} | {sp['tool']:.1f} | {sp['other']:.1f} | {mm('floor_us_per_step', '{:.1f}')} "
-            f"| {mm('loop_over_floor', '{:.2f}')} |"
+            f"| {mm('loop_over_floor', '{:.2f}')} | {r['kernels']['controller']}, {r['kernels']['wrench']} |"
         )
     for r in hands:
         if not r["runs"]:
@@ -227,18 +232,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("scenarios", nargs="*", help="scenario files (default: the standard list)")
     ap.add_argument("--runs", type=int, default=5, help="runs per scenario, each in a fresh process")
     ap.add_argument("--json", default=None, help="write the results as JSON to this file")
+    ap.add_argument(
+        "--kernels",
+        choices=("auto", "compiled", "python"),
+        default=None,
+        help="DOCKBENCH_KERNELS for the runs: compiled C kernels or the Python reference (default: as set, else auto)",
+    )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(measure_hand_track_test() if args.worker == HAND_TRACK_TEST else measure_once(args.worker)))
         return 0
-    results = run_bench(args.scenarios or [*DEFAULT_SCENARIOS, HAND_TRACK_TEST], args.runs)
+    results = run_bench(args.scenarios or [*DEFAULT_SCENARIOS, HAND_TRACK_TEST], args.runs, args.kernels)
     rev = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
     ).stdout.strip()
     print(
         f"dockbench bench — commit {rev or 'unknown'}, {args.runs} runs/scenario, BLAS single-threaded, "
-        "median (min–max)"
+        f"median (min–max); kernels {args.kernels or os.environ.get('DOCKBENCH_KERNELS', 'auto')}"
     )
     print(format_table(results))
     if args.json:

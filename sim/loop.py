@@ -448,6 +448,15 @@ def simulate(
     return tel, status, message, timing
 
 
+def kernel_paths(setup: Setup) -> dict[str, str]:
+    """Which implementation ran each hot-path component: ``compiled`` (a C kernel, sim/kernels.py) or
+    ``python`` (the reference; also every component without a kernel)."""
+    return {
+        "controller": setup.controller.summary().get("kernel", "python"),
+        "wrench": getattr(setup.wrench, "kernel", "python"),
+    }
+
+
 def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -> dict[str, Any]:
     asm = setup.asm
     return {
@@ -458,6 +467,7 @@ def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -
         "git_revision": _git_revision(),
         "seed": setup.scenario.sim.seed,
         "timing": timing,
+        "kernels": kernel_paths(setup),
         "robot": asm.robot.name,
         "joint_names": list(asm.robot.joint_names),
         "q0": setup.q0,

@@ -21,6 +21,20 @@ def test_measure_once_reports_split_and_floor(tmp_path: Path) -> None:
     assert all(v >= 0.0 for v in r["split_us"].values()) and r["split_us"]["physics"] > 0.0
     assert r["floor_us_per_step"] > 0.0
     assert abs(r["loop_over_floor"] - r["us_per_step"] / r["floor_us_per_step"]) < 1e-12
+    assert set(r["kernels"]) == {"controller", "wrench"}
+    assert all(v in ("compiled", "python") for v in r["kernels"].values())
+
+
+def test_kernels_option_reaches_the_workers_and_the_table(tmp_path: Path) -> None:
+    from experiments.bench import run_bench
+
+    d = scenario_dict("iiwa14_docking")
+    d["sim"]["duration"] = 0.05
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(d))
+    (r,) = run_bench([str(path)], runs=1, kernels="python")
+    assert r["kernels"] == {"controller": "python", "wrench": "python"}
+    assert format_table([r]).splitlines()[2].endswith("| python, python |")
 
 
 def test_hand_track_test_entry_and_table() -> None:
