@@ -32,6 +32,18 @@ def _progress_bar(stream):
     return cb
 
 
+def _kernel_note(paths: dict[str, str]) -> str:
+    """" (compiled kernels)" / " (Python reference paths)" / the mix (sim/kernels.py)."""
+    kinds = set(paths.values())
+    if not kinds:
+        return ""
+    if kinds == {"compiled"}:
+        return "  (compiled kernels)"
+    if kinds == {"python"}:
+        return "  (Python reference paths)"
+    return "  (" + ", ".join(f"{k} {v}" for k, v in sorted(paths.items())) + ")"
+
+
 def format_summary(result, scenario) -> str:
     """The end-of-run table: timing, key metrics, gate verdicts."""
     lines = []
@@ -42,7 +54,7 @@ def format_summary(result, scenario) -> str:
     )
     lines.append(
         f"status     {result.status}   simulated {tm.get('sim_s', 0):.3f} s in {tm.get('wall_s', 0):.2f} s "
-        f"wall  →  {tm.get('real_time_factor', 0):.1f}× real time"
+        f"wall  →  {tm.get('real_time_factor', 0):.1f}× real time{_kernel_note(result.meta.get('kernels', {}))}"
     )
     from telemetry.metrics import HEADLINE_METRICS, METRICS
 
