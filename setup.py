@@ -18,6 +18,7 @@ KERNELS = [
     ("controllers._khatib_kernel", "controllers/_khatib_kernel.c"),
     ("controllers._se3_kernel", "controllers/_se3_kernel.c"),
     ("sim._wrench_kernel", "sim/_wrench_kernel.c"),
+    ("sim._dynamics_kernel", "sim/_dynamics_kernel.c"),
 ]
 #: included by every kernel; part of each kernel's source hash (sim.kernels.SHARED_HEADER is the same file)
 SHARED_HEADER = "sim/_kernel_util.h"

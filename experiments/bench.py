@@ -16,8 +16,9 @@ with nothing else, on the same assembled model and
 the same states (the run's applied torques are replayed open-loop, which reproduces its trajectory
 and its contacts exactly, since the loop is deterministic);
 ``loop/floor`` is the unprofiled µs per step divided by the floor's. The last column says which
-implementation ran the controller and the wrench pipeline: ``compiled`` (the C kernels) or ``python``
-(the reference paths; ``--kernels python`` measures them, sim/kernels.py). The default list ends with the
+implementation ran the snapshot kinematics, the controller and the wrench pipeline: ``compiled`` (the
+C kernels), ``python`` (the reference paths; ``--kernels python`` measures them), or the mix
+(sim/kernels.py). The default list ends with the
 standalone G20 hand bridge's track test (``g20_track_test``, its own small table: it has no physics
 and no floor); pass it by name to run it alone.
 
@@ -194,9 +195,11 @@ def _med_range(stats: tuple[float, float, float], fmt: str) -> str:
 
 
 def format_table(results: list[dict]) -> str:
+    from sim.kernels import describe
+
     head = (
         "| scenario | runs | wall s | sim s | real-time factor | µs/step | physics | dynamics | controller "
-        "| telemetry | tool (hand) | other | floor µs/step | loop/floor | kernels (controller, wrench) |"
+        "| telemetry | tool (hand) | other | floor µs/step | loop/floor | kernels |"
     )
     lines = [head, "|" + "---|" * 15]
     hands = [r for r in results if r.get("hand")]
@@ -212,7 +215,7 @@ def format_table(results: list[dict]) -> str:
             f"| {r['scenario']} | {r['runs']} | {mm('wall_s')} | {r['sim_s'][0]:.2f} | {mm('rtf', '{:.1f}')}× "
             f"| {mm('us_per_step', '{:.1f}')} | {sp['physics']:.1f} | {sp['dynamics']:.1f} | {sp['controller']:.1f} "
             f"| {sp['telemetry']:.1f} | {sp['tool']:.1f} | {sp['other']:.1f} | {mm('floor_us_per_step', '{:.1f}')} "
-            f"| {mm('loop_over_floor', '{:.2f}')} | {r['kernels']['controller']}, {r['kernels']['wrench']} |"
+            f"| {mm('loop_over_floor', '{:.2f}')} | {describe(r['kernels'])} |"
         )
     for r in hands:
         if not r["runs"]:

@@ -33,15 +33,13 @@ def _progress_bar(stream):
 
 
 def _kernel_note(paths: dict[str, str]) -> str:
-    """" (compiled kernels)" / " (Python reference paths)" / the mix (sim/kernels.py)."""
-    kinds = set(paths.values())
-    if not kinds:
+    """"  (compiled kernels)", "  (Python reference paths)" or the mix (sim/kernels.py)."""
+    from sim.kernels import describe
+
+    if not paths:
         return ""
-    if kinds == {"compiled"}:
-        return "  (compiled kernels)"
-    if kinds == {"python"}:
-        return "  (Python reference paths)"
-    return "  (" + ", ".join(f"{k} {v}" for k, v in sorted(paths.items())) + ")"
+    text = describe(paths)
+    return {"compiled": "  (compiled kernels)", "python": "  (Python reference paths)"}.get(text, f"  ({text})")
 
 
 def format_summary(result, scenario) -> str:

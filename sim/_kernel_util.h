@@ -19,7 +19,7 @@
 
 /* A pointer to the n doubles of obj (any number if n < 0; writable if asked), or NULL with an exception
  * set (TypeError for a non-float64 or read-only array, ValueError for a wrong size). */
-static double *kernel_bind(const char *kernel, PyObject *obj, Py_buffer *view, Py_ssize_t n, int writable,
+static inline double *kernel_bind(const char *kernel, PyObject *obj, Py_buffer *view, Py_ssize_t n, int writable,
                            const char *name) {
     int flags = PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, view, flags) != 0) {
@@ -44,8 +44,38 @@ static double *kernel_bind(const char *kernel, PyObject *obj, Py_buffer *view, P
     return (double *)view->buf;
 }
 
+/* A pointer to the rows × cols float64 matrix obj in any memory layout (C or Fortran order, or a strided
+ * view such as Pinocchio's column-major blocks); *rs and *cs receive the row and column strides in
+ * doubles, so element (i, j) is p[i * rs + j * cs]. NULL with an exception set on a mismatch. */
+static inline double *kernel_bind_matrix(const char *kernel, PyObject *obj, Py_buffer *view, Py_ssize_t rows,
+                                  Py_ssize_t cols, int writable, const char *name, Py_ssize_t *rs, Py_ssize_t *cs) {
+    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) != 0) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a%s float64 array", kernel, name, writable ? " writable" : "");
+        view->obj = NULL;
+        return NULL;
+    }
+    const char *why = NULL;
+    if (view->format == NULL || strcmp(view->format, "d") != 0 || view->itemsize != 8)
+        why = "must be float64";
+    else if (view->ndim != 2 || view->shape[0] != rows || view->shape[1] != cols)
+        why = "has the wrong shape";
+    else if (view->strides[0] % 8 != 0 || view->strides[1] % 8 != 0)
+        why = "must have strides in whole float64 steps";
+    if (why != NULL) {
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        PyErr_Format(PyExc_ValueError, "%s: %s %s (expected a %zd x %zd float64 matrix)", kernel, name, why, rows,
+                     cols);
+        return NULL;
+    }
+    *rs = view->strides[0] / 8;
+    *cs = view->strides[1] / 8;
+    return (double *)view->buf;
+}
+
 /* Release every bound buffer (dealloc, or before binding again). */
-static void kernel_release(Py_buffer *views, int n) {
+static inline void kernel_release(Py_buffer *views, int n) {
     for (int i = 0; i < n; i++)
         if (views[i].obj != NULL) {
             PyBuffer_Release(&views[i]);

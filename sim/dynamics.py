@@ -20,6 +20,11 @@ One :meth:`Dynamics.update` per control step fills a preallocated :class:`Snapsh
 * ``manipulability`` w = sqrt(det(J Jᵀ)) of the LWA Jacobian.
 
 Controllers read the snapshot and never call Pinocchio or MuJoCo themselves.
+
+Compiled kernel: when ``sim._dynamics_kernel`` is built (sim/kernels.py), the poses, the EE
+Jacobians (from Pinocchio's ``data.J``), the twists and the manipulability are filled by one C call
+bound to Pinocchio's buffers and the snapshot; the Python code below stays the reference
+(tests/test_kernels.py: J_ee_lwa and the poses equal bit for bit, the rest to round-off).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import mujoco
 import numpy as np
 import pinocchio as pin
 
+from sim import kernels
 from sim.errors import ModelError
 
 _mulMatMatT = mujoco.mju_mulMatMatT
@@ -255,6 +261,17 @@ class Dynamics:
         # views of the two frame placements (rotation and translation of data.oMf[i] are views)
         self._R_ee, self._p_ee = self.data.oMf[ee_frame].rotation, self.data.oMf[ee_frame].translation
         self._R_s, self._p_s = self.data.oMf[sensor_frame].rotation, self.data.oMf[sensor_frame].translation
+        # compiled kernel for the kinematic part (None: the Python path); data.J and the oMf views are
+        # Pinocchio's own buffers, overwritten in place every step
+        kmod = kernels.load("sim._dynamics_kernel")
+        self.kernel = "compiled" if kmod is not None else "python"
+        self._kernel = None
+        if kmod is not None:
+            s = self.snap
+            self._kernel = kmod.DynamicsKernel(
+                self.data.J, self._R_ee, self._p_ee, self._R_s, self._p_s, s.J_v_h, s.J_ee_body,
+                s.twist_ee_lwa, s.twist_ee_body, s.T_world_ee, s.T_world_sensor, body_frame, sensor_pose,
+            )
 
     def update(self, q: np.ndarray, v: np.ndarray, t: float = 0.0) -> Snapshot:
         """Compute the snapshot at joint positions ``q`` [rad] and velocities ``v`` [rad/s]."""
@@ -267,21 +284,25 @@ class Dynamics:
         pin.computeJointJacobians(model, data)
         pin.updateFramePlacements(model, data)
         fid = self.ee_frame
-        s.J_ee_lwa[:] = pin.getFrameJacobian(model, data, fid, LWA)
+        if self._kernel is not None:  # poses, Jacobians, twists and w in one call (module docstring)
+            s.manipulability = self._kernel.step()
+        else:
+            s.J_ee_lwa[:] = pin.getFrameJacobian(model, data, fid, LWA)
+            if self.body_frame:
+                s.J_ee_body[:] = pin.getFrameJacobian(model, data, fid, LOCAL)
+            T, Ts = s.T_world_ee, s.T_world_sensor
+            T[:3, :3] = self._R_ee
+            T[:3, 3] = self._p_ee
+            if self.sensor_pose:
+                Ts[:3, :3] = self._R_s
+                Ts[:3, 3] = self._p_s
+            s.J_ee_lwa.dot(s.v, out=s.twist_ee_lwa)  # ndarray.dot: np.dot's BLAS call, less call overhead
+            if self.body_frame:
+                s.J_ee_body.dot(s.v, out=s.twist_ee_body)
         if self.body_frame:
-            s.J_ee_body[:] = pin.getFrameJacobian(model, data, fid, LOCAL)
             s.dJdq_ee_body[:] = pin.getFrameAcceleration(model, data, fid, LOCAL).vector
         if self.world_drift:
             s.dJdq_ee_lwa[:] = pin.getFrameClassicalAcceleration(model, data, fid, LWA).vector
-        T, Ts = s.T_world_ee, s.T_world_sensor
-        T[:3, :3] = self._R_ee
-        T[:3, 3] = self._p_ee
-        if self.sensor_pose:
-            Ts[:3, :3] = self._R_s
-            Ts[:3, 3] = self._p_s
-        s.J_ee_lwa.dot(s.v, out=s.twist_ee_lwa)  # ndarray.dot: np.dot's BLAS call, less call overhead
-        if self.body_frame:
-            s.J_ee_body.dot(s.v, out=s.twist_ee_body)
         # Mass matrix (CRBA, incl. armature) and M⁻¹, written into data.M and data.Minv (= s.M, s.Minv
         # unless the symmetrising fallback below is needed); bias h = C q̇ + g
         pin.crba(model, data, s.q)
@@ -292,9 +313,10 @@ class Dynamics:
             s.Minv[:] = data.Minv
             s.M[self._il] = s.M.T[self._il]
             s.Minv[self._il] = s.Minv.T[self._il]
-        # w = sqrt(det(J Jᵀ)) = product of the Cholesky diagonal of J Jᵀ (MuJoCo's mju_* routines: less
-        # binding overhead than numpy/LAPACK at 6×7); a zero pivot (rank < 6) means w = 0
-        JJt = self._JJt
-        _mulMatMatT(JJt, s.J_ee_lwa, s.J_ee_lwa)
-        s.manipulability = math.prod(JJt.diagonal().tolist()) if _cholFactor(JJt, 1e-300) == 6 else 0.0
+        if self._kernel is None:
+            # w = sqrt(det(J Jᵀ)) = product of the Cholesky diagonal of J Jᵀ (MuJoCo's mju_* routines: less
+            # binding overhead than numpy/LAPACK at 6×7); a zero pivot (rank < 6) means w = 0
+            JJt = self._JJt
+            _mulMatMatT(JJt, s.J_ee_lwa, s.J_ee_lwa)
+            s.manipulability = math.prod(JJt.diagonal().tolist()) if _cholFactor(JJt, 1e-300) == 6 else 0.0
         return s

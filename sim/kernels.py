@@ -80,6 +80,15 @@ def forced(value: str) -> Iterator[None]:
         _override = previous
 
 
+def describe(paths: dict[str, str]) -> str:
+    """A short description of which path ran each component ({component: "compiled" | "python"}, as in
+    meta.json's ``kernels``): "compiled", "python", or the mix, e.g. "controller python, wrench compiled"."""
+    kinds = set(paths.values())
+    if len(kinds) == 1:
+        return kinds.pop()
+    return ", ".join(f"{k} {v}" for k, v in sorted(paths.items()))
+
+
 def source_path(name: str) -> Path:
     """The C source of kernel module ``name`` (``controllers._se3_kernel`` → controllers/_se3_kernel.c)."""
     return Path(__file__).resolve().parent.parent.joinpath(*name.split(".")).with_suffix(".c")

@@ -21,7 +21,7 @@ def test_measure_once_reports_split_and_floor(tmp_path: Path) -> None:
     assert all(v >= 0.0 for v in r["split_us"].values()) and r["split_us"]["physics"] > 0.0
     assert r["floor_us_per_step"] > 0.0
     assert abs(r["loop_over_floor"] - r["us_per_step"] / r["floor_us_per_step"]) < 1e-12
-    assert set(r["kernels"]) == {"controller", "wrench"}
+    assert set(r["kernels"]) == {"dynamics", "controller", "wrench"}
     assert all(v in ("compiled", "python") for v in r["kernels"].values())
 
 
@@ -33,8 +33,8 @@ def test_kernels_option_reaches_the_workers_and_the_table(tmp_path: Path) -> Non
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(d))
     (r,) = run_bench([str(path)], runs=1, kernels="python")
-    assert r["kernels"] == {"controller": "python", "wrench": "python"}
-    assert format_table([r]).splitlines()[2].endswith("| python, python |")
+    assert r["kernels"] == {"dynamics": "python", "controller": "python", "wrench": "python"}
+    assert format_table([r]).splitlines()[2].endswith("| python |")
 
 
 def test_hand_track_test_entry_and_table() -> None:

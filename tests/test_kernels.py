@@ -280,3 +280,57 @@ def test_setup_and_sim_kernels_hash_the_same_shared_header() -> None:
     for name in ("controllers._khatib_kernel", "controllers._se3_kernel", "sim._wrench_kernel"):
         src = kernels.source_path(name)
         assert f'("{name}", "{src.relative_to(REPO).as_posix()}")' in text
+
+
+# ------------------------------------------------------------------------------------------ dynamics kernel
+
+DYNAMICS = "sim._dynamics_kernel"
+dynamics_built = pytest.mark.skipif(
+    kernels.status(DYNAMICS)[0] is None, reason=f"{kernels.status(DYNAMICS)[1]}; {kernels.BUILD_HINT}"
+)
+
+
+@dynamics_built
+@pytest.mark.parametrize("scene", ["iiwa14_docking", "fr3_docking_hqp", "iiwa14_docking_se3"])
+def test_dynamics_kernel_fills_the_snapshot_as_the_python_path(scene: str) -> None:
+    from sim.dynamics import Dynamics
+
+    setup = build(scenario_from_dict(scenario_dict(scene)))
+    d0 = setup.dynamics
+    assert d0.kernel == "compiled"
+    flags = dict(body_frame=d0.body_frame, sensor_pose=d0.sensor_pose, world_drift=d0.world_drift)
+    args = (d0.model, d0.ee_frame, d0.sensor_frame)
+    with kernels.forced("compiled"):
+        fast = Dynamics(*args, **flags)
+    with kernels.forced("python"):
+        slow = Dynamics(*args, **flags)
+    assert slow.kernel == "python"
+    rng = np.random.default_rng(3)
+    for k in range(50):
+        q = setup.q0 + rng.uniform(-0.5, 0.5, setup.plant.nv)
+        v = rng.uniform(-1.0, 1.0, setup.plant.nv)
+        a, b = fast.update(q, v, 0.01 * k), slow.update(q, v, 0.01 * k)
+        # Pinocchio's frame Jacobian and the poses: the same operations, equal bit for bit
+        assert np.array_equal(a.J_ee_lwa, b.J_ee_lwa) and np.array_equal(a.T_world_ee, b.T_world_ee), k
+        assert np.array_equal(a.T_world_sensor, b.T_world_sensor), k
+        # sums in another order: round-off
+        for name in ("J_ee_body", "twist_ee_lwa", "twist_ee_body", "dJdq_ee_body", "dJdq_ee_lwa", "h", "M", "Minv"):
+            np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=0, atol=1e-14, err_msg=name)
+        assert a.manipulability == pytest.approx(b.manipulability, rel=1e-13, abs=1e-300)
+    # at a singular configuration (rank < 6) both give w = 0
+    q = np.zeros(setup.plant.nv)
+    assert fast.update(q, v).manipulability == slow.update(q, v).manipulability == 0.0
+
+
+@dynamics_built
+def test_dynamics_kernel_rejects_a_wrong_matrix_by_name() -> None:
+    setup = build(scenario_from_dict(scenario_dict("iiwa14_docking")))
+    dyn = setup.dynamics
+    s = dyn.snap
+    k = kernels.load(DYNAMICS).DynamicsKernel
+    args = [dyn.data.J, dyn._R_ee, dyn._p_ee, dyn._R_s, dyn._p_s, s.J_v_h, s.J_ee_body, s.twist_ee_lwa,
+            s.twist_ee_body, s.T_world_ee, s.T_world_sensor, True, True]
+    bad = list(args)
+    bad[1] = np.eye(4)
+    with pytest.raises(ValueError, match=r"R_ee has the wrong shape \(expected a 3 x 3 float64 matrix\)"):
+        k(*bad)
