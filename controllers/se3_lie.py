@@ -48,6 +48,17 @@ tests/paper/test_se3_lie.py checks the controller against a matrix-form implemen
 equations (lie.dexp, lie.dexp_dot, np.linalg.solve) to round-off; tests/test_se3_fast.py pins the
 float desired motion and the zero-term shortcuts bit for bit and checks whole docking runs against the
 matrix form.
+
+Compiled kernel: when ``controllers._se3_kernel`` is built (sim/kernels.py), :meth:`SE3LieController.compute`
+binds it once to the run's arrays (snapshot, reference or pass-through motion, wrench, command and a
+results buffer) and each step is one call with no arguments (≈1–2 µs instead of ≈12–15 µs). The C code
+is a literal port of the float path above, so λ, λ̇, γ, λ̈*, V̇_ref, … are equal bit for bit (with full
+A, D, K: λ̈* and V̇_ref to round-off, the (6, 18) product being a plain loop there); the joint-space
+part differs from BLAS/LAPACK in summation order only. This Python code stays the reference: it runs
+when the kernel is missing, when ``DOCKBENCH_KERNELS=python``, and for a step where Λ_b⁻¹ is not
+positive definite (np.linalg.solve). The public results (``lam``, …, ``q_ddot_ref``,
+:meth:`desired_motion`) read whichever path ran the last step; ``summary()["kernel"]`` names the path.
+tests/test_se3_kernel.py checks the two paths agree.
 """
 
 from __future__ import annotations
@@ -61,9 +72,10 @@ from scipy.linalg.blas import dgemv as _dgemv
 from scipy.linalg.lapack import dposv as _dposv
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
-from controllers.feedforward import DissipationFeedforward
+from controllers.feedforward import VELOCITY_EPS, DissipationFeedforward
 from planners.base import Planner, Reference
 from planners.motion_reference import MotionReference
+from sim import kernels
 from sim.config import param
 from sim.dynamics import Snapshot
 from sim.errors import ScenarioError
@@ -203,51 +215,63 @@ class SE3LieController(Controller):
         # work arrays
         self._rhs = np.zeros(6)
         self._zero6 = np.zeros(6)
+        # compiled kernel (None: the Python path); bound to the run's arrays on the first compute()
+        self._kmod = kernels.load("controllers._se3_kernel")
+        self._kernel = None
+        self._bound: tuple = ()
+        self._kv: dict[str, np.ndarray] = {}  # views of the kernel's results buffer, by name
+        self._from_kernel = False  # the law results (lam, …, T_err) of the last step are the kernel's
+        self.kernel_fallbacks = 0  # steps the compiled kernel handed back to the Python path
 
     # ------------------------------------------------------------------------------------ results
     # Read-only (6,) / (4, 4) / (nv,) arrays of the last step, built from the float results on access
     # (new arrays each time; the 1 kHz loop never reads them, so it never pays for them).
 
+    def _result(self, name: str, floats: Sequence[float]) -> np.ndarray:
+        """(6,) result ``name`` of the last step: the kernel's (results buffer) or the Python floats."""
+        return self._kv[name].copy() if self._from_kernel else np.array(floats)
+
     @property
     def T_err(self) -> np.ndarray:
         """T̃ = T⁻¹ T_d (4, 4)."""
-        t00, t01, t02, t10, t11, t12, t20, t21, t22, p0, p1, p2 = self._Tt
+        Tt = self._kv["T_err"].tolist() if self._from_kernel else self._Tt
+        t00, t01, t02, t10, t11, t12, t20, t21, t22, p0, p1, p2 = Tt
         return np.array(((t00, t01, t02, p0), (t10, t11, t12, p1), (t20, t21, t22, p2), (0.0, 0.0, 0.0, 1.0)))
 
     @property
     def lam(self) -> np.ndarray:
         """λ = log T̃ (6,) [m, rad]."""
-        return np.array(self._lam_t)
+        return self._result("lam", self._lam_t)
 
     @property
     def lam_dot(self) -> np.ndarray:
         """λ̇ (6,)."""
-        return np.array(self._lamd_t)
+        return self._result("lam_dot", self._lamd_t)
 
     @property
     def lam_ddot(self) -> np.ndarray:
         """λ̈* = A⁻¹ (γ − D λ̇ − K λ) (6,)."""
-        return np.array(self._l2_t)
+        return self._result("lam_ddot", self._l2_t)
 
     @property
     def V_err(self) -> np.ndarray:
         """Ṽ = Ad_T̃ V_d − V (6,) [m/s, rad/s]."""
-        return np.array(self._Verr_t)
+        return self._result("V_err", self._Verr_t)
 
     @property
     def F_err(self) -> np.ndarray:
         """F̃ = Ad_T̃⁻ᵀ F_d − F_body (6,) [N, N·m]."""
-        return np.array(self._Ferr_t)
+        return self._result("F_err", self._Ferr_t)
 
     @property
     def gamma(self) -> np.ndarray:
         """γ = dexp_λᵀ F̃ (6,)."""
-        return np.array(self._gamma_t)
+        return self._result("gamma", self._gamma_t)
 
     @property
     def dV_ref(self) -> np.ndarray:
         """V̇_ref (6,) [m/s², rad/s²]."""
-        return np.array(self._dVref_t)
+        return self._result("dV_ref", self._dVref_t)
 
     @property
     def q_ddot_ref(self) -> np.ndarray:
@@ -256,7 +280,11 @@ class SE3LieController(Controller):
 
     def desired_motion(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(T_d (4, 4), V_d (6,), V̇_d (6,)) the last :meth:`compute` used (desired body frame)."""
-        (r00, r01, r02, r10, r11, r12, r20, r21, r22, p0, p1, p2), V_d, dV_d = self._desired
+        desired = self._desired
+        if desired is None:  # the kernel ran the last step
+            kv = self._kv
+            desired = (kv["T_d"].tolist(), kv["V_d"].tolist(), kv["dV_d"].tolist())
+        (r00, r01, r02, r10, r11, r12, r20, r21, r22, p0, p1, p2), V_d, dV_d = desired
         T = np.array(((r00, r01, r02, p0), (r10, r11, r12, p1), (r20, r21, r22, p2), (0.0, 0.0, 0.0, 1.0)))
         return T, np.array(V_d), np.array(dV_d)
 
@@ -266,6 +294,7 @@ class SE3LieController(Controller):
         """Fill T̃, λ, Ṽ, λ̇, F̃, γ (and the dexp_λ coefficients) for pose T, body twist V, desired
         (T_d, V_d) and body wrench F_body. Public for the equation-level tests."""
         R, p = T_d[:3, :3], T_d[:3, 3]
+        self._from_kernel = False
         self._inputs = (
             T.tolist(),
             V.tolist(),
@@ -277,6 +306,7 @@ class SE3LieController(Controller):
 
     def reference_acceleration(self, dV_d: np.ndarray) -> np.ndarray:
         """V̇_ref (6,) realising A λ̈ + D λ̇ + K λ = γ (after :meth:`error_state`, whose inputs it reuses)."""
+        self._from_kernel = False
         self._law(*self._inputs, tuple(dV_d.tolist()))
         return self.dV_ref
 
@@ -413,8 +443,83 @@ class SE3LieController(Controller):
 
     # ------------------------------------------------------------------------------------ compute
 
+    def summary(self) -> dict:
+        return {"kernel": "compiled" if self._kmod is not None else "python", "kernel_fallbacks": self.kernel_fallbacks}
+
+    def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        """Bind the compiled kernel to this run's arrays (they never move during a run). The joint-space
+        results q̇, y, M⁻¹J_bᵀ that :attr:`q_ddot_ref` reads become views of the kernel's results buffer."""
+        c, ff, mref, nv = self.config, self.ff, self.mref, self.plant.nv
+        kmod = self._kmod
+        res = np.zeros(kmod.RESULTS_HEAD + 7 * nv)
+        self._kernel = kmod.SE3Kernel(
+            T_world_ee=snap.T_world_ee,
+            twist_ee_body=snap.twist_ee_body,
+            J_ee_body=snap.J_ee_body,
+            dJdq_ee_body=snap.dJdq_ee_body,
+            M=snap.M,
+            Minv=snap.Minv,
+            h=snap.h,
+            v=snap.v,
+            ref_flat=ref.flat,
+            des_T=mref.T,
+            des_V=mref.V,
+            des_dV=mref.dV,
+            ext_body=wrench.ext_body if c.use_force_feedback else self._zero6,
+            tau=cmd.tau,
+            diag=cmd.diag,
+            results=res,
+            G=self._G,
+            ff_f=ff.f,
+            ff_d=ff.d,
+            ff_half_f=ff._half_f,
+            diag_gains=self._diag_gains,
+            F_d=self._F_d,
+            has_Fd=self.has_Fd,
+            d_null=float(c.d_null),
+            passthrough=mref.passthrough,
+            ff_mode=0 if not ff.active else (2 if ff.mode == "velocity" else 1),
+            ff_damping=ff.any_damping,
+            ff_vel_eps=VELOCITY_EPS,
+        )
+        self._kv = kv = {name: res[o : o + n] for name, (o, n) in kmod.RESULTS_LAYOUT.items()}
+        head = kmod.RESULTS_HEAD
+        self._v = res[head : head + nv]
+        self._y = kv["y"]
+        self._MinvJt = res[head + nv :].reshape(nv, 6)
+        self._desired = None  # desired_motion() reads the kernel's T_d, V_d, V̇_d
+        self._bound = (snap, ref, wrench, cmd, c)
+
     def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        if self._kmod is not None:
+            b = self._bound
+            if (
+                not b
+                or b[0] is not snap
+                or b[1] is not ref
+                or b[2] is not wrench
+                or b[3] is not cmd
+                or b[4] is not self.config
+            ):
+                self._bind(snap, ref, wrench, cmd)
+            if self._echo is not None:
+                self._echo.last = ref
+            mref = self.mref
+            if mref.passthrough:  # SE(3) planners write T_d, V_d, V̇_d into the arrays the kernel reads
+                mref._motion_into(snap.t, mref.T, mref.V, mref.dV)
+            if self._kernel.step() == 0:
+                self._from_kernel = True
+                return
+            # Λ_b⁻¹ not positive definite (or a math domain error): nothing was written, the Python path
+            # takes the step; the next step rebinds (restoring the result views the Python path replaced)
+            self.kernel_fallbacks += 1
+            self._bound = ()
+        self._compute_python(snap, ref, wrench, cmd)
+
+    def _compute_python(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        """The reference implementation of :meth:`compute` (module docstring)."""
         c = self.config
+        self._from_kernel = False
         if self._echo is not None:
             self._echo.last = ref
         # the loop hands over the planner's world reference at snap.t: convert it, don't re-evaluate

@@ -20,6 +20,7 @@ import pytest
 
 from controllers.se3_lie import SE3LieConfig, SE3LieController
 from planners import PLANNERS, MotionReference, PlannerContext, Reference
+from sim import kernels
 from sim.config import parse_config
 from sim.lie import so3_exp
 from sim.loop import build, simulate
@@ -29,6 +30,14 @@ from tests.helpers import SCENARIOS, planner_context
 from tests.paper.test_se3_lie import TOL_IMPL, _matrix_form
 
 SEED = 11
+
+
+@pytest.fixture(autouse=True)
+def _python_reference():
+    """Controllers built here run the Python float path, the reference these tests pin (the compiled
+    kernel is checked against it in tests/test_se3_kernel.py)."""
+    with kernels.forced("python"):
+        yield
 
 
 def _ctx() -> PlannerContext:

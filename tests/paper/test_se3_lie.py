@@ -20,7 +20,7 @@ import pytest
 from controllers.feedforward import DissipationFeedforward
 from controllers.se3_lie import SE3LieConfig, SE3LieController
 from planners.base import Reference
-from sim import lie
+from sim import kernels, lie
 from sim.errors import ScenarioError
 from sim.ik import solve_ik
 from sim.loop import build, simulate
@@ -40,6 +40,14 @@ TOL_IMPL = 1e-12  # float implementation vs the matrix-form reference (relative 
 
 SEED = 5
 ANGLES = (0.0, 0.35, 1.6, 3.0)  # rotation errors [rad]: zero, 20°, past the series switch, near π
+
+
+@pytest.fixture(autouse=True)
+def _python_reference():
+    """Controllers built here run the Python float path: the equations are checked on the reference
+    implementation (the compiled kernel is checked against it in tests/test_se3_kernel.py)."""
+    with kernels.forced("python"):
+        yield
 
 
 def _plant_controller(config: SE3LieConfig | None = None, robot: str = "iiwa14"):
