@@ -598,7 +598,7 @@ static double *bind_matrix(PyObject *obj, Py_buffer *view, Py_ssize_t rows, Py_s
         PyBuffer_Release(view);
         view->obj = NULL;
         PyErr_Format(strcmp(why, "must be float64") == 0 ? PyExc_TypeError : PyExc_ValueError,
-                     "SE3Kernel: %s %s (expected a %zd × %zd float64 matrix)", name, why, rows, cols);
+                     "SE3Kernel: %s %s (expected a %zd x %zd float64 matrix)", name, why, rows, cols);
         return NULL;
     }
     *rs = view->strides[0] / 8;
