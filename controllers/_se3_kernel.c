@@ -576,36 +576,6 @@ static void SE3Kernel_dealloc(SE3Kernel *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* The rows × cols float64 matrix obj in any memory layout (C or Fortran order, or a strided view);
- * *rs, *cs receive the row and column strides in doubles: element (i, j) is p[i * rs + j * cs].
- * NULL with an exception naming the argument on a mismatch. */
-static double *bind_matrix(PyObject *obj, Py_buffer *view, Py_ssize_t rows, Py_ssize_t cols, const char *name,
-                           Py_ssize_t *rs, Py_ssize_t *cs) {
-    view->obj = NULL;
-    if (PyObject_GetBuffer(obj, view, PyBUF_STRIDES | PyBUF_FORMAT) != 0) {
-        PyErr_Format(PyExc_TypeError, "SE3Kernel: %s must be a float64 array", name);
-        view->obj = NULL;
-        return NULL;
-    }
-    const char *why = NULL;
-    if (view->format == NULL || strcmp(view->format, "d") != 0 || view->itemsize != 8)
-        why = "must be float64";
-    else if (view->ndim != 2 || view->shape[0] != rows || view->shape[1] != cols)
-        why = "has the wrong shape";
-    else if (view->strides[0] % 8 != 0 || view->strides[1] % 8 != 0)
-        why = "must have strides in whole float64 steps";
-    if (why != NULL) {
-        PyBuffer_Release(view);
-        view->obj = NULL;
-        PyErr_Format(strcmp(why, "must be float64") == 0 ? PyExc_TypeError : PyExc_ValueError,
-                     "SE3Kernel: %s %s (expected a %zd x %zd float64 matrix)", name, why, rows, cols);
-        return NULL;
-    }
-    *rs = view->strides[0] / 8;
-    *cs = view->strides[1] / 8;
-    return (double *)view->buf;
-}
-
 /* A tuple of n floats into out (name for the error). */
 static int float_tuple(PyObject *obj, double *out, Py_ssize_t n, const char *name) {
     PyObject *seq = PySequence_Fast(obj, "");
@@ -670,7 +640,8 @@ static int SE3Kernel_init(SE3Kernel *self, PyObject *args, PyObject *kwds) {
     kernel_release(self->views, NBUF); /* __init__ called again */
     for (int i = 0; i < NBUF; i++) {
         if (is_matrix(i)) {
-            self->p[i] = bind_matrix(o[i], &self->views[i], rows[i], cols[i], BUF_NAMES[i], &self->rs[i], &self->cs[i]);
+            self->p[i] = kernel_bind_matrix("SE3Kernel", o[i], &self->views[i], rows[i], cols[i], 0, BUF_NAMES[i],
+                                            &self->rs[i], &self->cs[i]);
         } else {
             self->p[i] = kernel_bind("SE3Kernel", o[i], &self->views[i], rows[i], BUF_WRITABLE[i], BUF_NAMES[i]);
             self->rs[i] = 1;

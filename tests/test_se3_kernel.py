@@ -400,7 +400,7 @@ def _kernel_args(nv: int = 7) -> dict:
         ("results", np.zeros(10), ValueError, "results must hold 133 floats, got 10"),
         ("J_ee_body", np.zeros((7, 6)), ValueError, r"J_ee_body has the wrong shape \(expected a 6 x 7"),
         ("J_ee_body", np.zeros(42), ValueError, "J_ee_body has the wrong shape"),
-        ("T_world_ee", np.eye(4, dtype=np.float32), TypeError, "T_world_ee must be float64"),
+        ("T_world_ee", np.eye(4, dtype=np.float32), ValueError, "T_world_ee must be float64"),
         ("Minv", np.eye(6), ValueError, "Minv has the wrong shape"),
         ("G", np.zeros((18, 6)), ValueError, "G has the wrong shape"),
         ("des_T", None, TypeError, "des_T must be a float64 array"),
