@@ -30,6 +30,7 @@ static const char *BUF_NAMES[NBUF] = {
 
 typedef struct {
     PyObject_HEAD
+    int bound; /* 1 once __init__ has bound every array */
     Py_buffer views[NBUF];
     double *p[NBUF];
     int nv;
@@ -91,6 +92,10 @@ static void so3_log(double r00, double r01, double r02, double r10, double r11, 
 }
 
 static PyObject *KhatibKernel_step(KhatibKernel *self, PyObject *Py_UNUSED(ignored)) {
+    if (!self->bound) {
+        PyErr_SetString(PyExc_RuntimeError, "KhatibKernel: not bound (construction failed or was skipped)");
+        return NULL;
+    }
     double **p = self->p;
     const int nv = self->nv;
     const double *T = p[B_T], *tw = p[B_TWIST], *ref = p[B_REF], *fw = p[B_WRENCH];
@@ -260,6 +265,7 @@ static int KhatibKernel_init(KhatibKernel *self, PyObject *args, PyObject *kwds)
     self->nv = (int)nv;
     const Py_ssize_t sizes[NBUF] = {16, 6, 24, 6, 8 * nv, nv * nv, 6, 3, 3, 1, nv, 4, 6, nv, nv, nv};
     const int writable[NBUF] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    self->bound = 0;
     kernel_release(self->views, NBUF); /* __init__ called again */
     for (int i = 0; i < NBUF; i++) {
         self->p[i] = kernel_bind("KhatibKernel", o[i], &self->views[i], sizes[i], writable[i], BUF_NAMES[i]);
@@ -271,6 +277,7 @@ static int KhatibKernel_init(KhatibKernel *self, PyObject *args, PyObject *kwds)
         PyErr_NoMemory();
         return -1;
     }
+    self->bound = 1;
     return 0;
 }
 
@@ -298,9 +305,12 @@ PyMODINIT_FUNC PyInit__khatib_kernel(void) {
     if (PyType_Ready(&KhatibKernelType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&KhatibKernelType);
-    if (PyModule_AddObject(m, "KhatibKernel", (PyObject *)&KhatibKernelType) < 0 ||
-        PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0) {
+    if (PyModule_AddObject(m, "KhatibKernel", (PyObject *)&KhatibKernelType) < 0) { /* steals the reference only on success */
         Py_DECREF(&KhatibKernelType);
         Py_DECREF(m);
         return NULL;

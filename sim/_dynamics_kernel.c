@@ -26,6 +26,7 @@ static const char *BUF_NAMES[NBUF] = {"J_world", "R_ee", "p_ee", "R_sensor", "p_
 
 typedef struct {
     PyObject_HEAD
+    int bound; /* 1 once __init__ has bound every array */
     Py_buffer views[NBUF];
     double *p[NBUF];
     Py_ssize_t rs[NBUF], cs[NBUF]; /* row / column strides (doubles) of the strided matrices */
@@ -46,6 +47,10 @@ static void pose(double *T, const double *R, Py_ssize_t rs, Py_ssize_t cs, const
 }
 
 static PyObject *DynamicsKernel_step(DynamicsKernel *self, PyObject *Py_UNUSED(ignored)) {
+    if (!self->bound) {
+        PyErr_SetString(PyExc_RuntimeError, "DynamicsKernel: not bound (construction failed or was skipped)");
+        return NULL;
+    }
     double **b = self->p;
     const int nv = self->nv;
     const double *Jw = b[B_JW];
@@ -117,6 +122,7 @@ static int DynamicsKernel_init(DynamicsKernel *self, PyObject *args, PyObject *k
                                      &o[B_PS], &o[B_JVH], &o[B_JB], &o[B_TWL], &o[B_TWB], &o[B_TE], &o[B_TS],
                                      &self->body_frame, &self->sensor_pose))
         return -1;
+    self->bound = 0;
     kernel_release(self->views, NBUF); /* __init__ called again */
     /* nv from J_v_h (8 × nv, C order) */
     Py_buffer probe;
@@ -142,6 +148,7 @@ static int DynamicsKernel_init(DynamicsKernel *self, PyObject *args, PyObject *k
             self->p[i] = kernel_bind(KERNEL, o[i], &self->views[i], rows[i], writable[i], BUF_NAMES[i]);
         if (self->p[i] == NULL) return -1;
     }
+    self->bound = 1;
     return 0;
 }
 
@@ -168,9 +175,12 @@ PyMODINIT_FUNC PyInit__dynamics_kernel(void) {
     if (PyType_Ready(&DynamicsKernelType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&DynamicsKernelType);
-    if (PyModule_AddObject(m, "DynamicsKernel", (PyObject *)&DynamicsKernelType) < 0 ||
-        PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0) {
+    if (PyModule_AddObject(m, "DynamicsKernel", (PyObject *)&DynamicsKernelType) < 0) { /* steals the reference only on success */
         Py_DECREF(&DynamicsKernelType);
         Py_DECREF(m);
         return NULL;

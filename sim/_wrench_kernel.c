@@ -23,6 +23,7 @@ static const char *BUF_NAMES[NBUF] = {"site_xmat", "site_xpos", "force", "torque
 
 typedef struct {
     PyObject_HEAD
+    int bound; /* 1 once __init__ has bound every array */
     Py_buffer views[NBUF];
     double *p[NBUF];
     int nbodies;   /* tool bodies whose cfrc_ext rows are summed */
@@ -55,6 +56,10 @@ static void transport(double f0, double f1, double f2, double n0, double n1, dou
 }
 
 static PyObject *WrenchKernel_step(WrenchKernel *self, PyObject *arg) {
+    if (!self->bound) {
+        PyErr_SetString(PyExc_RuntimeError, "WrenchKernel: not bound (construction failed or was skipped)");
+        return NULL;
+    }
     long contacts = PyLong_AsLong(arg);
     if (contacts == -1 && PyErr_Occurred()) return NULL;
     double **p = self->p;
@@ -106,6 +111,7 @@ static int WrenchKernel_init(WrenchKernel *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOO", kwlist, &o[B_XMAT], &o[B_XPOS], &o[B_FORCE],
                                      &o[B_TORQUE], &o[B_CFRC], &o[B_COM], &o[B_T], &o[B_STATE], &bodies))
         return -1;
+    self->bound = 0;
     kernel_release(self->views, NBUF); /* __init__ called again */
     const Py_ssize_t sizes[NBUF] = {9, 3, 3, 3, -1, 3, 16, 30};
     for (int i = 0; i < NBUF; i++) {
@@ -145,6 +151,7 @@ static int WrenchKernel_init(WrenchKernel *self, PyObject *args, PyObject *kwds)
     Py_DECREF(seq);
     self->nbodies = (int)nb;
     self->zeroed = 0;
+    self->bound = 1;
     return 0;
 }
 
@@ -171,9 +178,12 @@ PyMODINIT_FUNC PyInit__wrench_kernel(void) {
     if (PyType_Ready(&WrenchKernelType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&WrenchKernelType);
-    if (PyModule_AddObject(m, "WrenchKernel", (PyObject *)&WrenchKernelType) < 0 ||
-        PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0) {
+    if (PyModule_AddObject(m, "WrenchKernel", (PyObject *)&WrenchKernelType) < 0) { /* steals the reference only on success */
         Py_DECREF(&WrenchKernelType);
         Py_DECREF(m);
         return NULL;

@@ -334,3 +334,19 @@ def test_dynamics_kernel_rejects_a_wrong_matrix_by_name() -> None:
     bad[1] = np.eye(4)
     with pytest.raises(ValueError, match=r"R_ee has the wrong shape \(expected a 3 x 3 float64 matrix\)"):
         k(*bad)
+
+
+@pytest.mark.parametrize(
+    "name, cls", [(KHATIB, "KhatibKernel"), (WRENCH, "WrenchKernel"), (DYNAMICS, "DynamicsKernel")]
+)
+def test_an_unbound_kernel_raises_instead_of_crashing(name: str, cls: str) -> None:
+    module, why = kernels.status(name)
+    if module is None:
+        pytest.skip(why)
+    k = getattr(module, cls).__new__(getattr(module, cls))
+    with pytest.raises(RuntimeError, match="not bound"):
+        k.step(0) if cls == "WrenchKernel" else k.step()
+    with pytest.raises(TypeError):  # a failed construction leaves it unbound too
+        k.__init__(*([None] * 3))
+    with pytest.raises(RuntimeError, match="not bound"):
+        k.step(0) if cls == "WrenchKernel" else k.step()
