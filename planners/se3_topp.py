@@ -209,6 +209,9 @@ class SE3TOPPPlanner(Planner):
         self._T = np.empty((4, 4))
         self._V = np.empty(6)
         self._dV = np.empty(6)
+        #: the time whose motion _T, _V, _dV hold (set by evaluate): the loop evaluates the world
+        #: reference and an SE(3) controller then asks motion_into for the same t, which copies it
+        self._motion_t: float | None = None
 
     @property
     def total_duration(self) -> float:
@@ -228,7 +231,13 @@ class SE3TOPPPlanner(Planner):
 
     def motion_into(self, t: float, T_out: np.ndarray, V_out: np.ndarray, dV_out: np.ndarray) -> None:
         """Desired body motion at time t [s], in place: T_out (4, 4) = T_world_des,
-        V_out (6,) = ξ ṡ, dV_out (6,) = ξ s̈ (body axes, [v; ω]). Holds T3 at rest after the end."""
+        V_out (6,) = ξ ṡ, dV_out (6,) = ξ s̈ (body axes, [v; ω]). Holds T3 at rest after the end.
+        At the time of the last :meth:`evaluate` the motion it computed is copied (the same floats)."""
+        if t == self._motion_t and T_out is not self._T:
+            T_out[...] = self._T
+            V_out[...] = self._V
+            dV_out[...] = self._dV
+            return
         self._segment_at(t).motion_into(t, T_out, V_out, dV_out)
 
     def motion(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -239,7 +248,8 @@ class SE3TOPPPlanner(Planner):
 
     def evaluate(self, t: float, out: Reference) -> None:
         T, V, dV = self._T, self._V, self._dV
-        self.motion_into(t, T, V, dV)
+        self._segment_at(t).motion_into(t, T, V, dV)
+        self._motion_t = t
         R = T[:3, :3]
         out.R[...] = R
         out.pos[...] = T[:3, 3]

@@ -156,3 +156,21 @@ def test_motion_reference_update_is_allocation_stable():
     mr.update(1.0)
     assert (id(mr.T), id(mr.V), id(mr.dV)) == ids
     assert not np.allclose(mr.T, T_prev)
+
+
+def test_se3_topp_motion_at_the_evaluated_time_is_the_same_motion():
+    """motion_into copies the motion evaluate() computed at the same t (the loop evaluates the world
+    reference, then an SE(3) controller asks for the body motion at that t): the same floats as a
+    fresh computation, and any other t is computed afresh."""
+    from planners.se3_topp import SE3TOPPConfig, SE3TOPPPlanner
+    from tests.helpers import planner_context
+
+    fresh = SE3TOPPPlanner(SE3TOPPConfig(), planner_context())
+    cached = SE3TOPPPlanner(SE3TOPPConfig(), planner_context())
+    ref = Reference()
+    for t in (0.0, 0.37, 1.2, cached.duration * 0.7, cached.duration + 1.0):
+        cached.evaluate(t, ref)
+        for tq in (t, t + 0.013):
+            a, b = fresh.motion(tq), cached.motion(tq)
+            for x, y in zip(a, b, strict=True):
+                assert np.array_equal(x, y), (t, tq)
