@@ -151,9 +151,14 @@ class KhatibController(Controller):
     def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         if self._kmod is not None:
             b = self._bound  # rebind when the run's arrays (or the config) are other objects than last step
-            if not b or b[0] is not snap or b[1] is not ref or b[2] is not wrench or b[3] is not cmd:
-                self._bind(snap, ref, wrench, cmd)
-            elif b[4] is not self.config:
+            if (
+                not b
+                or b[0] is not snap
+                or b[1] is not ref
+                or b[2] is not wrench
+                or b[3] is not cmd
+                or b[4] is not self.config
+            ):
                 self._bind(snap, ref, wrench, cmd)
             if self._kernel.step() == 0:
                 return
