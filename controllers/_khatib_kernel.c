@@ -20,7 +20,7 @@
  * controller state included, so the Python path can run the step from the same state.
  */
 #include "../sim/_kernel_util.h"
-#include <math.h>
+#include "../sim/_kernel_math.h"
 
 enum { B_T, B_TWIST, B_REF, B_WRENCH, B_JVH, B_MINV, B_DJDQ, B_INTEGRAL, B_FI, B_FLAGS, B_TAU, B_DIAG, B_U,
        B_FF_F, B_FF_D, B_FF_HALF, NBUF };
@@ -49,46 +49,11 @@ static void KhatibKernel_dealloc(KhatibKernel *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Python's min(hi, max(x, lo)) for floats: max(a, b) is a unless b > a; min(a, b) is a unless b < a. */
+/* Python's min(max(x, lo), hi) for floats, NaN included: max(a, b) is a unless b > a, min(a, b) is a
+ * unless b < a. */
 static double clamp_py(double x, double lo, double hi) {
     double m = (lo > x) ? lo : x;
-    return (m < hi) ? m : hi;
-}
-
-/* sim.lie.so3_log_floats: φ = log R for R given by rows (same operations, bit for bit). */
-static void so3_log(double r00, double r01, double r02, double r10, double r11, double r12, double r20,
-                    double r21, double r22, double *phi) {
-    double s0 = 0.5 * (r21 - r12), s1 = 0.5 * (r02 - r20), s2 = 0.5 * (r10 - r01);
-    double c = 0.5 * (r00 + r11 + r22 - 1.0);
-    c = (-1.0 > c) ? -1.0 : c; /* max(-1.0, c) */
-    c = (c < 1.0) ? c : 1.0;   /* min(1.0, c) */
-    double s = sqrt(s0 * s0 + s1 * s1 + s2 * s2);
-    double theta = atan2(s, c);
-    if (c > -0.9) {
-        double ratio = (s > 1e-12) ? theta / s : 1.0 + theta * theta / 6.0;
-        phi[0] = s0 * ratio;
-        phi[1] = s1 * ratio;
-        phi[2] = s2 * ratio;
-        return;
-    }
-    /* near π: B = ½(R + Rᵀ) − cI = (1 − c) n nᵀ; column i of it, i = first index of the largest diagonal */
-    double one_m_c = 1.0 - c;
-    double d0 = r00 - c, d1 = r11 - c, d2 = r22 - c, di, n0, n1, n2;
-    if (d0 >= d1 && d0 >= d2) {
-        di = d0; n0 = d0; n1 = 0.5 * (r10 + r01); n2 = 0.5 * (r20 + r02);
-    } else if (d1 >= d2) {
-        di = d1; n0 = 0.5 * (r01 + r10); n1 = d1; n2 = 0.5 * (r21 + r12);
-    } else {
-        di = d2; n0 = 0.5 * (r02 + r20); n1 = 0.5 * (r12 + r21); n2 = d2;
-    }
-    double kk = sqrt(di * one_m_c);
-    n0 = n0 / kk; n1 = n1 / kk; n2 = n2 / kk;
-    if (n0 * s0 + n1 * s1 + n2 * s2 < 0.0) {
-        n0 = -n0; n1 = -n1; n2 = -n2;
-    }
-    phi[0] = theta * n0;
-    phi[1] = theta * n1;
-    phi[2] = theta * n2;
+    return (hi < m) ? hi : m;
 }
 
 static PyObject *KhatibKernel_step(KhatibKernel *self, PyObject *Py_UNUSED(ignored)) {
@@ -146,7 +111,8 @@ static PyObject *KhatibKernel_step(KhatibKernel *self, PyObject *Py_UNUSED(ignor
         for (int j = 0; j < 3; j++)
             Rab[3 * i + j] = A[3 * i] * B[3 * j] + A[3 * i + 1] * B[3 * j + 1] + A[3 * i + 2] * B[3 * j + 2];
     double e[3];
-    so3_log(Rab[0], Rab[1], Rab[2], Rab[3], Rab[4], Rab[5], Rab[6], Rab[7], Rab[8], e);
+    if (kernel_so3_log(Rab[0], Rab[1], Rab[2], Rab[3], Rab[4], Rab[5], Rab[6], Rab[7], Rab[8], e))
+        return PyLong_FromLong(1); /* where Python's math raises: the Python path takes the step */
     const double *acc = ref + 6, *om = ref + 18, *al = ref + 21;
     double u[6];
     u[0] = acc[0] + g0 * inv_m;
@@ -202,16 +168,9 @@ static PyObject *KhatibKernel_step(KhatibKernel *self, PyObject *Py_UNUSED(ignor
         for (int r = 0; r < 6; r++) s += Jvh[r * nv + c] * y[r];
         tau[c] = s - dn * Jvh[6 * nv + c] + Jvh[7 * nv + c];
     }
-    /* joint dissipation feedforward (controllers/feedforward.py): f tanh(τ_pre/(f/2)) or f tanh(q̇/ε), + d q̇ */
-    if (self->ff_mode) {
-        const double *ff = p[B_FF_F], *fd = p[B_FF_D], *half = p[B_FF_HALF], *qd = Jvh + 6 * nv;
-        for (int c = 0; c < nv; c++) {
-            double o = (self->ff_mode == 2) ? tanh(qd[c] / self->ff_vel_eps) : tanh(tau[c] / half[c]);
-            o = o * ff[c];
-            if (self->ff_damping) o = o + fd[c] * qd[c];
-            tau[c] = tau[c] + o;
-        }
-    }
+    /* joint dissipation feedforward (controllers/feedforward.py) */
+    kernel_feedforward(self->ff_mode, self->ff_damping, self->ff_vel_eps, p[B_FF_F], p[B_FF_D], p[B_FF_HALF],
+                       Jvh + 6 * nv, tau, nv);
     /* commit: torque, task acceleration, controller state, diagnostics */
     memcpy(p[B_TAU], tau, (size_t)nv * sizeof(double));
     memcpy(p[B_U], u, sizeof(u));

@@ -35,6 +35,7 @@
  * Results buffer (the controller's properties read it): see RESULTS_LAYOUT below and in the module.
  */
 #include "../sim/_kernel_util.h"
+#include "../sim/_kernel_math.h"
 #include <math.h>
 #include <string.h>
 #include <structmember.h>
@@ -125,58 +126,12 @@ static int jacobian_coeffs(double x, double *k) {
     return ST_OK;
 }
 
-/* lie.so3_log_floats: φ = log R (|φ| = θ ∈ [0, π]) for R given by rows.
- * θ = atan2(|s|, c), s = vee(½(R − Rᵀ)) = sin θ n, c = (tr R − 1)/2 clamped to [−1, 1]; axis s/|s| for
- * c > −0.9, else from the symmetric part ½(R + Rᵀ) − cI = (1 − c) n nᵀ with n·s ≥ 0. */
-static int so3_log(double r00, double r01, double r02, double r10, double r11, double r12, double r20,
-                   double r21, double r22, double *phi) {
-    double s0 = 0.5 * (r21 - r12);
-    double s1 = 0.5 * (r02 - r20);
-    double s2 = 0.5 * (r10 - r01);
-    double c = 0.5 * (r00 + r11 + r22 - 1.0);
-    c = (c > -1.0) ? c : -1.0; /* max(-1.0, c): c unless c > −1 is false */
-    c = (c < 1.0) ? c : 1.0;   /* min(1.0, c): c unless c < 1 is false */
-    double s = sqrt(s0 * s0 + s1 * s1 + s2 * s2);
-    double theta = atan2(s, c);
-    if (c > -0.9) {
-        double ratio = (s > 1e-12) ? theta / s : 1.0 + theta * theta / 6.0;
-        phi[0] = s0 * ratio;
-        phi[1] = s1 * ratio;
-        phi[2] = s2 * ratio;
-        return ST_OK;
-    }
-    /* near π: column i of B = ½(R + Rᵀ) − cI, i = first index of the largest diagonal */
-    double one_m_c = 1.0 - c;
-    double d0 = r00 - c, d1 = r11 - c, d2 = r22 - c;
-    double di, n0, n1, n2;
-    if (d0 >= d1 && d0 >= d2) {
-        di = d0; n0 = d0; n1 = 0.5 * (r10 + r01); n2 = 0.5 * (r20 + r02);
-    } else if (d1 >= d2) {
-        di = d1; n0 = 0.5 * (r01 + r10); n1 = d1; n2 = 0.5 * (r21 + r12);
-    } else {
-        di = d2; n0 = 0.5 * (r02 + r20); n1 = 0.5 * (r12 + r21); n2 = d2;
-    }
-    double arg = di * one_m_c;
-    /* math.sqrt of a negative raises ValueError, n / 0.0 ZeroDivisionError (Python floats) */
-    if (arg <= 0.0) return ST_DOMAIN;
-    double k = sqrt(arg);
-    n0 = n0 / k;
-    n1 = n1 / k;
-    n2 = n2 / k;
-    if (n0 * s0 + n1 * s1 + n2 * s2 < 0.0) {
-        n0 = -n0; n1 = -n1; n2 = -n2;
-    }
-    phi[0] = theta * n0;
-    phi[1] = theta * n1;
-    phi[2] = theta * n2;
-    return ST_OK;
-}
 
 /* lie.se3_log_floats: λ = log T = [ρ; φ] of T = [[R, p], [0, 1]] (R by rows, then p), φ = log R,
  * ρ = J_l3(φ)⁻¹ p = p − ½ φ × p + γ φ × (φ × p); co = the jacobian_coeffs of θ = |φ|. */
 static int se3_log(const double *t, double *lam, double *co) {
     double w[3];
-    int st = so3_log(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], w);
+    int st = kernel_so3_log(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], w) ? ST_DOMAIN : ST_OK;
     if (st) return st;
     double w0 = w[0], w1 = w[1], w2 = w[2], p0 = t[9], p1 = t[10], p2 = t[11];
     st = jacobian_coeffs(w0 * w0 + w1 * w1 + w2 * w2, co);
@@ -775,16 +730,9 @@ static PyObject *SE3Kernel_step(SE3Kernel *self, PyObject *Py_UNUSED(ignored)) {
         for (int r = 0; r < 6; r++) s += Jb[r * j_rs + i * j_cs] * yf[r];
         tau[i] = t + s;
     }
-    /* joint dissipation feedforward (controllers/feedforward.py): f tanh(τ_pre/(f/2)) or f tanh(q̇/ε), + d q̇ */
-    if (self->ff_mode) {
-        const double *ff = p[B_FF_F], *fd = p[B_FF_D], *half = p[B_FF_HALF];
-        for (int i = 0; i < nv; i++) {
-            double o = (self->ff_mode == 2) ? tanh(qd[i] / self->ff_vel_eps) : tanh(tau[i] / half[i]);
-            o = o * ff[i];
-            if (self->ff_damping) o = o + fd[i] * qd[i];
-            tau[i] = tau[i] + o;
-        }
-    }
+    /* joint dissipation feedforward (controllers/feedforward.py) */
+    kernel_feedforward(self->ff_mode, self->ff_damping, self->ff_vel_eps, p[B_FF_F], p[B_FF_D], p[B_FF_HALF], qd,
+                       tau, nv);
     /* commit: torque, diagnostics (λ), y and q̇ for q_ddot_ref */
     memcpy(p[B_TAU], tau, (size_t)nv * sizeof(double));
     memcpy(p[B_DIAG], res + R_LAM, 6 * sizeof(double));

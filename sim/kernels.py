@@ -5,7 +5,8 @@ matrix; in Python almost all of its cost is interpreter and binding overhead (do
 A *kernel* is one component's per-step arithmetic written in C: the Khatib and SE(3) control laws
 (``controllers/_khatib_kernel.c``, ``controllers/_se3_kernel.c``), the F/T pipeline
 (``sim/_wrench_kernel.c``) and the snapshot's kinematic part (``sim/_dynamics_kernel.c``); the binding
-helpers they share are in ``sim/_kernel_util.h``. It is *bound* once to the preallocated arrays it reads and writes
+helpers they share are in ``sim/_kernel_util.h``, the shared float code (rotation log, feedforward) in
+``sim/_kernel_math.h``. It is *bound* once to the preallocated arrays it reads and writes
 (snapshot, reference, wrench state, command: their buffers never move during a run), so a step is one
 call with no arguments.
 
@@ -51,8 +52,8 @@ ENV = "DOCKBENCH_KERNELS"
 MODES = ("auto", "compiled", "python")
 BUILD_HINT = "build it with `pip install -e .` (needs a C compiler and the Python headers, e.g. gcc and python3-dev)"
 
-#: the header every kernel includes (setup.py hashes it with each kernel's source)
-SHARED_HEADER = Path(__file__).resolve().parent / "_kernel_util.h"
+#: the headers the kernels include (setup.py hashes them with each kernel's source, in this order)
+SHARED_HEADERS = tuple(Path(__file__).resolve().parent / h for h in ("_kernel_util.h", "_kernel_math.h"))
 
 _override: str | None = None
 
@@ -108,8 +109,8 @@ def status(name: str) -> tuple[ModuleType | None, str]:
         return None, f"{name} is not built ({exc})"
     src = source_path(name)
     built = getattr(module, "SOURCE_SHA256", None)
-    if src.exists() and SHARED_HEADER.exists():
-        current = hashlib.sha256(src.read_bytes() + SHARED_HEADER.read_bytes()).hexdigest()
+    if src.exists() and all(h.exists() for h in SHARED_HEADERS):
+        current = hashlib.sha256(src.read_bytes() + b"".join(h.read_bytes() for h in SHARED_HEADERS)).hexdigest()
         if built != current:
             return None, f"{name} is stale: it was built from another version of {src.name}"
     return module, "compiled"

@@ -272,11 +272,12 @@ def test_wrench_kernel_rejects_bad_rows_by_name() -> None:
         k(*bad)
 
 
-def test_setup_and_sim_kernels_hash_the_same_shared_header() -> None:
+def test_setup_and_sim_kernels_hash_the_same_shared_headers() -> None:
     from tests.helpers import REPO
 
     text = (REPO / "setup.py").read_text()
-    assert f'SHARED_HEADER = "{kernels.SHARED_HEADER.relative_to(REPO).as_posix()}"' in text
+    headers = ", ".join(f'"{h.relative_to(REPO).as_posix()}"' for h in kernels.SHARED_HEADERS)
+    assert f"SHARED_HEADERS = [{headers}]" in text
     for name in ("controllers._khatib_kernel", "controllers._se3_kernel", "sim._wrench_kernel"):
         src = kernels.source_path(name)
         assert f'("{name}", "{src.relative_to(REPO).as_posix()}")' in text
@@ -350,3 +351,22 @@ def test_an_unbound_kernel_raises_instead_of_crashing(name: str, cls: str) -> No
         k.__init__(*([None] * 3))
     with pytest.raises(RuntimeError, match="not bound"):
         k.step(0) if cls == "WrenchKernel" else k.step()
+
+
+@khatib_built
+def test_khatib_kernel_hands_back_where_python_math_raises() -> None:
+    """R_d Rᵀ = diag(−1, −1, −1.5) is no rotation: the Python rotation log divides by zero near π; the
+    kernel hands that step back (writing nothing) and the Python path raises the same error as it
+    does without the kernel."""
+    s, fast, slow = _pair("iiwa14_docking")
+    snap = s.dynamics.update(s.q0, np.zeros(s.plant.nv))
+    ref, w = Reference(), WrenchState()
+    _random_ref(np.random.default_rng(1), snap, ref)
+    snap.T_world_ee[:3, :3] = np.eye(3)
+    ref.R[:] = np.diag([-1.0, -1.0, -1.5])
+    cf, cs = fast.make_command(), slow.make_command()
+    with pytest.raises(ZeroDivisionError):
+        slow.compute(snap, ref, w, cs)
+    with pytest.raises(ZeroDivisionError):
+        fast.compute(snap, ref, w, cf)
+    assert fast.kernel_fallbacks == 1 and not np.any(cf.tau)
