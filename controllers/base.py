@@ -105,5 +105,14 @@ class Controller(ABC):
         """Run-level counters for summary.json (e.g. QP fallbacks). Default: none."""
         return {}
 
+    #: (snap, ref, wrench, cmd, config) a compiled kernel is bound to (controllers with a kernel)
+    _bound: tuple = ()
+
+    def _kernel_bound_to(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> bool:
+        """True when the compiled kernel is bound to these objects and to the current config (a run's
+        arrays never move, so one identity check per step decides whether to bind again)."""
+        b = self._bound
+        return bool(b) and b[0] is snap and b[1] is ref and b[2] is wrench and b[3] is cmd and b[4] is self.config
+
 
 CONTROLLERS: Registry[Controller] = Registry("controller")

@@ -105,7 +105,6 @@ class KhatibController(Controller):
         # compiled kernel (None: the Python path); bound to the run's arrays on the first compute()
         self._kmod = kernels.load("controllers._khatib_kernel")
         self._kernel = None
-        self._bound: tuple = ()
         self.kernel_fallbacks = 0  # steps the compiled kernel handed back (singular Λ⁻¹)
 
     @property
@@ -150,15 +149,7 @@ class KhatibController(Controller):
 
     def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         if self._kmod is not None:
-            b = self._bound  # rebind when the run's arrays (or the config) are other objects than last step
-            if (
-                not b
-                or b[0] is not snap
-                or b[1] is not ref
-                or b[2] is not wrench
-                or b[3] is not cmd
-                or b[4] is not self.config
-            ):
+            if not self._kernel_bound_to(snap, ref, wrench, cmd):
                 self._bind(snap, ref, wrench, cmd)
             if self._kernel.step() == 0:
                 return

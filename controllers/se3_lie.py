@@ -218,7 +218,6 @@ class SE3LieController(Controller):
         # compiled kernel (None: the Python path); bound to the run's arrays on the first compute()
         self._kmod = kernels.load("controllers._se3_kernel")
         self._kernel = None
-        self._bound: tuple = ()
         self._kv: dict[str, np.ndarray] = {}  # views of the kernel's results buffer, by name
         self._from_kernel = False  # the law results (lam, …, T_err) of the last step are the kernel's
         self.kernel_fallbacks = 0  # steps the compiled kernel handed back to the Python path
@@ -492,15 +491,7 @@ class SE3LieController(Controller):
 
     def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         if self._kmod is not None:
-            b = self._bound
-            if (
-                not b
-                or b[0] is not snap
-                or b[1] is not ref
-                or b[2] is not wrench
-                or b[3] is not cmd
-                or b[4] is not self.config
-            ):
+            if not self._kernel_bound_to(snap, ref, wrench, cmd):
                 self._bind(snap, ref, wrench, cmd)
             if self._echo is not None:
                 self._echo.last = ref

@@ -56,3 +56,20 @@ def planner_context():
     T_start = np.eye(4)
     T_start[:3, 3] = (0.4, 0.1, 0.5)
     return PlannerContext(T_world_start=T_start, T_world_goal=T_goal, approach_axis_world=np.array((0.0, 0.0, 1.0)))
+
+
+def random_reference(rng, snap, out=None, rot_scale: float = 0.2):
+    """A world reference near the snapshot's EE pose (position within 2 cm, orientation rotated by a
+    random vector of scale ``rot_scale`` rad, small velocities and accelerations), written into ``out``
+    (a new :class:`planners.base.Reference` if None) and returned."""
+    from planners.base import Reference
+    from sim.lie import so3_exp
+
+    ref = Reference() if out is None else out
+    ref.pos[:] = snap.p_ee_in_world + rng.uniform(-0.02, 0.02, 3)
+    ref.vel[:] = rng.uniform(-0.05, 0.05, 3)
+    ref.acc[:] = rng.uniform(-0.1, 0.1, 3)
+    ref.R[:] = so3_exp(rng.normal(scale=rot_scale, size=3)) @ snap.R_world_ee
+    ref.omega[:] = rng.normal(scale=0.1, size=3)
+    ref.alpha[:] = rng.normal(scale=0.1, size=3)
+    return ref

@@ -21,7 +21,7 @@ from sim.lie import so3_exp, so3_log
 from sim.loop import build, simulate
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState, cross3
-from tests.helpers import planner_context, press_scenario, scenario_dict
+from tests.helpers import planner_context, press_scenario, random_reference, scenario_dict
 
 #: relative round-off allowed between the float and the array forms (a few ulps, amplified by Λ)
 TOL_ROUNDOFF = 1e-12
@@ -88,17 +88,6 @@ class _ArrayKhatib:
         diag[3] = 1.0 if self.frozen else 0.0
 
 
-def _random_ref(rng, snap) -> Reference:
-    ref = Reference()
-    ref.pos[:] = snap.p_ee_in_world + rng.uniform(-0.02, 0.02, 3)
-    ref.vel[:] = rng.uniform(-0.05, 0.05, 3)
-    ref.acc[:] = rng.uniform(-0.1, 0.1, 3)
-    ref.R[:] = so3_exp(rng.normal(scale=0.2, size=3)) @ snap.R_world_ee
-    ref.omega[:] = rng.normal(scale=0.1, size=3)
-    ref.alpha[:] = rng.normal(scale=0.1, size=3)
-    return ref
-
-
 @pytest.mark.parametrize(
     "scene, overrides",
     [
@@ -121,7 +110,7 @@ def test_khatib_float_form_equals_array_form(scene: str, overrides: dict) -> Non
         q = s.q0 + rng.uniform(-0.3, 0.3, s.plant.nv)
         v = rng.uniform(-0.4, 0.4, s.plant.nv)
         snap = s.dynamics.update(q, v, 0.001 * step)
-        ref = _random_ref(rng, snap)
+        ref = random_reference(rng, snap)
         # small forces first (the integral runs), then contact (it freezes)
         w.ext_world[:] = rng.normal(scale=0.2 if step < 40 else 3.0, size=6)
         ctrl.compute(snap, ref, w, cmd)

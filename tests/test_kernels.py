@@ -15,7 +15,7 @@ from sim.lie import so3_exp
 from sim.loop import build, simulate
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState
-from tests.helpers import scenario_dict
+from tests.helpers import random_reference, scenario_dict
 
 KHATIB = "controllers._khatib_kernel"
 khatib_built = pytest.mark.skipif(
@@ -81,15 +81,6 @@ def _pair(scene: str, **overrides):
     return s, fast, slow
 
 
-def _random_ref(rng, snap, ref: Reference) -> None:
-    ref.pos[:] = snap.p_ee_in_world + rng.uniform(-0.02, 0.02, 3)
-    ref.vel[:] = rng.uniform(-0.05, 0.05, 3)
-    ref.acc[:] = rng.uniform(-0.1, 0.1, 3)
-    ref.R[:] = so3_exp(rng.normal(scale=0.3, size=3)) @ snap.R_world_ee
-    ref.omega[:] = rng.normal(scale=0.1, size=3)
-    ref.alpha[:] = rng.normal(scale=0.1, size=3)
-
-
 @khatib_built
 @pytest.mark.parametrize(
     "scene, overrides",
@@ -111,7 +102,7 @@ def test_khatib_kernel_equals_the_python_path(scene: str, overrides: dict) -> No
         q = s.q0 + rng.uniform(-0.3, 0.3, s.plant.nv)
         v = rng.uniform(-0.4, 0.4, s.plant.nv)
         snap = s.dynamics.update(q, v, 0.001 * step)
-        _random_ref(rng, snap, ref)
+        random_reference(rng, snap, ref, rot_scale=0.3)
         if step == 20:  # near π: the other branch of the rotation log
             ref.R[:] = so3_exp(np.array([0.0, 3.1, 0.05])) @ snap.R_world_ee
         w.ext_world[:] = rng.normal(scale=0.2 if step < 50 else 3.0, size=6)  # the integral runs, then freezes
@@ -133,7 +124,7 @@ def test_singular_lambda_hands_the_step_back_to_python_with_nothing_written() ->
     s, fast, slow = _pair("fr3_docking")
     snap = s.dynamics.update(s.q0, np.full(s.plant.nv, 0.1))
     ref, w = Reference(), WrenchState()
-    _random_ref(np.random.default_rng(2), snap, ref)
+    random_reference(np.random.default_rng(2), snap, ref)
     w.ext_world[:] = 0.1
     snap.J_ee_lwa[5] = 0.0  # rank 5: Λ⁻¹ singular → least squares
     cf, cs = fast.make_command(), slow.make_command()
@@ -361,7 +352,7 @@ def test_khatib_kernel_hands_back_where_python_math_raises() -> None:
     s, fast, slow = _pair("iiwa14_docking")
     snap = s.dynamics.update(s.q0, np.zeros(s.plant.nv))
     ref, w = Reference(), WrenchState()
-    _random_ref(np.random.default_rng(1), snap, ref)
+    random_reference(np.random.default_rng(1), snap, ref)
     snap.T_world_ee[:3, :3] = np.eye(3)
     ref.R[:] = np.diag([-1.0, -1.0, -1.5])
     cf, cs = fast.make_command(), slow.make_command()
