@@ -260,19 +260,4 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_khatib_kernel",
                                     "Compiled Khatib impedance step (controllers/khatib.py is the reference).",
                                     -1, NULL};
 
-PyMODINIT_FUNC PyInit__khatib_kernel(void) {
-    if (PyType_Ready(&KhatibKernelType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&KhatibKernelType);
-    if (PyModule_AddObject(m, "KhatibKernel", (PyObject *)&KhatibKernelType) < 0) { /* steals the reference only on success */
-        Py_DECREF(&KhatibKernelType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}
+PyMODINIT_FUNC PyInit__khatib_kernel(void) { return kernel_module(&module, &KhatibKernelType, "KhatibKernel"); }

@@ -823,17 +823,9 @@ static int add_layout(PyObject *m) {
 }
 
 PyMODINIT_FUNC PyInit__se3_kernel(void) {
-    if (PyType_Ready(&SE3KernelType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module);
+    PyObject *m = kernel_module(&module, &SE3KernelType, "SE3Kernel");
     if (m == NULL) return NULL;
-    Py_INCREF(&SE3KernelType);
-    if (PyModule_AddObject(m, "SE3Kernel", (PyObject *)&SE3KernelType) < 0) {
-        Py_DECREF(&SE3KernelType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0 ||
-        PyModule_AddIntConstant(m, "RESULTS_HEAD", R_HEAD) < 0 || add_layout(m) < 0 ||
+    if (PyModule_AddIntConstant(m, "RESULTS_HEAD", R_HEAD) < 0 || add_layout(m) < 0 ||
         PyModule_AddIntConstant(m, "STATUS_OK", ST_OK) < 0 ||
         PyModule_AddIntConstant(m, "STATUS_NOT_SPD", ST_NOT_SPD) < 0 ||
         PyModule_AddIntConstant(m, "STATUS_DOMAIN", ST_DOMAIN) < 0) {

@@ -171,19 +171,4 @@ static PyTypeObject DynamicsKernelType = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dynamics_kernel",
                                     "Compiled snapshot kinematics (sim/dynamics.py is the reference).", -1, NULL};
 
-PyMODINIT_FUNC PyInit__dynamics_kernel(void) {
-    if (PyType_Ready(&DynamicsKernelType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&DynamicsKernelType);
-    if (PyModule_AddObject(m, "DynamicsKernel", (PyObject *)&DynamicsKernelType) < 0) { /* steals the reference only on success */
-        Py_DECREF(&DynamicsKernelType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}
+PyMODINIT_FUNC PyInit__dynamics_kernel(void) { return kernel_module(&module, &DynamicsKernelType, "DynamicsKernel"); }

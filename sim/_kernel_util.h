@@ -83,4 +83,23 @@ static inline void kernel_release(Py_buffer *views, int n) {
         }
 }
 
+/* The module of one kernel type: PyType_Ready, the module, its SOURCE_SHA256 constant (setup.py) and
+ * the type under `name`. A new reference, or NULL with an exception set. */
+static inline PyObject *kernel_module(PyModuleDef *def, PyTypeObject *type, const char *name) {
+    if (PyType_Ready(type) < 0) return NULL;
+    PyObject *m = PyModule_Create(def);
+    if (m == NULL) return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(type);
+    if (PyModule_AddObject(m, name, (PyObject *)type) < 0) { /* steals the reference only on success */
+        Py_DECREF(type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
+
 #endif

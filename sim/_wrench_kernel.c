@@ -174,19 +174,4 @@ static PyTypeObject WrenchKernelType = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wrench_kernel",
                                     "Compiled F/T pipeline step (sim/wrench.py is the reference).", -1, NULL};
 
-PyMODINIT_FUNC PyInit__wrench_kernel(void) {
-    if (PyType_Ready(&WrenchKernelType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&WrenchKernelType);
-    if (PyModule_AddObject(m, "WrenchKernel", (PyObject *)&WrenchKernelType) < 0) { /* steals the reference only on success */
-        Py_DECREF(&WrenchKernelType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}
+PyMODINIT_FUNC PyInit__wrench_kernel(void) { return kernel_module(&module, &WrenchKernelType, "WrenchKernel"); }
