@@ -17,6 +17,7 @@ from setuptools import Extension, setup
 KERNELS = [
     ("controllers._khatib_kernel", "controllers/_khatib_kernel.c"),
     ("controllers._se3_kernel", "controllers/_se3_kernel.c"),
+    ("controllers._hqp_kernel", "controllers/_hqp_kernel.c"),
     ("sim._wrench_kernel", "sim/_wrench_kernel.c"),
     ("sim._dynamics_kernel", "sim/_dynamics_kernel.c"),
 ]

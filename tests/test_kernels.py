@@ -269,7 +269,8 @@ def test_setup_and_sim_kernels_hash_the_same_shared_headers() -> None:
     text = (REPO / "setup.py").read_text()
     headers = ", ".join(f'"{h.relative_to(REPO).as_posix()}"' for h in kernels.SHARED_HEADERS)
     assert f"SHARED_HEADERS = [{headers}]" in text
-    for name in ("controllers._khatib_kernel", "controllers._se3_kernel", "sim._wrench_kernel"):
+    for name in ("controllers._khatib_kernel", "controllers._se3_kernel", "sim._wrench_kernel",
+                 "controllers._hqp_kernel"):
         src = kernels.source_path(name)
         assert f'("{name}", "{src.relative_to(REPO).as_posix()}")' in text
 
