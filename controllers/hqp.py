@@ -100,6 +100,18 @@ feasible (every step of the docking scenarios) the box and torque rows are teste
 and the QP matrices are not assembled. tests/paper/test_hqp.py checks the built problem and the
 closed form against a straightforward numpy implementation of the same equations;
 tests/test_hqp_fast.py pins each fast path against its straightforward form.
+
+Compiled kernel: when ``controllers._hqp_kernel`` is built (sim/kernels.py), :meth:`HQPController.compute`
+binds it once to the run's arrays and a closed-form step is one C call (≈ 2 µs instead of ≈ 20–26 µs):
+everything above up to τ, with Λ, Λ^½ from a cyclic Jacobi iteration instead of dsyevd and ∇w ported.
+It writes τ, the diagnostics and every array of :attr:`HQPController.prob` and :attr:`HQPController.sol`
+the Python path writes (their few scalars — α, w, the solution status and residuals — are brought up to
+date when ``prob`` or ``sol`` is next read). It hands the step back to this Python code, having written
+nothing, when the closed form is infeasible (the QPs), when Λ⁻¹ or J Jᵀ is not positive definite (or
+the Jacobi iteration does not converge), and where Python's math raises. The sensorless mode (the
+momentum observer) and ``qp_mode: always`` never use it. F_ext, α, K_r, e_p and Δν are equal to the
+Python path bit for bit, the rest to round-off (tests/test_hqp_kernel.py); on a compiled step
+``qp_solve_time`` is the kernel's whole evaluation time.
 """
 
 from __future__ import annotations
@@ -115,9 +127,10 @@ from scipy.linalg.lapack import dposv as _dposv
 from scipy.linalg.lapack import dsyevd as _dsyevd
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
-from controllers.feedforward import DissipationFeedforward
+from controllers.feedforward import VELOCITY_EPS, DissipationFeedforward
 from controllers.observer import MomentumObserver
 from planners.base import Planner, Reference
+from sim import kernels
 from sim.config import param
 from sim.dynamics import Snapshot
 from sim.errors import ScenarioError
@@ -133,6 +146,8 @@ _SOLVER_OPTIONS: dict[str, dict] = {
     "proxqp": {"eps_abs": 1e-7, "eps_rel": 0.0, "max_iter": 1000},
     "quadprog": {},
 }
+#: the compiled kernel of the closed-form step (sim/kernels.py)
+HQP_KERNEL = "controllers._hqp_kernel"
 #: qp_status codes (see module docstring)
 STATUS_CLOSED_FORM, STATUS_QP, STATUS_L2_FAILED, STATUS_FALLBACK = 0, 1, 2, 3
 #: relative slack below which an inequality counts as active
@@ -431,8 +446,8 @@ class HQPController(Controller):
         self._ff_f = plant.dof_frictionloss.copy() if c.feedforward != "off" else np.zeros(nv)
         self._ff_d = plant.dof_damping.copy() if c.feedforward != "off" else np.zeros(nv)
         self.q_ref = plant.q_home.copy()
-        self.prob = HQPProblem(nv)
-        self.sol = HQPSolution(nv)
+        self._prob = HQPProblem(nv)
+        self._sol = HQPSolution(nv)
         self.solver_options = dict(_SOLVER_OPTIONS[c.solver])
         self.observer = (
             MomentumObserver(plant, c.observer_gain, model_damping=True, model_friction=True)
@@ -443,16 +458,16 @@ class HQPController(Controller):
         self._MinvJt = np.zeros((nv, 6))
         # Λ and √s Λ^½ as the two halves of one (12, 6) product [V/μ; V/√(μ/s)] Vᵀ (p.Lambda is a view)
         self._LL = np.zeros((12, 6))
-        self.prob.Lambda = self._LL[:6]
+        self._prob.Lambda = self._LL[:6]
         self._Lhalf_s = self._LL[6:]
         self._VS = np.zeros((12, 6))
         self._VS3 = self._VS.reshape(2, 6, 6)
         self._mu2 = np.zeros((2, 1, 6))
         self._mu2_a, self._mu2_b = self._mu2[0, 0], self._mu2[1, 0]
         self._scale0d = np.zeros(())
-        vec6 = self.prob.vec6.reshape(-1)
+        vec6 = self._prob.vec6.reshape(-1)
         self._vec6_a, self._vec6_b, self._vec6_c = vec6[:24], vec6[24:36], vec6[36:]  # see _build_task
-        self._g_rhs = self.prob.vec6[5]  # F_r + F_ext
+        self._g_rhs = self._prob.vec6[5]  # F_r + F_ext
         kh = np.sqrt(self.K0)
         self._S0 = kh[:, None] + kh  # √K_0,i + √K_0,j
         self._K0_t = tuple(self.K0.tolist())
@@ -466,7 +481,7 @@ class HQPController(Controller):
         self._w_th_sa = c.w_th if c.k_sa > 0.0 else -math.inf  # ∇w term on when w < this
         self._wrench_comp = c.wrench_compensation
         self._auto = c.qp_mode == "auto"
-        self._JT = self.prob.J.T  # view: Jᵀ of the problem's (per-step) copy of J
+        self._JT = self._prob.J.T  # view: Jᵀ of the problem's (per-step) copy of J
         self._q_ref_t = tuple(self.q_ref.tolist())
         self._Mx = np.zeros(nv)  # M q̈* of the closed form (this step)
         self._closed_feasible = False
@@ -498,12 +513,13 @@ class HQPController(Controller):
         self._joint_consts = tuple(
             zip(*(a.tolist() for a in (self._vmin_D, self._vmax_D, self._qmin_k2, self._qmax_k2, tl, fd)), strict=True)
         )
+        self._joint_consts_a = np.array(self._joint_consts).reshape(nv, 6)  # the same floats, for the kernel
         self._slack = np.zeros(4 * nv)
         self._G2 = np.zeros((2 * nv + 12, nv))
         # level-2 band QP bounds in daqp's layout [ub; h2] (h2 = the band's inequality right-hand side)
         self._bu_band = np.zeros(3 * nv + 12)
         self._h2 = self._bu_band[nv:]
-        p = self.prob
+        p = self._prob
         if c.solver == "daqp":
             # daqp's own API (what qpsolvers.solve_problem ends in, without its per-call restacking of
             # the constraints, Problem unpacking and Solution record: ≈ 4 µs instead of ≈ 11 µs): box rows
@@ -550,6 +566,14 @@ class HQPController(Controller):
         self.n_qp_iterations = 0  # daqp active-set iterations, summed over every QP solved
         #: warm-start memory per QP problem: (control step it was solved at, its multipliers)
         self._warm: dict[int, tuple[int, np.ndarray]] = {}
+        # compiled kernel of the closed-form step (None: the Python path), bound to the run's arrays on the
+        # first compute(). Not for the sensorless mode (the momentum observer runs in Python) nor for
+        # qp_mode "always" (every step solves the QPs): those always run the Python path.
+        self._kmod = kernels.load(HQP_KERNEL) if self.observer is None and self._auto else None
+        self._kernel = None
+        self.kernel_fallbacks = 0  # steps the compiled kernel handed back to the Python path
+        self._kres = np.zeros(4)  # the kernel's α, w, ‖J q̈* − b‖ and evaluation time [s] of its last step
+        self._kernel_step = False  # the last step was the kernel's: prob/sol scalars not yet synchronised
 
     # ------------------------------------------------------------------------------------ lifecycle
 
@@ -560,6 +584,33 @@ class HQPController(Controller):
         self._tau_prev[:] = 0.0
         if self.observer is not None:
             self.observer.reset()
+
+    @property
+    def prob(self) -> HQPProblem:
+        """The problem of the last step (:class:`HQPProblem`; its scalars brought up to date after a compiled
+        step)."""
+        if self._kernel_step:
+            self._sync_kernel_step()
+        return self._prob
+
+    @property
+    def sol(self) -> HQPSolution:
+        """The solution of the last step (:class:`HQPSolution`; brought up to date after a compiled step)."""
+        if self._kernel_step:
+            self._sync_kernel_step()
+        return self._sol
+
+    def _sync_kernel_step(self) -> None:
+        """After a compiled step: the Python-side scalars the Python path would have set (the kernel wrote
+        every array of :attr:`prob` and :attr:`sol` itself), from its results buffer."""
+        self._kernel_step = False
+        p, sol = self._prob, self._sol
+        p.alpha, p.w, l1, dt = self._kres.tolist()
+        p.qp_assembled = False
+        sol.status, sol.solve_time, sol.primal_residual, sol.n_active = STATUS_CLOSED_FORM, dt, 0.0, 0
+        sol.level1_residual = l1
+        self._closed_feasible, self._box_filled = True, False
+        self._kr, self._f = p.K_r.tolist(), p.F_ext.tolist()
 
     def summary(self) -> dict[str, object]:
         return {
@@ -573,6 +624,8 @@ class HQPController(Controller):
             "qp_warm_start": self.config.warm_start,
             "qp_iterations": self.n_qp_iterations,
             "singularity_avoidance_steps": self.n_sa,
+            "kernel": "compiled" if self._kmod is not None else "python",
+            "kernel_fallbacks": self.kernel_fallbacks,
         }
 
     # ------------------------------------------------------------------------------------ build
@@ -598,7 +651,8 @@ class HQPController(Controller):
         :meth:`_feasible` evaluated on floats) and its M q̈* (``_Mx``). The box and torque rows
         (lb, ub, h) are only stored when that test fails (:meth:`_constraints`); otherwise
         :meth:`_assemble_qp` stores them on demand."""
-        p = self.prob
+        self._kernel_step = False  # the Python path sets everything below
+        p = self._prob
         J = p.J
         J[:] = snap.J_ee_lwa
         x0, x1, x2 = snap.p_ee_in_world.tolist()
@@ -735,7 +789,7 @@ class HQPController(Controller):
           intersection (the velocity box alone where they do not intersect);
           torque rows −τ_max + m − c ≤ M q̈ ≤ τ_max − m − c, m = f + d|q̇| (feedforward margin);
           feasibility of q̈*: lb ≤ q̈* ≤ ub and −h_bot ≤ M q̈* ≤ h_top (the slacks of _slacks ≥ 0)."""
-        p = self.prob
+        p = self._prob
         inv_D, k2, tD = self._inv_D, self._k2, self._two_over_D
         lb, ub, ht, hb = [], [], [], []
         feasible = True
@@ -770,7 +824,9 @@ class HQPController(Controller):
     def _assemble_qp(self, snap: Snapshot) -> None:
         """Fill P1, q1, P2, q2, G (the QP matrices) of :attr:`prob`, and lb, ub, h unless
         :meth:`_build_task` already stored them this step."""
-        p = self.prob
+        if self._kernel_step:
+            self._sync_kernel_step()
+        p = self._prob
         nv = self.nv
         M = snap.M
         if not self._box_filled:
@@ -799,7 +855,7 @@ class HQPController(Controller):
         reused: copy its arrays to keep them. Note: in sensorless mode this advances the observer."""
         self._build_task(snap, ref, wrench)
         self._assemble_qp(snap)
-        return self.prob
+        return self._prob
 
     # ------------------------------------------------------------------------------------ solve
 
@@ -838,7 +894,7 @@ class HQPController(Controller):
 
     def _slacks(self, x: np.ndarray, M: np.ndarray) -> np.ndarray:
         """Stacked inequality slacks [x − lb; ub − x; h_top − M x; h_bot + M x] (≥ 0 when feasible)."""
-        p = self.prob
+        p = self._prob
         nv = self.nv
         S = self._slack
         np.subtract(x, p.lb, out=S[:nv])
@@ -852,7 +908,7 @@ class HQPController(Controller):
     def _stats(self, x: np.ndarray, M: np.ndarray, sol: HQPSolution, eq: bool) -> None:
         """Primal residual (max violation) and active-inequality count of ``x``: the slacks of
         :meth:`_slacks` and the test slack ≤ ACTIVE_TOL (1 + |bound|), evaluated on floats."""
-        p = self.prob
+        p = self._prob
         nv = self.nv
         h = p.h.tolist()
         tol = ACTIVE_TOL
@@ -876,17 +932,19 @@ class HQPController(Controller):
 
     def solve(self, snap: Snapshot) -> HQPSolution:
         """Solve the problem last built for ``snap`` (closed form when feasible in ``auto`` mode)."""
+        if self._kernel_step:
+            self._sync_kernel_step()
         return self._solve(snap, None)
 
     def _solve(self, snap: Snapshot, closed_feasible: bool | None) -> HQPSolution:
         """:meth:`solve`; ``closed_feasible``: the feasibility of q̈* when already known (compute()
         passes the test made in _build_task; None re-tests the problem's arrays)."""
-        p = self.prob
+        p = self._prob
         if closed_feasible is None and not p.qp_assembled:
             self._assemble_qp(snap)
         if self._auto and (self._feasible(p.qdd_closed, snap) if closed_feasible is None else closed_feasible):
             return self._closed_form_solution()
-        sol = self.sol
+        sol = self._sol
         if not p.qp_assembled:
             self._assemble_qp(snap)
         self.n_qp += 1
@@ -938,8 +996,8 @@ class HQPController(Controller):
     def _closed_form_solution(self) -> HQPSolution:
         """Record q̈* of the problem as the solution (status 0, no active constraint)."""
         t0 = time.perf_counter()
-        sol = self.sol
-        x = self.prob.qdd_closed
+        sol = self._sol
+        x = self._prob.qdd_closed
         sol.qdd[:] = x
         sol.qdd_level1[:] = x
         sol.status = STATUS_CLOSED_FORM
@@ -951,7 +1009,7 @@ class HQPController(Controller):
 
     def _level1_residual(self, x: np.ndarray) -> float:
         """‖J x − b‖ [m/s², rad/s²]."""
-        p = self.prob
+        p = self._prob
         r0, r1, r2, r3, r4, r5 = p.J.dot(x, out=self._f6).tolist()
         b0, b1, b2, b3, b4, b5 = p.b.tolist()
         r0, r1, r2, r3, r4, r5 = r0 - b0, r1 - b1, r2 - b2, r3 - b3, r4 - b4, r5 - b5
@@ -959,7 +1017,81 @@ class HQPController(Controller):
 
     # ------------------------------------------------------------------------------------ compute
 
+    def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        """Bind the compiled kernel to this run's arrays (they never move during a run) and to the problem
+        and solution arrays it fills."""
+        p, sol, ff = self._prob, self._sol, self.ff
+        self._kernel = self._kmod.HQPKernel(
+            J_ee_lwa=snap.J_ee_lwa,
+            T_world_ee=snap.T_world_ee,
+            T_world_sensor=snap.T_world_sensor,
+            twist_ee_lwa=snap.twist_ee_lwa,
+            ref_flat=ref.flat,
+            ext_world=wrench.ext_world,
+            M=snap.M,
+            Minv=snap.Minv,
+            h=snap.h,
+            q=snap.q,
+            v=snap.v,
+            dJdq_ee_lwa=snap.dJdq_ee_lwa,
+            k0=np.array(self._K0_t),
+            S0=self._S0,
+            q_ref=np.array(self._q_ref_t),
+            joint_consts=self._joint_consts_a,
+            ff_f=ff.f,
+            ff_d=ff.d,
+            ff_half_f=ff._half_f,
+            tau=cmd.tau,
+            diag=cmd.diag,
+            J=p.J,
+            vec6=p.vec6,
+            Lambda_inv=p.Lambda_inv,
+            LL=self._LL,
+            D_r=p.D_r,
+            MinvJt=self._MinvJt,
+            qdd_posture=p.qdd_posture,
+            qdd_closed=p.qdd_closed,
+            tau_offset=p.tau_offset,
+            Mx=self._Mx,
+            qdd=sol.qdd,
+            qdd_level1=sol.qdd_level1,
+            results=self._kres,
+            k_alpha=float(self._k_alpha),
+            k_min_ratio=float(self._k_min_ratio),
+            minus_k_j=float(self._minus_k_j),
+            d_j=float(self._d_j),
+            k_sa=float(self._k_sa),
+            w_th=float(self._w_th_sa),
+            inv_D=self._inv_D,
+            k2=self._k2,
+            two_over_D=self._two_over_D,
+            plain=self._plain,
+            use_force=bool(self._use_force),
+            wrench_comp=bool(self._wrench_comp),
+            ff_mode=0 if not ff.active else (2 if ff.mode == "velocity" else 1),
+            ff_damping=ff.any_damping,
+            ff_vel_eps=VELOCITY_EPS,
+        )
+        self._bound = (snap, ref, wrench, cmd, self.config)
+
     def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        if self._kmod is not None:
+            if not self._kernel_bound_to(snap, ref, wrench, cmd):
+                self._bind(snap, ref, wrench, cmd)
+            w = snap.manipulability
+            if self._kernel.step(w) == 0:
+                self.n_steps += 1
+                if w < self._w_th_sa:
+                    self.n_sa += 1
+                self._kernel_step = True
+                return
+            # the closed form is infeasible (→ the QPs), or Λ⁻¹ / J Jᵀ not positive definite, or a math
+            # domain error: nothing was written, the Python path takes the step
+            self.kernel_fallbacks += 1
+        self._compute_python(snap, ref, wrench, cmd)
+
+    def _compute_python(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        """The reference implementation of :meth:`compute` (module docstring)."""
         self.n_steps += 1
         p = self._build_task(snap, ref, wrench)
         tau = cmd.tau

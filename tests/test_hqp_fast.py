@@ -32,6 +32,7 @@ from controllers.hqp import (
     manipulability_gradient,
 )
 from planners.base import Reference
+from sim import kernels
 from sim.loop import build, simulate
 from sim.scenario import load_scenario, scenario_from_dict
 from sim.wrench import WrenchState
@@ -42,6 +43,14 @@ TOL_IMPL = 1e-11  # fast path vs the straightforward numpy form (relative), as i
 TOL_QP_VS_CLOSED = 1e-7  # QP solution vs the closed form when no constraint is active
 TOL_GRAD = 1e-13  # ∇w evaluator vs the running sums (relative to max |∇w|)
 SEED = 11
+
+
+@pytest.fixture(autouse=True)
+def _python_reference():
+    """Controllers built here run the Python path, the reference these tests pin (the compiled kernel is
+    checked against it in tests/test_hqp_kernel.py)."""
+    with kernels.forced("python"):
+        yield
 
 
 def _recorded_states(name: str, every: int = 400):

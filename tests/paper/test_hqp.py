@@ -26,7 +26,7 @@ from controllers.hqp import (
 )
 from controllers.observer import MomentumObserver
 from planners.base import Reference
-from sim import lie
+from sim import kernels, lie
 from sim.loop import build, simulate
 from sim.robots import get_robot
 from sim.scenario import scenario_from_dict
@@ -44,6 +44,14 @@ TOL_JOINT_LIMIT = 1e-4  # joint-limit overshoot scale [rad]
 TOL_IMPL = 1e-11  # float / LAPACK implementation vs the straightforward numpy reference (relative)
 
 SEED = 3
+
+
+@pytest.fixture(autouse=True)
+def _python_reference():
+    """Controllers built here run the Python path, the reference these tests pin (the compiled kernel is
+    checked against it in tests/test_hqp_kernel.py)."""
+    with kernels.forced("python"):
+        yield
 
 
 def _free_space(
