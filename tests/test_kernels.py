@@ -18,6 +18,14 @@ from sim.wrench import WrenchState
 from tests.helpers import random_reference, scenario_dict
 
 KHATIB = "controllers._khatib_kernel"
+#: every kernel setup.py builds
+KERNEL_MODULES = (
+    "controllers._khatib_kernel",
+    "controllers._se3_kernel",
+    "controllers._hqp_kernel",
+    "sim._wrench_kernel",
+    "sim._dynamics_kernel",
+)
 khatib_built = pytest.mark.skipif(
     kernels.status(KHATIB)[0] is None, reason=f"{kernels.status(KHATIB)[1]}; {kernels.BUILD_HINT}"
 )
@@ -269,10 +277,10 @@ def test_setup_and_sim_kernels_hash_the_same_shared_headers() -> None:
     text = (REPO / "setup.py").read_text()
     headers = ", ".join(f'"{h.relative_to(REPO).as_posix()}"' for h in kernels.SHARED_HEADERS)
     assert f"SHARED_HEADERS = [{headers}]" in text
-    for name in ("controllers._khatib_kernel", "controllers._se3_kernel", "sim._wrench_kernel",
-                 "controllers._hqp_kernel"):
+    for name in KERNEL_MODULES:
         src = kernels.source_path(name)
         assert f'("{name}", "{src.relative_to(REPO).as_posix()}")' in text
+    assert text.count('_kernel", "') == len(KERNEL_MODULES)  # and no other
 
 
 # ------------------------------------------------------------------------------------------ dynamics kernel
