@@ -2,8 +2,9 @@
 
 At 1 kHz a control law is a few hundred floating-point operations spread over 6-vectors and a 7×7
 matrix; in Python almost all of its cost is interpreter and binding overhead (docs/performance.md).
-A *kernel* is one component's per-step arithmetic written in C: the Khatib and SE(3) control laws
-(``controllers/_khatib_kernel.c``, ``controllers/_se3_kernel.c``), the F/T pipeline
+A *kernel* is one component's per-step arithmetic written in C: the Khatib and SE(3) control laws and
+the HQP's closed-form step (``controllers/_khatib_kernel.c``, ``controllers/_se3_kernel.c``,
+``controllers/_hqp_kernel.c``), the F/T pipeline
 (``sim/_wrench_kernel.c``) and the snapshot's kinematic part (``sim/_dynamics_kernel.c``); the binding
 helpers they share are in ``sim/_kernel_util.h``, the shared float code (rotation log, feedforward) in
 ``sim/_kernel_math.h``. It is *bound* once to the preallocated arrays it reads and writes
@@ -13,12 +14,14 @@ call with no arguments.
 Every kernel has a pure-Python implementation of the same equations, which stays the reference: it
 is what the docs derive, what the equation tests in ``tests/paper`` check, and what runs when the
 kernel is not available. Tests run both on the same inputs (tests/test_kernels.py,
-tests/test_se3_kernel.py). The C code keeps the Python operation order in the scalar part and is
-compiled without fused multiply-add (setup.py), so the control-law errors, the wrenches, the poses and
-J_ee_lwa are equal bit for bit; the small matrix products (Λ⁻¹, its Cholesky solve, Jᵀy, J Jᵀ) sum
-in another order than BLAS, which changes τ by round-off (≤ 6e-14 relative measured; a poorly
-conditioned Λ⁻¹ magnifies the reordering). In contact the plant amplifies such differences, as it
-does any round-off: whole docking runs end within 4e-8 m of each other.
+tests/test_se3_kernel.py, tests/test_hqp_kernel.py). The C code keeps the Python operation order in
+the scalar part and is compiled without fused multiply-add (setup.py), so the control-law errors, the
+wrenches, the poses and J_ee_lwa are equal bit for bit; the small matrix products (Λ⁻¹, its Cholesky
+solve, Jᵀy, J Jᵀ) sum in another order than BLAS, which changes τ by round-off (≤ 6e-14 relative
+measured for Khatib and SE(3); ≤ 1.1e-11 for the HQP, whose Λ^½ comes from a Jacobi eigendecomposition
+instead of LAPACK's: close small eigenvalues of Λ⁻¹ magnify either solver's error). In contact the
+plant amplifies such differences, as it does any round-off: whole docking runs end within 4e-8 m of
+each other.
 
 Which path runs is chosen by the environment variable ``DOCKBENCH_KERNELS``:
 
