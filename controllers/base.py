@@ -105,8 +105,21 @@ class Controller(ABC):
         """Run-level counters for summary.json (e.g. QP fallbacks). Default: none."""
         return {}
 
+    #: the compiled kernel module (sim/kernels.py) of controllers that have one; None: the Python path
+    _kmod: Any = None
     #: (snap, ref, wrench, cmd, config) a compiled kernel is bound to (controllers with a kernel)
     _bound: tuple = ()
+    #: steps a compiled kernel handed back to the Python path
+    kernel_fallbacks: int = 0
+
+    @property
+    def kernel(self) -> str:
+        """Which implementation runs :meth:`compute`: ``compiled`` (a C kernel) or ``python``."""
+        return "compiled" if self._kmod is not None else "python"
+
+    def kernel_summary(self) -> dict[str, Any]:
+        """The ``kernel`` and ``kernel_fallbacks`` entries of :meth:`summary`."""
+        return {"kernel": self.kernel, "kernel_fallbacks": self.kernel_fallbacks}
 
     def _kernel_bound_to(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> bool:
         """True when the compiled kernel is bound to these objects and to the current config (a run's

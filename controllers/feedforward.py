@@ -38,6 +38,19 @@ class DissipationFeedforward:
         #: False when there is nothing to compensate (the loop can skip the call)
         self.active = self.any_friction or self.any_damping
 
+    def kernel_args(self) -> dict:
+        """This feedforward as the compiled kernels take it (``kernel_feedforward`` in sim/_kernel_math.h):
+        f, d, f/2 (1 where f = 0), the mode code (0 inactive, 1 torque, 2 velocity), whether the
+        damping term is on, and the velocity scale ε."""
+        return {
+            "ff_f": self.f,
+            "ff_d": self.d,
+            "ff_half_f": self._half_f,
+            "ff_mode": 0 if not self.active else (2 if self.mode == "velocity" else 1),
+            "ff_damping": self.any_damping,
+            "ff_vel_eps": VELOCITY_EPS,
+        }
+
     def compute(self, v: np.ndarray, tau_pre: np.ndarray) -> np.ndarray:
         """τ_ff + τ_damp [N·m] for joint velocities ``v`` [rad/s] and pre-feedforward torque."""
         out = self.out

@@ -127,7 +127,7 @@ from scipy.linalg.lapack import dposv as _dposv
 from scipy.linalg.lapack import dsyevd as _dsyevd
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
-from controllers.feedforward import VELOCITY_EPS, DissipationFeedforward
+from controllers.feedforward import DissipationFeedforward
 from controllers.observer import MomentumObserver
 from planners.base import Planner, Reference
 from sim import kernels
@@ -571,7 +571,6 @@ class HQPController(Controller):
         # qp_mode "always" (every step solves the QPs): those always run the Python path.
         self._kmod = kernels.load(HQP_KERNEL) if self.observer is None and self._auto else None
         self._kernel = None
-        self.kernel_fallbacks = 0  # steps the compiled kernel handed back to the Python path
         self._kres = np.zeros(4)  # the kernel's α, w, ‖J q̈* − b‖ and evaluation time [s] of its last step
         self._kernel_step = False  # the last step was the kernel's: prob/sol scalars not yet synchronised
 
@@ -624,8 +623,7 @@ class HQPController(Controller):
             "qp_warm_start": self.config.warm_start,
             "qp_iterations": self.n_qp_iterations,
             "singularity_avoidance_steps": self.n_sa,
-            "kernel": "compiled" if self._kmod is not None else "python",
-            "kernel_fallbacks": self.kernel_fallbacks,
+            **self.kernel_summary(),
         }
 
     # ------------------------------------------------------------------------------------ build
@@ -1020,7 +1018,7 @@ class HQPController(Controller):
     def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """Bind the compiled kernel to this run's arrays (they never move during a run) and to the problem
         and solution arrays it fills."""
-        p, sol, ff = self._prob, self._sol, self.ff
+        p, sol = self._prob, self._sol
         self._kernel = self._kmod.HQPKernel(
             J_ee_lwa=snap.J_ee_lwa,
             T_world_ee=snap.T_world_ee,
@@ -1038,9 +1036,6 @@ class HQPController(Controller):
             S0=self._S0,
             q_ref=np.array(self._q_ref_t),
             joint_consts=self._joint_consts_a,
-            ff_f=ff.f,
-            ff_d=ff.d,
-            ff_half_f=ff._half_f,
             tau=cmd.tau,
             diag=cmd.diag,
             J=p.J,
@@ -1068,9 +1063,7 @@ class HQPController(Controller):
             plain=self._plain,
             use_force=bool(self._use_force),
             wrench_comp=bool(self._wrench_comp),
-            ff_mode=0 if not ff.active else (2 if ff.mode == "velocity" else 1),
-            ff_damping=ff.any_damping,
-            ff_vel_eps=VELOCITY_EPS,
+            **self.ff.kernel_args(),
         )
         self._bound = (snap, ref, wrench, cmd, self.config)
 

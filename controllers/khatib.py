@@ -33,7 +33,7 @@ import mujoco
 import numpy as np
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
-from controllers.feedforward import VELOCITY_EPS, DissipationFeedforward
+from controllers.feedforward import DissipationFeedforward
 from planners.base import Planner, Reference
 from sim import kernels
 from sim.config import param
@@ -105,7 +105,6 @@ class KhatibController(Controller):
         # compiled kernel (None: the Python path); bound to the run's arrays on the first compute()
         self._kmod = kernels.load("controllers._khatib_kernel")
         self._kernel = None
-        self.kernel_fallbacks = 0  # steps the compiled kernel handed back (singular Λ⁻¹)
 
     @property
     def frozen(self) -> bool:
@@ -117,19 +116,23 @@ class KhatibController(Controller):
         self._flags[0] = 1.0 if value else 0.0
 
     def summary(self) -> dict:
-        return {"kernel": "compiled" if self._kmod is not None else "python", "kernel_fallbacks": self.kernel_fallbacks}
+        return self.kernel_summary()
+
+    def _kernel_args(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> dict:
+        """The arrays and parameters the compiled kernel is bound to (controllers/_khatib_kernel.c)."""
+        return {
+            "T_world_ee": snap.T_world_ee, "twist_ee_lwa": snap.twist_ee_lwa, "ref_flat": ref.flat,
+            "ext_world": wrench.ext_world, "J_v_h": snap.J_v_h, "Minv": snap.Minv, "dJdq_ee_lwa": snap.dJdq_ee_lwa,
+            "integral": self.integral, "F_I": self.F_I, "flags": self._flags, "tau": cmd.tau, "diag": cmd.diag,
+            "u": self.u, "gains": self._config_gains(), "dt": float(self.dt), "min_pivot": _CHOL_MIN_PIVOT,
+            "use_integral": self.use_integral, "use_force_feedback": bool(self.config.use_force_feedback),
+            **self.ff.kernel_args(),
+        }
 
     def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """Bind the compiled kernel to this run's arrays (they never move during a run)."""
-        c, ff = self.config, self.ff
-        ff_mode = 0 if not ff.active else (2 if ff.mode == "velocity" else 1)
-        self._kernel = self._kmod.KhatibKernel(
-            snap.T_world_ee, snap.twist_ee_lwa, ref.flat, wrench.ext_world, snap.J_v_h, snap.Minv,
-            snap.dJdq_ee_lwa, self.integral, self.F_I, self._flags, cmd.tau, cmd.diag, self.u,
-            ff.f, ff.d, ff._half_f, self._config_gains(), float(self.dt), _CHOL_MIN_PIVOT,
-            self.use_integral, bool(c.use_force_feedback), ff_mode, ff.any_damping, VELOCITY_EPS,
-        )
-        self._bound = (snap, ref, wrench, cmd, c)
+        self._kernel = self._kmod.KhatibKernel(**self._kernel_args(snap, ref, wrench, cmd))
+        self._bound = (snap, ref, wrench, cmd, self.config)
 
     def reset(self, snap: Snapshot, ref: Reference) -> None:
         self.integral[:] = 0.0

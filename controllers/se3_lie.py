@@ -72,7 +72,7 @@ from scipy.linalg.blas import dgemv as _dgemv
 from scipy.linalg.lapack import dposv as _dposv
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
-from controllers.feedforward import VELOCITY_EPS, DissipationFeedforward
+from controllers.feedforward import DissipationFeedforward
 from planners.base import Planner, Reference
 from planners.motion_reference import MotionReference
 from sim import kernels
@@ -220,7 +220,6 @@ class SE3LieController(Controller):
         self._kernel = None
         self._kv: dict[str, np.ndarray] = {}  # views of the kernel's results buffer, by name
         self._from_kernel = False  # the law results (lam, …, T_err) of the last step are the kernel's
-        self.kernel_fallbacks = 0  # steps the compiled kernel handed back to the Python path
 
     # ------------------------------------------------------------------------------------ results
     # Read-only (6,) / (4, 4) / (nv,) arrays of the last step, built from the float results on access
@@ -443,7 +442,7 @@ class SE3LieController(Controller):
     # ------------------------------------------------------------------------------------ compute
 
     def summary(self) -> dict:
-        return {"kernel": "compiled" if self._kmod is not None else "python", "kernel_fallbacks": self.kernel_fallbacks}
+        return self.kernel_summary()
 
     def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """Bind the compiled kernel to this run's arrays (they never move during a run). The joint-space
@@ -469,17 +468,12 @@ class SE3LieController(Controller):
             diag=cmd.diag,
             results=res,
             G=self._G,
-            ff_f=ff.f,
-            ff_d=ff.d,
-            ff_half_f=ff._half_f,
             diag_gains=self._diag_gains,
             F_d=self._F_d,
             has_Fd=self.has_Fd,
             d_null=float(c.d_null),
             passthrough=mref.passthrough,
-            ff_mode=0 if not ff.active else (2 if ff.mode == "velocity" else 1),
-            ff_damping=ff.any_damping,
-            ff_vel_eps=VELOCITY_EPS,
+            **ff.kernel_args(),
         )
         self._kv = kv = {name: res[o : o + n] for name, (o, n) in kmod.RESULTS_LAYOUT.items()}
         head = kmod.RESULTS_HEAD

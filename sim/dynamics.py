@@ -299,6 +299,11 @@ class Dynamics:
             s.J_ee_lwa.dot(s.v, out=s.twist_ee_lwa)  # ndarray.dot: np.dot's BLAS call, less call overhead
             if self.body_frame:
                 s.J_ee_body.dot(s.v, out=s.twist_ee_body)
+            # w = sqrt(det(J Jᵀ)) = product of the Cholesky diagonal of J Jᵀ (MuJoCo's mju_* routines: less
+            # binding overhead than numpy/LAPACK at 6×7); a zero pivot (rank < 6) means w = 0
+            JJt = self._JJt
+            _mulMatMatT(JJt, s.J_ee_lwa, s.J_ee_lwa)
+            s.manipulability = math.prod(JJt.diagonal().tolist()) if _cholFactor(JJt, 1e-300) == 6 else 0.0
         if self.body_frame:
             s.dJdq_ee_body[:] = pin.getFrameAcceleration(model, data, fid, LOCAL).vector
         if self.world_drift:
@@ -313,10 +318,4 @@ class Dynamics:
             s.Minv[:] = data.Minv
             s.M[self._il] = s.M.T[self._il]
             s.Minv[self._il] = s.Minv.T[self._il]
-        if self._kernel is None:
-            # w = sqrt(det(J Jᵀ)) = product of the Cholesky diagonal of J Jᵀ (MuJoCo's mju_* routines: less
-            # binding overhead than numpy/LAPACK at 6×7); a zero pivot (rank < 6) means w = 0
-            JJt = self._JJt
-            _mulMatMatT(JJt, s.J_ee_lwa, s.J_ee_lwa)
-            s.manipulability = math.prod(JJt.diagonal().tolist()) if _cholFactor(JJt, 1e-300) == 6 else 0.0
         return s

@@ -452,9 +452,9 @@ def kernel_paths(setup: Setup) -> dict[str, str]:
     """Which implementation ran each hot-path component: ``compiled`` (a C kernel, sim/kernels.py) or
     ``python`` (the reference; also every component without a kernel)."""
     return {
-        "dynamics": getattr(setup.dynamics, "kernel", "python"),
-        "controller": setup.controller.summary().get("kernel", "python"),
-        "wrench": getattr(setup.wrench, "kernel", "python"),
+        "dynamics": setup.dynamics.kernel,
+        "controller": setup.controller.kernel,
+        "wrench": setup.wrench.kernel,
     }
 
 

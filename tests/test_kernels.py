@@ -151,35 +151,15 @@ def test_kernel_rejects_arrays_of_the_wrong_size_or_type_by_name() -> None:
     cmd, ref, w = fast.make_command(), Reference(), WrenchState()
     fast._bind(snap, ref, w, cmd)  # the real arrays bind
     k = fast._kmod.KhatibKernel
-    args = list(_bind_args(fast, snap, ref, w, cmd))
-    bad = list(args)
-    bad[2] = np.zeros(23)
+    args = fast._kernel_args(snap, ref, w, cmd)
     with pytest.raises(ValueError, match="ref_flat must hold 24 floats, got 23"):
-        k(*bad)
-    bad = list(args)
-    bad[10] = np.zeros(s.plant.nv, dtype=np.float32)
+        k(**{**args, "ref_flat": np.zeros(23)})
     with pytest.raises(TypeError, match="tau must be float64"):
-        k(*bad)
-    bad = list(args)
+        k(**{**args, "tau": np.zeros(s.plant.nv, dtype=np.float32)})
     ro = np.zeros(4)
     ro.flags.writeable = False
-    bad[11] = ro
     with pytest.raises(TypeError, match="diag must be a contiguous writable"):
-        k(*bad)
-
-
-def _bind_args(ctrl, snap, ref, w, cmd) -> tuple:
-    """The positional arguments KhatibController._bind passes (kept in step with it by the test above)."""
-    from controllers.feedforward import VELOCITY_EPS
-    from controllers.khatib import _CHOL_MIN_PIVOT
-
-    ff = ctrl.ff
-    return (
-        snap.T_world_ee, snap.twist_ee_lwa, ref.flat, w.ext_world, snap.J_v_h, snap.Minv, snap.dJdq_ee_lwa,
-        ctrl.integral, ctrl.F_I, ctrl._flags, cmd.tau, cmd.diag, ctrl.u, ff.f, ff.d, ff._half_f,
-        ctrl._config_gains(), float(ctrl.dt), _CHOL_MIN_PIVOT, ctrl.use_integral, True, 1, ff.any_damping,
-        VELOCITY_EPS,
-    )
+        k(**{**args, "diag": ro})
 
 
 @khatib_built
