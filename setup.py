@@ -2,45 +2,46 @@
 
 Each kernel is the 1 kHz hot path of one component (sim/kernels.py explains the design). They are
 ``optional``: without a C compiler the build skips them with a warning and the pure-Python paths run
-(same equations, slower). The SHA-256 of the source and the shared headers is compiled in, so that
-``sim.kernels`` can tell a stale build from a current one. ``-ffp-contract=off`` keeps every a·b + c
-a separate multiply and add (no fused multiply-add), so the float arithmetic matches the Python
-reference operation for operation.
+(same equations, slower). Two digests are compiled in, so that ``sim.kernels`` can tell a stale build
+from a current one: the SHA-256 of the C source with the shared headers, and the SHA-256 of each Python
+reference module the kernel ports (``sim/_kernel_manifest.py`` lists them). ``-ffp-contract=off`` keeps
+every a·b + c a separate multiply and add (no fused multiply-add), so the float arithmetic matches the
+Python reference operation for operation.
 """
 
 import hashlib
+import runpy
 from pathlib import Path
 
 from setuptools import Extension, setup
 
-#: (module, C source) of every kernel
-KERNELS = [
-    ("controllers._khatib_kernel", "controllers/_khatib_kernel.c"),
-    ("controllers._se3_kernel", "controllers/_se3_kernel.c"),
-    ("controllers._hqp_kernel", "controllers/_hqp_kernel.c"),
-    ("sim._wrench_kernel", "sim/_wrench_kernel.c"),
-    ("sim._dynamics_kernel", "sim/_dynamics_kernel.c"),
-]
-#: included by the kernels; part of each kernel's source hash (sim.kernels.SHARED_HEADERS: the same files)
-SHARED_HEADERS = ["sim/_kernel_util.h", "sim/_kernel_math.h"]
+ROOT = Path(__file__).parent
+#: the kernels and what they are built from (the same table sim.kernels reads)
+MANIFEST = runpy.run_path(str(ROOT / "sim" / "_kernel_manifest.py"))
 
 
-def _extension(name: str, source: str) -> Extension:
-    root = Path(__file__).parent
-    path = root / source
-    digest = (
-        hashlib.sha256(path.read_bytes() + b"".join((root / h).read_bytes() for h in SHARED_HEADERS)).hexdigest()
-        if path.exists()
-        else "missing"
-    )
+def _sha256(*paths: str) -> str:
+    """SHA-256 of the files' bytes, concatenated in order ("missing" if one is absent)."""
+    files = [ROOT / p for p in paths]
+    if not all(f.exists() for f in files):
+        return "missing"
+    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
+
+
+def _extension(name: str, source: str, reference: tuple[str, ...]) -> Extension:
+    headers = list(MANIFEST["SHARED_HEADERS"])
+    references = ",".join(f"{p}={_sha256(p)}" for p in reference)
     return Extension(
         name,
         [source],
-        depends=SHARED_HEADERS,
-        define_macros=[("KERNEL_SOURCE_SHA256", f'"{digest}"')],
+        depends=headers + list(reference),
+        define_macros=[
+            ("KERNEL_SOURCE_SHA256", f'"{_sha256(source, *headers)}"'),
+            ("KERNEL_REFERENCE_SHA256", f'"{references}"'),
+        ],
         extra_compile_args=["-O2", "-ffp-contract=off", "-fno-fast-math", "-std=c99"],
         optional=True,
     )
 
 
-setup(ext_modules=[_extension(n, s) for n, s in KERNELS])
+setup(ext_modules=[_extension(n, s, r) for n, (s, r) in MANIFEST["KERNELS"].items()])

@@ -19,9 +19,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from planners.base import Planner, Reference
+from sim import kernels
 from sim.dynamics import Snapshot
 from sim.registry import Registry
 from sim.wrench import WrenchState
+
+
+def _shallow(value: Any) -> Any:
+    """A value to restore later: a shallow copy of a dict or list (mutated in place), else the value."""
+    return type(value)(value) if isinstance(value, (dict, list)) else value
 
 
 class Command:
@@ -120,6 +126,123 @@ class Controller(ABC):
     def kernel_summary(self) -> dict[str, Any]:
         """The ``kernel`` and ``kernel_fallbacks`` entries of :meth:`summary`."""
         return {"kernel": self.kernel, "kernel_fallbacks": self.kernel_fallbacks}
+
+    # ---------------------------------------------------------------------------- the kernel guard
+    #: kernel module name (sim/_kernel_manifest.py) of controllers that have one, for reports
+    kernel_module: ClassVar[str] = ""
+    #: attributes the Python path rebinds or sets (scalars, counters, result views): saved around the
+    #: guard's reference evaluation and restored with the kernel's outputs
+    _guard_attrs: ClassVar[tuple[str, ...]] = ()
+    #: diagnostics that are not functions of the step's inputs (wall-clock times): never compared
+    guard_skip_diag: ClassVar[tuple[str, ...]] = ()
+
+    #: every array the bound kernel reads or writes (its inputs, outputs and the law's state), set by _bind
+    _kernel_arrays: tuple[np.ndarray, ...] = ()
+
+    def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        """Bind the compiled kernel to this run's arrays (controllers with a kernel; they never move during
+        a run) and record them in :attr:`_kernel_arrays`."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _arrays_of(args: dict, *inputs: Any) -> tuple[np.ndarray, ...]:
+        """The distinct numpy arrays among a kernel's keyword arguments that the step may write: those that
+        share no memory with the step's ``inputs`` (the snapshot, reference and wrench state, which a
+        control law only reads). The guard saves and restores these around the reference evaluation."""
+        read_only = []
+        for obj in inputs:
+            names = getattr(obj, "__slots__", None) or vars(obj)
+            read_only += [v for v in (getattr(obj, n, None) for n in names) if isinstance(v, np.ndarray)]
+        seen: dict[int, np.ndarray] = {}
+        for v in args.values():
+            if isinstance(v, np.ndarray) and not any(np.may_share_memory(v, r) for r in read_only):
+                seen.setdefault(id(v), v)
+        return tuple(seen.values())
+
+    def _compute_python(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        """The Python reference of :meth:`compute` (controllers with a kernel): the law as docs/theory states
+        it, and the source of truth the kernel must agree with."""
+        raise NotImplementedError
+
+    def _compute_kernel(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> bool:
+        """One step by the compiled kernel (bound on first use); False when it hands the step back
+        (nothing written: the Python path then takes it). Controllers with a kernel."""
+        raise NotImplementedError
+
+    def compute_with_kernel(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
+        """:meth:`compute` of a controller with a compiled kernel: the kernel when it is loaded and takes
+        the step, else the Python reference. Such a controller sets ``compute = Controller.compute_with_kernel``."""
+        if self._kmod is None or not self._compute_kernel(snap, ref, wrench, cmd):
+            self._compute_python(snap, ref, wrench, cmd)
+
+    def _guarded(self) -> bool:
+        """Whether the guard applies: a kernel is loaded and :meth:`compute` is still
+        :meth:`compute_with_kernel` (a subclass or an instance that replaces compute runs its own law)."""
+        return (
+            self._kmod is not None
+            and type(self).compute is Controller.compute_with_kernel
+            and "compute" not in vars(self)
+        )
+
+    def _guard_values(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Values:
+        """The outputs of the last step the guard compares (copies; sim/kernels.py). Default: τ and the
+        diagnostics but :attr:`guard_skip_diag`."""
+        return [("tau", cmd.tau.copy()), ("diag", cmd.diag[self._guard_diag_index()])]
+
+    def _guard_bounds(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Bounds:
+        """S and κ of each of :meth:`_guard_values`, evaluated right after the Python path took the step
+        (its intermediates are current then). Default: S = the largest |value|, κ = 1."""
+        return [(kernels.magnitude(v), 1.0) for _, v in self._guard_values(snap, ref, wrench, cmd)]
+
+    def _guard_diag_index(self) -> list[int]:
+        """Indices of the compared diagnostics (every channel but :attr:`guard_skip_diag`)."""
+        return [i for i, n in enumerate(self.diag_names) if n not in self.guard_skip_diag]
+
+    def compute_checked(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> tuple[
+        float, kernels.KernelMismatch | None
+    ]:
+        """:meth:`compute` under the kernel guard (sim/kernels.py): the kernel takes the step, then the Python
+        reference takes it again from the same state on the same inputs and the outputs are compared. On
+        agreement the kernel's outputs and state are kept (the run is the unguarded one, bit for bit); on a
+        mismatch the Python reference's are kept and the controller runs Python for the rest of the run.
+        Returns (largest |Δ|/bound, mismatch or None); (0, None) when the Python path took the step anyway."""
+        if not self._guarded():
+            self.compute(snap, ref, wrench, cmd)
+            return 0.0, None
+        if not self._kernel_bound_to(snap, ref, wrench, cmd):
+            self._bind(snap, ref, wrench, cmd)
+        # the arrays the kernel may write hold its outputs and the law's state: copying them before and after
+        # its step restores either side exactly (it only reads the snapshot, reference and wrench state)
+        arrays = self._kernel_arrays
+        before = [a.copy() for a in arrays]
+        attrs_before = {n: _shallow(getattr(self, n)) for n in self._guard_attrs}
+        if not self._compute_kernel(snap, ref, wrench, cmd):
+            self._compute_python(snap, ref, wrench, cmd)
+            return 0.0, None  # the kernel handed the step back: nothing to compare
+        after = [a.copy() for a in arrays]
+        attrs_after = {n: _shallow(getattr(self, n)) for n in self._guard_attrs}
+        got = self._guard_values(snap, ref, wrench, cmd)
+        for a, copy in zip(arrays, before, strict=True):
+            np.copyto(a, copy)
+        for n, v in attrs_before.items():
+            setattr(self, n, v)
+        self._compute_python(snap, ref, wrench, cmd)
+        want = self._guard_values(snap, ref, wrench, cmd)
+        bounds = self._guard_bounds(snap, ref, wrench, cmd)
+        ratio, bad = kernels.compare("controller", self.kernel_module, self.plant.nv, got, want, bounds)
+        if bad is None:
+            for a, copy in zip(arrays, after, strict=True):
+                np.copyto(a, copy)
+            for n, v in attrs_after.items():
+                setattr(self, n, v)
+        else:
+            self.use_python()
+        return ratio, bad
+
+    def use_python(self) -> None:
+        """Run the Python reference from now on (the guard calls this on a mismatch)."""
+        self._kmod = None
+        self._bound = ()
 
     def _kernel_bound_to(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> bool:
         """True when the compiled kernel is bound to these objects and to the current config (a run's

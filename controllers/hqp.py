@@ -428,6 +428,13 @@ class HQPController(Controller):
         "fext_y",
         "fext_z",
     )
+    kernel_module = HQP_KERNEL
+    guard_skip_diag = ("qp_solve_time",)  # wall clock, not a function of the step's inputs
+    # the counters and warm-start memory the Python path advances, and the flag that says whose results
+    # prob/sol hold
+    _guard_attrs = (
+        "n_steps", "n_sa", "n_qp", "n_fail", "n_fail_l2", "n_relaxed_l2", "n_qp_iterations", "_warm", "_kernel_step"
+    )
 
     def __init__(self, config: HQPConfig, plant: PlantInfo, planner: Planner | None = None):
         super().__init__(config, plant, planner)
@@ -1019,7 +1026,7 @@ class HQPController(Controller):
         """Bind the compiled kernel to this run's arrays (they never move during a run) and to the problem
         and solution arrays it fills."""
         p, sol = self._prob, self._sol
-        self._kernel = self._kmod.HQPKernel(
+        args = dict(
             J_ee_lwa=snap.J_ee_lwa,
             T_world_ee=snap.T_world_ee,
             T_world_sensor=snap.T_world_sensor,
@@ -1065,23 +1072,87 @@ class HQPController(Controller):
             wrench_comp=bool(self._wrench_comp),
             **self.ff.kernel_args(),
         )
+        self._kernel = self._kmod.HQPKernel(**args)
+        self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
         self._bound = (snap, ref, wrench, cmd, self.config)
 
-    def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
-        if self._kmod is not None:
-            if not self._kernel_bound_to(snap, ref, wrench, cmd):
-                self._bind(snap, ref, wrench, cmd)
-            w = snap.manipulability
-            if self._kernel.step(w) == 0:
-                self.n_steps += 1
-                if w < self._w_th_sa:
-                    self.n_sa += 1
-                self._kernel_step = True
-                return
-            # the closed form is infeasible (→ the QPs), or Λ⁻¹ / J Jᵀ not positive definite, or a math
-            # domain error: nothing was written, the Python path takes the step
-            self.kernel_fallbacks += 1
-        self._compute_python(snap, ref, wrench, cmd)
+    def _guard_values(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Values:
+        """τ, q̈*, the task rows (F_ext, K_r, e_p, Δν) and the diagnostics (all but the wall-clock solve time,
+        in three groups) for the kernel guard (sim/kernels.py)."""
+        p, sol = self.prob, self.sol
+        d = cmd.diag
+        exact, resid, rest = self._diag_groups
+        return [
+            ("tau", cmd.tau.copy()),
+            ("qdd", sol.qdd.copy()),
+            ("task rows (F_ext, K_r, e_p, dnu)", p.vec6[:4].copy()),
+            ("diag (status, active)", d[exact]),
+            ("diag (residuals)", d[resid]),
+            ("diag (alpha, K_r, F_ext)", d[rest]),
+        ]
+
+    @property
+    def _diag_groups(self) -> tuple[list[int], list[int], list[int]]:
+        """Indices of the diagnostics compared exactly (status, active count), as round-off residuals, and
+        as values (α, K_r, F_ext); the wall-clock solve time is in none."""
+        names = self.diag_names
+        exact = [names.index(n) for n in ("qp_status", "qp_active")]
+        resid = [names.index(n) for n in ("qp_primal_residual", "level1_residual")]
+        used = set(exact + resid + [names.index(n) for n in self.guard_skip_diag])
+        return exact, resid, [i for i in range(len(names)) if i not in used]
+
+    def _guard_bounds(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Bounds:
+        """S and κ of τ, q̈*, the task rows and the diagnostics.
+
+        q̈* = q̈_2 + M⁻¹JᵀΛ (b − J q̈_2) passes through Λ = (Λ⁻¹)⁻¹ (and D_r through Λ^½), both from an
+        eigendecomposition of Λ⁻¹: κ = κ(Λ⁻¹) and, with S_b = max |ν̇_d| + |Λ⁻¹|(|D_r||Δν| + |K_r||e_p| +
+        |F_ext|) + |J̇q̇| the terms of b, S_q̈ = max |q̈_2| + |M⁻¹Jᵀ||Λ|(S_b + |J||q̈_2|); τ = M q̈* + offset +
+        τ_ff: S_τ = 3 (‖M‖∞ S_q̈ + max |offset|) + max |τ_ff| (the feedforward's slope ≤ 2). The task rows are
+        rotations, cross products and the rotation log: S = (1 + max |r|) max |row| + π + max |x|, κ = 1 (r the
+        sensor lever arm, x the EE position). The status and active count are exact (S = 0); the residuals
+        ‖J q̈* − b‖ are round-off of S = max |J||q̈*| + S_b, κ = κ(Λ⁻¹); α, K_r, F_ext: S = (1 + max |r|) max
+        |value|."""
+        p, sol = self.prob, self.sol
+        a = np.abs
+        Li, L = p.Lambda_inv, self._LL[:6]
+        s_b = (
+            kernels.magnitude(ref.acc, ref.alpha, snap.dJdq_ee_lwa)
+            + kernels.magnitude(a(Li) @ (a(p.D_r) @ a(p.dnu) + a(p.K_r) * a(p.e_p) + a(p.F_ext)))
+        )
+        q2 = p.qdd_posture
+        s_q = kernels.magnitude(q2) + kernels.magnitude(a(self._MinvJt) @ (a(L) @ (s_b + a(p.J) @ a(q2))))
+        s_tau = 3.0 * (float(a(snap.M).sum(axis=1).max()) * s_q + kernels.magnitude(p.tau_offset))
+        if self.ff.active:
+            s_tau += kernels.magnitude(self.ff.out)
+        kappa = kernels.condition(Li)
+        lever = 1.0 + kernels.magnitude(snap.T_world_sensor[:3, 3] - snap.p_ee_in_world)
+        s_rows = lever * kernels.magnitude(p.vec6[:4]) + math.pi + kernels.magnitude(snap.p_ee_in_world)
+        rest = cmd.diag[self._diag_groups[2]]
+        return [
+            (s_tau, kappa),
+            (s_q, kappa),
+            (s_rows, 1.0),
+            (0.0, 1.0),
+            (kernels.magnitude(a(p.J) @ a(sol.qdd)) + s_b, kappa),
+            (lever * kernels.magnitude(rest), 1.0),
+        ]
+
+    compute = Controller.compute_with_kernel
+
+    def _compute_kernel(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> bool:
+        if not self._kernel_bound_to(snap, ref, wrench, cmd):
+            self._bind(snap, ref, wrench, cmd)
+        w = snap.manipulability
+        if self._kernel.step(w) == 0:
+            self.n_steps += 1
+            if w < self._w_th_sa:
+                self.n_sa += 1
+            self._kernel_step = True
+            return True
+        # the closed form is infeasible (→ the QPs), or Λ⁻¹ / J Jᵀ not positive definite, or a math
+        # domain error: nothing was written, the Python path takes the step
+        self.kernel_fallbacks += 1
+        return False
 
     def _compute_python(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """The reference implementation of :meth:`compute` (module docstring)."""

@@ -75,6 +75,7 @@ class KhatibController(Controller):
 
     Config = KhatibConfig
     diag_names = ("f_i_x", "f_i_y", "f_i_z", "frozen")
+    kernel_module = "controllers._khatib_kernel"
 
     def __init__(self, config: KhatibConfig, plant: PlantInfo, planner: Planner | None = None):
         super().__init__(config, plant, planner)
@@ -103,7 +104,7 @@ class KhatibController(Controller):
         self._gains_of: KhatibConfig | None = None
         self._gains: tuple[float, ...] = ()
         # compiled kernel (None: the Python path); bound to the run's arrays on the first compute()
-        self._kmod = kernels.load("controllers._khatib_kernel")
+        self._kmod = kernels.load(self.kernel_module)
         self._kernel = None
 
     @property
@@ -131,8 +132,40 @@ class KhatibController(Controller):
 
     def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """Bind the compiled kernel to this run's arrays (they never move during a run)."""
-        self._kernel = self._kmod.KhatibKernel(**self._kernel_args(snap, ref, wrench, cmd))
+        args = self._kernel_args(snap, ref, wrench, cmd)
+        self._kernel = self._kmod.KhatibKernel(**args)
+        self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
         self._bound = (snap, ref, wrench, cmd, self.config)
+
+    def _guard_values(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Values:
+        """τ, u and the diagnostics (F_I, frozen) for the kernel guard (sim/kernels.py)."""
+        return [("tau", cmd.tau.copy()), ("u", self.u.copy()), ("diag", cmd.diag.copy())]
+
+    def _guard_bounds(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Bounds:
+        """S and κ of τ, u and the diagnostics.
+
+        τ = Jᵀ y + h − d_null q̇ + τ_ff passes through the solve Λ⁻¹ y = rhs: κ = κ(Λ⁻¹), S = 3 max(|J|ᵀ|y| +
+        |h| + d_null |q̇|) + max |τ_ff| (the torque-mode feedforward f tanh(2τ_pre/f) has slope ≤ 2, so an error
+        in τ_pre reaches τ at most three times over). u sums ẍ_d, α_d and the impedance terms divided by
+        the inertias: S = max |u|, |ẍ_d|, |α_d| + (max |f_ext| + max |F_I| + k max |x − x_d| + d max |ẋ − ẋ_d|) / m
+        + (k_rot π + d_rot max |ω − ω_d|) / m_rot. F_I = clamp(k_i ∫(x_d − x) dt): S = max |F_I| + f_i,max."""
+        c = self.config
+        a = np.abs
+        s_tau = 3.0 * kernels.magnitude(a(snap.J_ee_lwa).T @ a(self._y_view) + a(snap.h) + c.d_null * a(snap.v))
+        if self.ff.active:
+            s_tau += kernels.magnitude(self.ff.out)
+        s_u = (
+            kernels.magnitude(self.u, ref.acc, ref.alpha)
+            + (
+                kernels.magnitude(snap.p_ee_in_world - ref.pos) * c.k
+                + kernels.magnitude(snap.twist_ee_lwa[:3] - ref.vel) * c.d
+                + kernels.magnitude(wrench.ext_world[:3])
+                + kernels.magnitude(self.F_I)
+            )
+            / c.m
+            + (c.k_rot * np.pi + c.d_rot * kernels.magnitude(snap.twist_ee_lwa[3:] - ref.omega)) / c.m_rot
+        )
+        return [(s_tau, kernels.condition(self._LiR[:6])), (s_u, 1.0), (kernels.magnitude(self.F_I) + c.f_i_max, 1.0)]
 
     def reset(self, snap: Snapshot, ref: Reference) -> None:
         self.integral[:] = 0.0
@@ -150,14 +183,15 @@ class KhatibController(Controller):
             self._gains_of = c
         return self._gains
 
-    def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
-        if self._kmod is not None:
-            if not self._kernel_bound_to(snap, ref, wrench, cmd):
-                self._bind(snap, ref, wrench, cmd)
-            if self._kernel.step() == 0:
-                return
-            self.kernel_fallbacks += 1  # singular Λ⁻¹: nothing was written, the Python path takes the step
-        self._compute_python(snap, ref, wrench, cmd)
+    compute = Controller.compute_with_kernel
+
+    def _compute_kernel(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> bool:
+        if not self._kernel_bound_to(snap, ref, wrench, cmd):
+            self._bind(snap, ref, wrench, cmd)
+        if self._kernel.step() == 0:
+            return True
+        self.kernel_fallbacks += 1  # singular Λ⁻¹: nothing was written, the Python path takes the step
+        return False
 
     def _compute_python(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """The reference implementation of :meth:`compute` (module docstring)."""

@@ -174,6 +174,9 @@ class SE3LieController(Controller):
 
     Config = SE3LieConfig
     diag_names = ("lambda_vx", "lambda_vy", "lambda_vz", "lambda_wx", "lambda_wy", "lambda_wz")
+    kernel_module = "controllers._se3_kernel"
+    # the Python path rebinds these (the kernel's result views, the path flag, the desired-motion record)
+    _guard_attrs = ("_MinvJt", "_y", "_from_kernel", "_desired")
 
     def __init__(self, config: SE3LieConfig, plant: PlantInfo, planner: Planner | None = None):
         super().__init__(config, plant, planner)
@@ -216,7 +219,7 @@ class SE3LieController(Controller):
         self._rhs = np.zeros(6)
         self._zero6 = np.zeros(6)
         # compiled kernel (None: the Python path); bound to the run's arrays on the first compute()
-        self._kmod = kernels.load("controllers._se3_kernel")
+        self._kmod = kernels.load(self.kernel_module)
         self._kernel = None
         self._kv: dict[str, np.ndarray] = {}  # views of the kernel's results buffer, by name
         self._from_kernel = False  # the law results (lam, …, T_err) of the last step are the kernel's
@@ -450,7 +453,7 @@ class SE3LieController(Controller):
         c, ff, mref, nv = self.config, self.ff, self.mref, self.plant.nv
         kmod = self._kmod
         res = np.zeros(kmod.RESULTS_HEAD + 7 * nv)
-        self._kernel = kmod.SE3Kernel(
+        args = dict(
             T_world_ee=snap.T_world_ee,
             twist_ee_body=snap.twist_ee_body,
             J_ee_body=snap.J_ee_body,
@@ -475,6 +478,8 @@ class SE3LieController(Controller):
             passthrough=mref.passthrough,
             **ff.kernel_args(),
         )
+        self._kernel = kmod.SE3Kernel(**args)
+        self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
         self._kv = kv = {name: res[o : o + n] for name, (o, n) in kmod.RESULTS_LAYOUT.items()}
         head = kmod.RESULTS_HEAD
         self._v = res[head : head + nv]
@@ -483,23 +488,61 @@ class SE3LieController(Controller):
         self._desired = None  # desired_motion() reads the kernel's T_d, V_d, V̇_d
         self._bound = (snap, ref, wrench, cmd, c)
 
-    def compute(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
-        if self._kmod is not None:
-            if not self._kernel_bound_to(snap, ref, wrench, cmd):
-                self._bind(snap, ref, wrench, cmd)
-            if self._echo is not None:
-                self._echo.last = ref
-            mref = self.mref
-            if mref.passthrough:  # SE(3) planners write T_d, V_d, V̇_d into the arrays the kernel reads
-                mref._motion_into(snap.t, mref.T, mref.V, mref.dV)
-            if self._kernel.step() == 0:
-                self._from_kernel = True
-                return
-            # Λ_b⁻¹ not positive definite (or a math domain error): nothing was written, the Python path
-            # takes the step; the next step rebinds (restoring the result views the Python path replaced)
-            self.kernel_fallbacks += 1
-            self._bound = ()
-        self._compute_python(snap, ref, wrench, cmd)
+    def _guard_values(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Values:
+        """τ, λ, λ̇, γ and V̇_ref for the kernel guard (sim/kernels.py)."""
+        return [
+            ("tau", cmd.tau.copy()),
+            ("lam", self.lam),
+            ("lam_dot", self.lam_dot),
+            ("gamma", self.gamma),
+            ("dV_ref", self.dV_ref),
+        ]
+
+    def _guard_bounds(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Bounds:
+        """S and κ of τ, λ, λ̇, γ and V̇_ref.
+
+        The law's quantities are sums of products of dexp_λ's entries (each at most (1 + |λ|)² in size)
+        with λ, λ̇, γ, λ̈*, Ṽ, F̃ and the desired motion, and of the gain matrix [A⁻¹, −A⁻¹D, −A⁻¹K] with
+        [γ; λ̇; λ]: S = (1 + max |λ|)² max(1, ‖G‖∞) times the largest of those magnitudes, κ = 1.
+        τ = J_bᵀ(y − F_body) − d_null M q̇ + h + τ_ff passes through the solve Λ_b⁻¹ y = rhs: κ = κ(Λ_b⁻¹),
+        S = 3 max(|J_b|ᵀ(|y| + |F_body|) + d_null |M||q̇| + |h|) + max |τ_ff| (the feedforward's slope ≤ 2)."""
+        c = self.config
+        a = np.abs
+        lam = self.lam
+        _, V_d, dV_d = self.desired_motion()
+        grow = (1.0 + kernels.magnitude(lam)) ** 2 * max(1.0, float(a(self._G).sum(axis=1).max()))
+        s_law = grow * kernels.magnitude(
+            lam, self.lam_dot, self.gamma, self.lam_ddot, self.dV_ref, self.V_err, self.F_err, V_d, dV_d
+        )
+        Jb = snap.J_ee_body
+        F = wrench.ext_body if c.use_force_feedback else self._zero6
+        s_tau = 3.0 * kernels.magnitude(a(Jb).T @ (a(self._y) + a(F)) + c.d_null * (a(snap.M) @ a(snap.v)) + a(snap.h))
+        if self.ff.active:
+            s_tau += kernels.magnitude(self.ff.out)
+        return [(s_tau, kernels.condition(Jb @ snap.Minv @ Jb.T))] + [(s_law, 1.0)] * 4
+
+    def use_python(self) -> None:
+        super().use_python()
+        self._from_kernel = False
+
+    compute = Controller.compute_with_kernel
+
+    def _compute_kernel(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> bool:
+        if not self._kernel_bound_to(snap, ref, wrench, cmd):
+            self._bind(snap, ref, wrench, cmd)
+        if self._echo is not None:
+            self._echo.last = ref
+        mref = self.mref
+        if mref.passthrough:  # SE(3) planners write T_d, V_d, V̇_d into the arrays the kernel reads
+            mref._motion_into(snap.t, mref.T, mref.V, mref.dV)
+        if self._kernel.step() == 0:
+            self._from_kernel = True
+            return True
+        # Λ_b⁻¹ not positive definite (or a math domain error): nothing was written, the Python path
+        # takes the step; the next step rebinds (restoring the result views the Python path replaced)
+        self.kernel_fallbacks += 1
+        self._bound = ()
+        return False
 
     def _compute_python(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """The reference implementation of :meth:`compute` (module docstring)."""

@@ -32,14 +32,21 @@ def _progress_bar(stream):
     return cb
 
 
-def _kernel_note(paths: dict[str, str]) -> str:
-    """"  (compiled kernels)", "  (Python reference paths)" or the mix (sim/kernels.py)."""
+def _kernel_note(meta: dict) -> str:
+    """"  (compiled kernels)", "  (Python reference paths)" or the mix (sim/kernels.py), and what the kernel
+    guard found when a kernel disagreed with its Python reference."""
     from sim.kernels import describe
 
+    paths = meta.get("kernels", {})
     if not paths:
         return ""
     text = describe(paths)
-    return {"compiled": "  (compiled kernels)", "python": "  (Python reference paths)"}.get(text, f"  ({text})")
+    note = {"compiled": "compiled kernels", "python": "Python reference paths"}.get(text, text)
+    mismatches = meta.get("kernel_mismatch") or []
+    if mismatches:
+        where = ", ".join(f"{m['component']} at step {m['step']}" for m in mismatches)
+        note += f"; KERNEL MISMATCH ({where}): the Python reference ran from there"
+    return f"  ({note})"
 
 
 def format_summary(result, scenario) -> str:
@@ -52,7 +59,7 @@ def format_summary(result, scenario) -> str:
     )
     lines.append(
         f"status     {result.status}   simulated {tm.get('sim_s', 0):.3f} s in {tm.get('wall_s', 0):.2f} s "
-        f"wall  →  {tm.get('real_time_factor', 0):.1f}× real time{_kernel_note(result.meta.get('kernels', {}))}"
+        f"wall  →  {tm.get('real_time_factor', 0):.1f}× real time{_kernel_note(result.meta)}"
     )
     from telemetry.metrics import HEADLINE_METRICS, METRICS
 

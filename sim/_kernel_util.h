@@ -16,6 +16,9 @@
 #ifndef KERNEL_SOURCE_SHA256
 #define KERNEL_SOURCE_SHA256 "unknown"
 #endif
+#ifndef KERNEL_REFERENCE_SHA256
+#define KERNEL_REFERENCE_SHA256 ""
+#endif
 
 /* A pointer to the n doubles of obj (any number if n < 0; writable if asked), or NULL with an exception
  * set (TypeError for a non-float64 or read-only array, ValueError for a wrong size). */
@@ -83,13 +86,15 @@ static inline void kernel_release(Py_buffer *views, int n) {
         }
 }
 
-/* The module of one kernel type: PyType_Ready, the module, its SOURCE_SHA256 constant (setup.py) and
- * the type under `name`. A new reference, or NULL with an exception set. */
+/* The module of one kernel type: PyType_Ready, the module, its SOURCE_SHA256 and REFERENCE_SHA256
+ * constants (setup.py: the digest of the C source and headers; "path=digest,..." of the Python reference
+ * modules it ports) and the type under `name`. A new reference, or NULL with an exception set. */
 static inline PyObject *kernel_module(PyModuleDef *def, PyTypeObject *type, const char *name) {
     if (PyType_Ready(type) < 0) return NULL;
     PyObject *m = PyModule_Create(def);
     if (m == NULL) return NULL;
-    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0) {
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", KERNEL_SOURCE_SHA256) < 0 ||
+        PyModule_AddStringConstant(m, "REFERENCE_SHA256", KERNEL_REFERENCE_SHA256) < 0) {
         Py_DECREF(m);
         return NULL;
     }

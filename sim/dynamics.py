@@ -283,27 +283,11 @@ class Dynamics:
         pin.forwardKinematics(model, data, s.q, s.v, self._zero)
         pin.computeJointJacobians(model, data)
         pin.updateFramePlacements(model, data)
-        fid = self.ee_frame
         if self._kernel is not None:  # poses, Jacobians, twists and w in one call (module docstring)
             s.manipulability = self._kernel.step()
         else:
-            s.J_ee_lwa[:] = pin.getFrameJacobian(model, data, fid, LWA)
-            if self.body_frame:
-                s.J_ee_body[:] = pin.getFrameJacobian(model, data, fid, LOCAL)
-            T, Ts = s.T_world_ee, s.T_world_sensor
-            T[:3, :3] = self._R_ee
-            T[:3, 3] = self._p_ee
-            if self.sensor_pose:
-                Ts[:3, :3] = self._R_s
-                Ts[:3, 3] = self._p_s
-            s.J_ee_lwa.dot(s.v, out=s.twist_ee_lwa)  # ndarray.dot: np.dot's BLAS call, less call overhead
-            if self.body_frame:
-                s.J_ee_body.dot(s.v, out=s.twist_ee_body)
-            # w = sqrt(det(J Jᵀ)) = product of the Cholesky diagonal of J Jᵀ (MuJoCo's mju_* routines: less
-            # binding overhead than numpy/LAPACK at 6×7); a zero pivot (rank < 6) means w = 0
-            JJt = self._JJt
-            _mulMatMatT(JJt, s.J_ee_lwa, s.J_ee_lwa)
-            s.manipulability = math.prod(JJt.diagonal().tolist()) if _cholFactor(JJt, 1e-300) == 6 else 0.0
+            self._kinematics_python()
+        fid = self.ee_frame
         if self.body_frame:
             s.dJdq_ee_body[:] = pin.getFrameAcceleration(model, data, fid, LOCAL).vector
         if self.world_drift:
@@ -319,3 +303,88 @@ class Dynamics:
             s.M[self._il] = s.M.T[self._il]
             s.Minv[self._il] = s.Minv.T[self._il]
         return s
+
+    def _kinematics_python(self) -> None:
+        """The kinematic part of :meth:`update` that the compiled kernel replaces (its Python reference):
+        poses, EE Jacobians, twists and w from Pinocchio's data of this step."""
+        model, data, s, fid = self.model, self.data, self.snap, self.ee_frame
+        s.J_ee_lwa[:] = pin.getFrameJacobian(model, data, fid, LWA)
+        if self.body_frame:
+            s.J_ee_body[:] = pin.getFrameJacobian(model, data, fid, LOCAL)
+        T, Ts = s.T_world_ee, s.T_world_sensor
+        T[:3, :3] = self._R_ee
+        T[:3, 3] = self._p_ee
+        if self.sensor_pose:
+            Ts[:3, :3] = self._R_s
+            Ts[:3, 3] = self._p_s
+        s.J_ee_lwa.dot(s.v, out=s.twist_ee_lwa)  # ndarray.dot: np.dot's BLAS call, less call overhead
+        if self.body_frame:
+            s.J_ee_body.dot(s.v, out=s.twist_ee_body)
+        # w = sqrt(det(J Jᵀ)) = product of the Cholesky diagonal of J Jᵀ (MuJoCo's mju_* routines: less
+        # binding overhead than numpy/LAPACK at 6×7); a zero pivot (rank < 6) means w = 0
+        JJt = self._JJt
+        _mulMatMatT(JJt, s.J_ee_lwa, s.J_ee_lwa)
+        s.manipulability = math.prod(JJt.diagonal().tolist()) if _cholFactor(JJt, 1e-300) == 6 else 0.0
+
+    def _guard_values(self) -> kernels.Values:
+        """The kinematic outputs the guard compares (copies)."""
+        s = self.snap
+        out = [("T_world_ee", s.T_world_ee.copy()), ("J_ee_lwa", s.J_ee_lwa.copy()), ("twist_ee_lwa", s.twist_ee_lwa.copy())]
+        if self.body_frame:
+            out += [("J_ee_body", s.J_ee_body.copy()), ("twist_ee_body", s.twist_ee_body.copy())]
+        if self.sensor_pose:
+            out.append(("T_world_sensor", s.T_world_sensor.copy()))
+        out.append(("manipulability", np.array([s.manipulability])))
+        return out
+
+    def _guard_bounds(self) -> kernels.Bounds:
+        """S and κ of each of :meth:`_guard_values` (sim/kernels.py).
+
+        The poses are copies of Pinocchio's placements (S = 1 + max |T|). The Jacobians are Pinocchio's
+        data.J re-expressed (LWA: the linear rows shifted by ω × r, three-term sums; LOCAL: rotated by Rᵀ):
+        S = max |J| (1 + max |r|), r the EE position. The twists are J q̇ (nv-term sums): S = max_i Σ_j |J_ij
+        q̇_j| (1 + max |r|). w = sqrt(det(J Jᵀ)) is a product of Cholesky pivots of J Jᵀ, whose relative
+        error grows with κ(J Jᵀ): S = w, κ = κ(J Jᵀ)."""
+        s = self.snap
+        lever = 1.0 + kernels.magnitude(s.p_ee_in_world)
+        sJ = kernels.magnitude(s.J_ee_lwa) * lever
+        absv = np.abs(s.v)
+        out = [
+            (1.0 + kernels.magnitude(s.T_world_ee), 1.0),
+            (sJ, 1.0),
+            (kernels.magnitude(np.abs(s.J_ee_lwa) @ absv) * lever, 1.0),
+        ]
+        if self.body_frame:
+            out += [(sJ, 1.0), (kernels.magnitude(np.abs(s.J_ee_body) @ absv) * lever, 1.0)]
+        if self.sensor_pose:
+            out.append((1.0 + kernels.magnitude(s.T_world_sensor), 1.0))
+        out.append((max(s.manipulability, 1e-300), kernels.condition(s.J_ee_lwa @ s.J_ee_lwa.T)))
+        return out
+
+    def check_kernel(self) -> tuple[float, kernels.KernelMismatch | None]:
+        """The kernel guard (sim/kernels.py) for the snapshot of the last :meth:`update`: evaluate the
+        Python kinematics on the same Pinocchio data and compare. On agreement the kernel's outputs are
+        kept; on a mismatch the Python outputs are kept and the kernel is dropped for the rest of the run.
+        Returns (largest |Δ|/bound, mismatch or None); (0, None) when no kernel is bound."""
+        if self._kernel is None:
+            return 0.0, None
+        s = self.snap
+        got = self._guard_values()
+        kept = [(a, a.copy()) for a in (s.J_v_h, s.J_ee_body, s.twist_ee_lwa, s.twist_ee_body, s.T_world_ee, s.T_world_sensor)]
+        w = s.manipulability
+        self._kinematics_python()
+        ratio, bad = kernels.compare(
+            "dynamics", "sim._dynamics_kernel", self.model.nv, got, self._guard_values(), self._guard_bounds()
+        )
+        if bad is None:
+            for a, copy in kept:
+                a[:] = copy
+            s.manipulability = w
+        else:
+            self.use_python()
+        return ratio, bad
+
+    def use_python(self) -> None:
+        """Run the Python reference from now on (the guard calls this on a mismatch)."""
+        self._kernel = None
+        self.kernel = "python"

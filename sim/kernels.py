@@ -33,32 +33,72 @@ Which path runs is chosen by the environment variable ``DOCKBENCH_KERNELS``:
 Controllers report the path they ran in ``summary()["kernel"]`` (recorded in meta.json).
 
 Building: ``pip install -e .`` compiles the kernels (a C compiler and the Python headers are needed;
-without them the install still succeeds and the Python paths run). After editing a ``.c`` file, run
-``pip install -e .`` again: a build whose compiled-in source hash differs from the file on disk is
-stale and is not used.
+without them the install still succeeds and the Python paths run). Each build carries two digests
+(``sim/_kernel_manifest.py`` lists the files): one of its C source and the shared headers, one of every
+Python reference module it ports. A build whose digests differ from the files on disk is *stale* and is
+not used (``auto`` warns and runs Python, ``compiled`` raises): after editing a ``.c`` file, or the Python
+law a kernel ports (e.g. ``controllers/khatib.py``), run ``pip install -e .`` again.
+
+The kernel guard
+----------------
+A current build can still disagree with the law on disk in ways no digest sees (a monkeypatched method, a
+helper module outside the manifest, a kernel bug on one input). So the loop also proves each bound
+kernel on the run itself: on the first control step and then every :func:`check_every` steps
+(``DOCKBENCH_KERNEL_CHECK``, default :data:`DEFAULT_CHECK_EVERY`; 0 turns the guard off) every
+component that ran its kernel also evaluates its Python reference on the same inputs, from the same
+state, and compares the outputs (:func:`compare`) within the round-off bound
+
+    |x_kernel − x_python|_∞  ≤  GUARD_C · n · ε · κ · S
+
+n the length of the longest sum (the joint count), ε the float64 unit round-off, κ the condition number
+of the linear solve the quantity passes through (1 where there is none), S the magnitude of the terms
+the quantity sums (each component states its own). When they agree the kernel's outputs and state are
+kept (a guarded run is bit for bit the unguarded one); otherwise a :class:`KernelMismatch` is reported
+(a RuntimeWarning naming the component, step and difference; meta.json ``kernel_mismatch``; the run
+line), the Python reference's outputs are kept and the component runs its Python path for the rest of
+the run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import math
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
+
+from sim import _kernel_manifest as manifest
 from sim.errors import DockbenchError
 
 ENV = "DOCKBENCH_KERNELS"
 MODES = ("auto", "compiled", "python")
 BUILD_HINT = "build it with `pip install -e .` (needs a C compiler and the Python headers, e.g. gcc and python3-dev)"
 
+#: the directory holding the packages (the paths of sim/_kernel_manifest.py are relative to it)
+ROOT = Path(__file__).resolve().parent.parent
 #: the headers the kernels include (setup.py hashes them with each kernel's source, in this order)
-SHARED_HEADERS = tuple(Path(__file__).resolve().parent / h for h in ("_kernel_util.h", "_kernel_math.h"))
+SHARED_HEADERS = tuple(ROOT / h for h in manifest.SHARED_HEADERS)
+
+#: environment variable: the guard's period in control steps (0 = off)
+CHECK_ENV = "DOCKBENCH_KERNEL_CHECK"
+#: default guard period [control steps]: a check costs about one Python step of every guarded component
+#: plus the comparison (100–200 µs), so 1 in 1000 keeps the guard under 1% of a run (docs/performance.md)
+DEFAULT_CHECK_EVERY = 1000
+#: the guard's constant in |x_kernel − x_python| ≤ GUARD_C · n · ε · κ · S (module docstring); the
+#: measured ratio |Δ| / (n ε κ S) over the guarded test runs, on two BLAS code paths, stays ≤ 1, so
+#: this leaves ≥ 10× headroom (tests/test_kernel_guard.py records the largest ratio it sees)
+GUARD_C = 10.0
+EPS = float(np.finfo(float).eps)
 
 _override: str | None = None
+_check_override: int | None = None
 
 
 class KernelError(DockbenchError):
@@ -89,6 +129,38 @@ def forced(value: str) -> Iterator[None]:
         _override = previous
 
 
+def _check_value(value: object, where: str) -> int:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = -1
+    if n < 0 or str(value).strip() not in (str(n), f"+{n}"):
+        raise KernelError(f"{where}={value!r}: must be a whole number of control steps ≥ 0 (0 turns the guard off)")
+    return n
+
+
+def check_every() -> int:
+    """The kernel guard's period in control steps: the :func:`checking` one inside that context, else
+    ``$DOCKBENCH_KERNEL_CHECK`` (default :data:`DEFAULT_CHECK_EVERY`); 0 = no guard. Raises KernelError
+    naming the variable on a value that is not a whole number ≥ 0."""
+    if _check_override is not None:
+        return _check_override
+    raw = os.environ.get(CHECK_ENV, "").strip()
+    return DEFAULT_CHECK_EVERY if raw == "" else _check_value(raw, f"environment variable {CHECK_ENV}")
+
+
+@contextmanager
+def checking(every: int) -> Iterator[None]:
+    """Run the kernel guard every ``every`` control steps (0 = off) for runs inside the block."""
+    global _check_override
+    n = _check_value(every, "kernel check period")
+    previous, _check_override = _check_override, n
+    try:
+        yield
+    finally:
+        _check_override = previous
+
+
 def describe(paths: dict[str, str]) -> str:
     """A short description of which path ran each component ({component: "compiled" | "python"}, as in
     meta.json's ``kernels``): "compiled", "python", or the mix, e.g. "controller python, wrench compiled"."""
@@ -100,22 +172,63 @@ def describe(paths: dict[str, str]) -> str:
 
 def source_path(name: str) -> Path:
     """The C source of kernel module ``name`` (``controllers._se3_kernel`` → controllers/_se3_kernel.c)."""
-    return Path(__file__).resolve().parent.parent.joinpath(*name.split(".")).with_suffix(".c")
+    return ROOT / manifest.KERNELS[name][0] if name in manifest.KERNELS else ROOT.joinpath(*name.split(".")).with_suffix(".c")
+
+
+def reference_paths(name: str) -> tuple[str, ...]:
+    """The Python reference modules of kernel ``name`` (relative paths, sim/_kernel_manifest.py)."""
+    return manifest.KERNELS[name][1] if name in manifest.KERNELS else ()
+
+
+#: (path, mtime_ns, size) → SHA-256 of the file: a file is hashed again only when it changed
+_digests: dict[tuple[str, int, int], str] = {}
+
+
+def _file_digest(path: Path) -> str:
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    digest = _digests.get(key)
+    if digest is None:
+        digest = _digests[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digest
+
+
+def _sources_digest(src: Path) -> str:
+    """SHA-256 of the C source followed by the shared headers (setup.py's digest)."""
+    return hashlib.sha256(src.read_bytes() + b"".join(h.read_bytes() for h in SHARED_HEADERS)).hexdigest()
+
+
+def _stale_reference(name: str, built: str) -> str | None:
+    """The first Python reference module of kernel ``name`` whose digest differs from the one compiled
+    into it (``built``: setup.py's "path=digest,…"), or None when every one matches."""
+    compiled = dict(item.split("=", 1) for item in built.split(",") if "=" in item)
+    for rel in reference_paths(name):
+        path = ROOT / rel
+        if not path.exists():
+            continue  # an installation without the reference source: nothing to compare against
+        if compiled.get(rel) != _file_digest(path):
+            return rel
+    return None
 
 
 def status(name: str) -> tuple[ModuleType | None, str]:
-    """(module or None, why): import kernel ``name`` and check that it was built from the source (and
-    the shared header) on disk, when they are there: an installed wheel carries only the build."""
+    """(module or None, why): import kernel ``name`` and check that it was built from the C source (and
+    the shared headers) and from the Python reference modules on disk, when they are there: an installed
+    wheel carries only the build and the Python modules."""
     try:
         module = importlib.import_module(name)
     except ImportError as exc:
         return None, f"{name} is not built ({exc})"
     src = source_path(name)
-    built = getattr(module, "SOURCE_SHA256", None)
     if src.exists() and all(h.exists() for h in SHARED_HEADERS):
-        current = hashlib.sha256(src.read_bytes() + b"".join(h.read_bytes() for h in SHARED_HEADERS)).hexdigest()
-        if built != current:
+        if getattr(module, "SOURCE_SHA256", None) != _sources_digest(src):
             return None, f"{name} is stale: it was built from another version of {src.name}"
+    changed = _stale_reference(name, getattr(module, "REFERENCE_SHA256", ""))
+    if changed is not None:
+        return None, (
+            f"{name} is stale: its Python reference {changed} changed since it was built (the kernel would "
+            "run the old law)"
+        )
     return module, "compiled"
 
 
@@ -135,3 +248,143 @@ def load(name: str) -> ModuleType | None:
         if "stale" in why:
             warnings.warn(f"{why}; running the Python path. {BUILD_HINT}", RuntimeWarning, stacklevel=2)
     return module
+
+
+# ------------------------------------------------------------------------------------------ the guard
+
+#: the compared outputs of one evaluation: (name, value) in a fixed order
+Values = list[tuple[str, np.ndarray]]
+#: the bound of each compared output: (S = the magnitude of the terms it sums, κ of the solve it passes through)
+Bounds = list[tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class KernelMismatch:
+    """A compiled kernel disagreed with its Python reference beyond the round-off bound.
+
+    Attributes:
+        component: ``dynamics`` | ``wrench`` | ``controller``.
+        kernel: the kernel module (e.g. ``controllers._khatib_kernel``).
+        quantity: the first output that disagreed (e.g. ``tau``).
+        index: flat index of its largest difference.
+        kernel_value, python_value: the two values there.
+        max_abs_diff: max |x_kernel − x_python| over the quantity.
+        bound: the allowed difference GUARD_C · n · ε · κ · S.
+        step, t: control step and time [s] of the check (filled in by the loop).
+    """
+
+    component: str
+    kernel: str
+    quantity: str
+    index: int
+    kernel_value: float
+    python_value: float
+    max_abs_diff: float
+    bound: float
+    step: int = -1
+    t: float = math.nan
+
+    def message(self) -> str:
+        return (
+            f"kernel guard: the compiled {self.component} kernel ({self.kernel}) disagrees with its Python "
+            f"reference at step {self.step} (t = {self.t:.4f} s): {self.quantity}[{self.index}] is "
+            f"{self.kernel_value:.9g} compiled vs {self.python_value:.9g} Python (|Δ| = {self.max_abs_diff:.3g}, "
+            f"round-off bound {self.bound:.3g}); the rest of the run uses the Python path (the law on disk). "
+            "If you changed the Python law on purpose, this is expected: port it to the C kernel only if "
+            "speed matters (docs/architecture.md, 'Changing a law')"
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def compare(component: str, kernel: str, n: int, got: Values, want: Values, bounds: Bounds) -> tuple[
+    float, KernelMismatch | None
+]:
+    """Compare a kernel's outputs ``got`` with the Python reference's ``want`` (the same quantities in the
+    same order) within ``bounds`` (the S and κ of each, from the reference evaluation). Returns (the largest
+    |Δ| / bound over them, the first mismatch or None).
+
+    A quantity agrees when max |Δ| ≤ GUARD_C · n · ε · κ · S or when it is equal (NaN where the other is
+    NaN); a difference where only one side is not finite never agrees."""
+    worst = 0.0
+    for (name, a), (_, b), (scale, kappa) in zip(got, want, bounds, strict=True):
+        if a.shape != b.shape:
+            return math.inf, KernelMismatch(component, kernel, name, 0, math.nan, math.nan, math.inf, 0.0)
+        diff = np.abs(a - b).ravel()
+        bound = GUARD_C * n * EPS * (kappa if kappa > 1.0 else 1.0) * scale
+        m = diff.max() if diff.size else 0.0
+        if m <= bound:  # False for NaN: the slow path below
+            if m > 0.0:
+                worst = max(worst, float(m) / bound)
+            continue
+        both_nan = np.isnan(a.ravel()) & np.isnan(b.ravel())
+        diff[both_nan] = 0.0
+        diff[np.isnan(diff)] = math.inf  # NaN on one side only
+        i = int(np.argmax(diff))
+        if diff[i] == 0.0:
+            continue
+        ratio = float(diff[i]) / bound if bound > 0.0 else math.inf
+        if not ratio <= 1.0:
+            return ratio, KernelMismatch(
+                component, kernel, name, i, float(a.ravel()[i]), float(b.ravel()[i]), float(diff[i]), bound
+            )
+        worst = max(worst, ratio)
+    return worst, None
+
+
+def magnitude(*terms: np.ndarray | float) -> float:
+    """S of a bound: the largest |entry| over the given terms (arrays or floats), at least the smallest
+    normal float so that a bound is never zero."""
+    s = 2.2250738585072014e-308
+    for x in terms:
+        m = float(np.abs(x).max()) if isinstance(x, np.ndarray) else abs(float(x))
+        if m > s:
+            s = m
+    return s
+
+
+def condition(A: np.ndarray) -> float:
+    """κ₂ of a small symmetric matrix (|μ|max / |μ|min of its eigenvalues; inf when singular)."""
+    mu = np.abs(np.linalg.eigvalsh(A))
+    lo = float(mu.min())
+    return float(mu.max()) / lo if lo > 0.0 else math.inf
+
+
+@dataclass
+class GuardReport:
+    """What the kernel guard saw during one run (meta.json ``kernel_guard``; the mismatches also as
+    ``kernel_mismatch``).
+
+    Attributes:
+        every: the guard's period [control steps] (0: the guard was off).
+        checks: guarded steps (the first step, then every ``every``-th, while a kernel was bound).
+        max_ratio: per component, the largest |x_kernel − x_python| / bound it saw (< 1: within round-off).
+        mismatches: the disagreements (at most one per component: it then runs Python).
+    """
+
+    every: int
+    checks: int = 0
+    max_ratio: dict[str, float] = field(default_factory=dict)
+    mismatches: list[KernelMismatch] = field(default_factory=list)
+
+    def note(self, component: str, result: tuple[float, KernelMismatch | None], step: int, t: float) -> None:
+        """Record one component's check at control step ``step`` (time ``t`` [s]); warn on a mismatch."""
+        ratio, bad = result
+        if bad is None:
+            if ratio > self.max_ratio.get(component, 0.0):
+                self.max_ratio[component] = ratio
+            else:
+                self.max_ratio.setdefault(component, ratio)
+            return
+        bad = replace(bad, step=step, t=t)
+        self.mismatches.append(bad)
+        warnings.warn(bad.message(), RuntimeWarning, stacklevel=3)
+
+    def to_dict(self) -> dict:
+        return {
+            "every": self.every,
+            "checks": self.checks,
+            "max_ratio": dict(self.max_ratio),
+            "mismatches": [m.to_dict() for m in self.mismatches],
+        }

@@ -37,6 +37,7 @@ from sim.errors import ScenarioError, SimulationDiverged
 from sim.ik import solve_ik
 from sim.interfaces import ToolRuntime, rpy_to_matrix
 from sim.lie import mat2quat_batch
+from sim import kernels
 from sim.scenario import Scenario
 from sim.wrench import WrenchPipeline
 from telemetry.gates import evaluate_gates
@@ -89,6 +90,8 @@ class Setup:
     approach_axis: np.ndarray
     duration: float
     runtime: ToolRuntime | None = None
+    #: what the kernel guard saw in the last :func:`simulate` of this setup (sim/kernels.py)
+    guard: kernels.GuardReport | None = None
 
 
 def _start_and_goal(
@@ -267,12 +270,18 @@ def simulate(
     duration: float | None = None,
     progress: Callable[[float, float], None] | None = None,
     profile: bool = False,
+    kernel_check: int | None = None,
 ) -> tuple[Telemetry, str, str, dict[str, float]]:
     """Run the control loop. Returns (telemetry, status, message, timing).
 
     With ``profile=True`` the timing also holds the wall time [s] spent in each phase
     (``t_physics``, ``t_dynamics``, ``t_controller`` incl. planner, wrench and clipping,
     ``t_telemetry``); the results are identical either way.
+
+    The kernel guard (sim/kernels.py) checks every compiled kernel against its Python reference on the
+    first step and then every ``kernel_check`` steps (default :func:`sim.kernels.check_every`; 0 = off);
+    what it saw is left in ``setup.guard``. A guarded run equals the unguarded one bit for bit unless a
+    kernel disagrees, in which case that component runs its Python reference from that step on.
     """
     sc = setup.scenario
     m, d = setup.asm.model, setup.data
@@ -359,6 +368,11 @@ def simulate(
     planner.evaluate(0.0, ref)
     ctrl.reset(snap, ref)
 
+    every = kernels.check_every() if kernel_check is None else kernel_check
+    guard = setup.guard = kernels.GuardReport(every)
+    # the next guarded step (-1: none): the first step, then every `every` steps while a kernel is bound
+    next_check = 0 if every > 0 and "compiled" in kernel_paths(setup).values() else -1
+
     status, message = "completed", ""
     clock = time.perf_counter
     t_phys = t_dyn = t_ctrl = t_tel = t_tool = 0.0
@@ -373,10 +387,16 @@ def simulate(
             if gather:
                 gather_state()
             snap = dyn.update(q_now, v_now, t)
+            checking = i == next_check
+            if checking:
+                guard.checks += 1
+                guard.note("dynamics", dyn.check_kernel(), i, t)
             if profile:
                 c1 = clock()
                 t_dyn += c1 - c0
             w = wp.update(d, snap.T_world_ee)
+            if checking:
+                guard.note("wrench", wp.check_kernel(d, snap.T_world_ee), i, t)
             if use_truth:
                 w.ext_world[:] = w.truth_world
                 w.ext_body[:] = w.truth_body
@@ -384,7 +404,11 @@ def simulate(
                 observer.update(snap, tau)  # tau = the torque applied during the last step (clipped)
                 w = observer.fill_wrench_state(snap, w_obs)
             planner.evaluate(t, ref)
-            ctrl.compute(snap, ref, w, cmd)
+            if checking:
+                guard.note("controller", ctrl.compute_checked(snap, ref, w, cmd), i, t)
+                next_check = i + every if "compiled" in kernel_paths(setup).values() else -1
+            else:
+                ctrl.compute(snap, ref, w, cmd)
             np.minimum(cmd.tau, tau_max, out=tau)  # = np.clip(cmd.tau, -τ_max, τ_max), 3× cheaper
             np.maximum(tau, neg_tau_max, out=tau)
             if not ctrl_is_view:
@@ -469,6 +493,8 @@ def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -
         "seed": setup.scenario.sim.seed,
         "timing": timing,
         "kernels": kernel_paths(setup),
+        "kernel_guard": setup.guard.to_dict() if setup.guard is not None else None,
+        "kernel_mismatch": [m.to_dict() for m in setup.guard.mismatches] if setup.guard is not None else [],
         "robot": asm.robot.name,
         "joint_names": list(asm.robot.joint_names),
         "q0": setup.q0,

@@ -197,6 +197,10 @@ class WrenchPipeline:
             self.state.contact_count = cnt = self._count_tool_contacts(d, ncon) if ncon else 0
             self._kernel.step(cnt)
             return self.state
+        return self._update_python(d, T_world_ee)
+
+    def _update_python(self, d: mujoco.MjData, T_world_ee: np.ndarray) -> WrenchState:
+        """The reference implementation of :meth:`update` (what the compiled kernel ports)."""
         st = self.state
         r00, r01, r02, r10, r11, r12, r20, r21, r22 = self._v_xmat.tolist()
         s0, s1, s2 = self._v_xpos.tolist()
@@ -231,6 +235,49 @@ class WrenchPipeline:
             st.truth[:] = (*truth, *_transport_floats(*truth, s0, s1, s2, T_rows))
             self._zeroed = None
         return st
+
+    def _guard_values(self) -> kernels.Values:
+        """The pipeline's outputs the guard compares (copies): the five wrenches and the contact count."""
+        st = self.state
+        return [("wrenches", st.buf.copy()), ("contact_count", np.array([float(st.contact_count)]))]
+
+    def _guard_bounds(self, T_world_ee: np.ndarray) -> kernels.Bounds:
+        """S and κ of each of :meth:`_guard_values` (sim/kernels.py): the wrenches are rotations and
+        lever-arm cross products (three-term sums), S = max |f|, |n| times (1 + max |r|), r the sensor's
+        offset from the EE and the tool COM's from the sensor; the contact count is exact (S = 0)."""
+        lever = (
+            1.0
+            + kernels.magnitude(self._v_xpos - T_world_ee[:3, 3])
+            + kernels.magnitude(self._v_com - self._v_xpos)
+        )
+        return [(kernels.magnitude(self.state.buf) * lever, 1.0), (0.0, 1.0)]
+
+    def check_kernel(self, d: mujoco.MjData, T_world_ee: np.ndarray) -> tuple[float, kernels.KernelMismatch | None]:
+        """The kernel guard (sim/kernels.py) for the last :meth:`update` (same ``d``, same instant):
+        evaluate the Python pipeline and compare; keep the kernel's outputs on agreement, else keep the
+        Python ones and drop the kernel for the rest of the run. Returns (largest |Δ|/bound, mismatch)."""
+        if self._kmod is None or self._kernel is None:
+            return 0.0, None
+        st = self.state
+        got = self._guard_values()
+        count, zeroed = st.contact_count, self._zeroed
+        self._update_python(d, T_world_ee)
+        ratio, bad = kernels.compare(
+            "wrench", "sim._wrench_kernel", 6, got, self._guard_values(), self._guard_bounds(T_world_ee)
+        )
+        if bad is None:
+            st.buf[:] = got[0][1]
+            st.contact_count = count
+            self._zeroed = zeroed
+        else:
+            self.use_python()
+        return ratio, bad
+
+    def use_python(self) -> None:
+        """Run the Python reference from now on (the guard calls this on a mismatch)."""
+        self._kmod = self._kernel = self._kernel_T = None
+        self._zeroed = None  # the kernel tracked the zeroed truth itself
+        self.kernel = "python"
 
     def _count_tool_contacts(self, d: mujoco.MjData, ncon: int) -> int:
         """Number of active contacts between a tool geom and a non-tool geom."""

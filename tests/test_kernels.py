@@ -229,7 +229,7 @@ def test_wrench_kernel_equals_the_python_pipeline_bit_for_bit(scene: str) -> Non
     assert slow.kernel == "python"
     both = _BothPipelines(wp, slow)
     setup.wrench = both
-    simulate(setup)
+    simulate(setup, kernel_check=0)  # the shim compares every step itself
     assert both.steps > 1000 and both.contact_steps > 100
     assert both.max_diff == 0.0
 
@@ -251,16 +251,27 @@ def test_wrench_kernel_rejects_bad_rows_by_name() -> None:
         k(*bad)
 
 
-def test_setup_and_sim_kernels_hash_the_same_shared_headers() -> None:
+def test_the_manifest_lists_every_kernel_its_headers_and_its_python_reference() -> None:
+    """setup.py builds exactly the kernels of sim/_kernel_manifest.py (the table sim.kernels checks
+    against), every C kernel in the tree is in it, its local includes are the shared headers, and each
+    Python reference module it names exists (so that editing the law makes the kernel stale)."""
+    import re
+
+    from sim import _kernel_manifest as manifest
     from tests.helpers import REPO
 
-    text = (REPO / "setup.py").read_text()
-    headers = ", ".join(f'"{h.relative_to(REPO).as_posix()}"' for h in kernels.SHARED_HEADERS)
-    assert f"SHARED_HEADERS = [{headers}]" in text
-    for name in KERNEL_MODULES:
-        src = kernels.source_path(name)
-        assert f'("{name}", "{src.relative_to(REPO).as_posix()}")' in text
-    assert text.count('_kernel", "') == len(KERNEL_MODULES)  # and no other
+    setup_text = (REPO / "setup.py").read_text()
+    assert '"_kernel_manifest.py"' in setup_text and 'MANIFEST["KERNELS"]' in setup_text
+    assert set(manifest.KERNELS) == set(KERNEL_MODULES)
+    c_files = sorted(p.relative_to(REPO).as_posix() for p in REPO.glob("*/_*_kernel.c"))
+    assert sorted(src for src, _ in manifest.KERNELS.values()) == c_files
+    for name, (src, refs) in manifest.KERNELS.items():
+        assert kernels.source_path(name) == REPO / src
+        local = re.findall(r'#include "([^"]+)"', (REPO / src).read_text())
+        resolved = {((REPO / src).parent / inc).resolve().relative_to(REPO).as_posix() for inc in local}
+        assert resolved <= set(manifest.SHARED_HEADERS), (name, resolved)
+        assert refs and all((REPO / r).is_file() and r.endswith(".py") for r in refs), name
+        assert kernels.reference_paths(name) == refs
 
 
 # ------------------------------------------------------------------------------------------ dynamics kernel
