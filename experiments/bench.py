@@ -15,7 +15,11 @@ so the unprofiled wall time is the headline). The **floor** is the cost of the s
 with nothing else, on the same assembled model and
 the same states (the run's applied torques are replayed open-loop, which reproduces its trajectory
 and its contacts exactly, since the loop is deterministic);
-``loop/floor`` is the unprofiled µs per step divided by the floor's. The last column says which
+``loop/floor`` is the unprofiled µs per step divided by the floor's. ``guard`` is the kernel guard's period
+(``--kernel-check N``: each compiled kernel checked against its Python reference on the first step and
+every N steps, 0 = off; sim/kernels.py); ``--kernel-check 0,1000`` measures both settings with their
+runs interleaved (run 1 of each, then run 2 of each, …), so that the machine's load drifts through both
+alike, and prints the median ratio of their real-time factors. The last column says which
 implementation ran the snapshot kinematics, the controller and the wrench pipeline: ``compiled`` (the
 C kernels), ``python`` (the reference paths; ``--kernels python`` measures them), or the mix
 (sim/kernels.py). The default list ends with the
@@ -75,9 +79,10 @@ def measure_once(scenario_path: str) -> dict:
         "rtf": timing["real_time_factor"],
         "us_per_step": timing["us_per_step"],
         "kernels": kernel_paths(setup),
+        "kernel_check": setup.guard.every,
     }
     setup = build(sc)
-    _, _, _, prof = simulate(setup, profile=True)
+    _, _, _, prof = simulate(setup, profile=True, kernel_check=out["kernel_check"])
     n = max(prof["steps"], 1)
     parts = {k: 1e6 * prof[f"t_{k}"] / n for k in ("physics", "dynamics", "controller", "telemetry", "tool")}
     parts["other"] = max(prof["us_per_step"] - sum(parts.values()), 0.0)
@@ -134,10 +139,21 @@ def _stats(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
 
 
-def run_bench(scenarios: list[str], runs: int, kernels: str | None = None) -> list[dict]:
+def run_bench(
+    scenarios: list[str], runs: int, kernels: str | None = None, checks: list[int | None] | None = None
+) -> list[dict]:
+    """Measure each scenario ``runs`` times per kernel-guard period in ``checks`` (None: as set in the
+    environment), the periods' runs interleaved; one result row per (scenario, period)."""
     env = {**os.environ, **SINGLE_THREAD_ENV}
     if kernels is not None:  # the compiled kernels or the Python reference paths (sim/kernels.py)
         env["DOCKBENCH_KERNELS"] = kernels
+    checks = checks or [None]
+    envs = []
+    for c in checks:
+        e = dict(env)
+        if c is not None:
+            e["DOCKBENCH_KERNEL_CHECK"] = str(c)
+        envs.append(e)
     results = []
     for path in scenarios:
         if path == HAND_TRACK_TEST:
@@ -146,16 +162,24 @@ def run_bench(scenarios: list[str], runs: int, kernels: str | None = None) -> li
         if not (REPO / path).is_file() and not Path(path).is_file():
             print(f"skip {path}: not found", file=sys.stderr)
             continue
-        samples = _spawn_workers(path, runs, env)
-        if not samples:
-            continue
-        agg = {"scenario": samples[0]["scenario"], "file": path, "runs": len(samples), "kernels": samples[0]["kernels"]}
-        for key in ("wall_s", "sim_s", "rtf", "us_per_step", "floor_us_per_step", "loop_over_floor"):
-            agg[key] = _stats([s[key] for s in samples])
-        agg["split_us"] = {
-            k: statistics.median([s["split_us"][k] for s in samples]) for k in samples[0]["split_us"]
-        }
-        results.append(agg)
+        per_check: list[list[dict]] = [[] for _ in checks]
+        for _ in range(runs):  # interleaved: run r of every period before run r + 1 of any
+            for samples, e in zip(per_check, envs, strict=True):
+                samples += _spawn_workers(path, 1, e)
+        for c, samples in zip(checks, per_check, strict=True):
+            if not samples:
+                continue
+            agg = {
+                "scenario": samples[0]["scenario"], "file": path, "runs": len(samples), "kernels": samples[0]["kernels"],
+                "kernel_check": samples[0]["kernel_check"] if c is None else c,
+                "rtf_samples": [s["rtf"] for s in samples],
+            }
+            for key in ("wall_s", "sim_s", "rtf", "us_per_step", "floor_us_per_step", "loop_over_floor"):
+                agg[key] = _stats([s[key] for s in samples])
+            agg["split_us"] = {
+                k: statistics.median([s["split_us"][k] for s in samples]) for k in samples[0]["split_us"]
+            }
+            results.append(agg)
     return results
 
 
@@ -176,6 +200,29 @@ def _spawn_workers(name: str, runs: int, env: dict[str, str]) -> list[dict]:
             break
         samples.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     return samples
+
+
+def guard_ratios(results: list[dict]) -> list[str]:
+    """For scenarios measured at several kernel-guard periods: the median over runs of each period's
+    real-time factor divided by that of period 0 (the unguarded run), one line each."""
+    lines = []
+    by_scenario: dict[str, dict[int, dict]] = {}
+    for r in results:
+        if "kernel_check" in r:
+            by_scenario.setdefault(r["scenario"], {})[r["kernel_check"]] = r
+    for name, rows in by_scenario.items():
+        if 0 not in rows or len(rows) < 2:
+            continue
+        base = rows[0]["rtf_samples"]
+        for c, r in sorted(rows.items()):
+            if c == 0:
+                continue
+            ratios = [a / b for a, b in zip(r["rtf_samples"], base, strict=False)]
+            lines.append(
+                f"{name}: real-time factor with the guard every {c} steps / without: median "
+                f"{statistics.median(ratios):.4f} (min {min(ratios):.4f}, max {max(ratios):.4f}, {len(ratios)} pairs)"
+            )
+    return lines
 
 
 def _run_hand(runs: int, env: dict[str, str]) -> dict:
@@ -199,9 +246,9 @@ def format_table(results: list[dict]) -> str:
 
     head = (
         "| scenario | runs | wall s | sim s | real-time factor | µs/step | physics | dynamics | controller "
-        "| telemetry | tool (hand) | other | floor µs/step | loop/floor | kernels |"
+        "| telemetry | tool (hand) | other | floor µs/step | loop/floor | guard | kernels |"
     )
-    lines = [head, "|" + "---|" * 15]
+    lines = [head, "|" + "---|" * 16]
     hands = [r for r in results if r.get("hand")]
     for r in results:
         if r.get("hand"):
@@ -215,7 +262,7 @@ def format_table(results: list[dict]) -> str:
             f"| {r['scenario']} | {r['runs']} | {mm('wall_s')} | {r['sim_s'][0]:.2f} | {mm('rtf', '{:.1f}')}× "
             f"| {mm('us_per_step', '{:.1f}')} | {sp['physics']:.1f} | {sp['dynamics']:.1f} | {sp['controller']:.1f} "
             f"| {sp['telemetry']:.1f} | {sp['tool']:.1f} | {sp['other']:.1f} | {mm('floor_us_per_step', '{:.1f}')} "
-            f"| {mm('loop_over_floor', '{:.2f}')} | {describe(r['kernels'])} |"
+            f"| {mm('loop_over_floor', '{:.2f}')} | {r.get('kernel_check', '')} | {describe(r['kernels'])} |"
         )
     for r in hands:
         if not r["runs"]:
@@ -241,12 +288,27 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="DOCKBENCH_KERNELS for the runs: compiled C kernels or the Python reference (default: as set, else auto)",
     )
+    ap.add_argument(
+        "--kernel-check",
+        default=None,
+        metavar="N[,N...]",
+        help="kernel guard period(s) in control steps (0 = off); several values are measured interleaved and "
+        "compared with 0 (default: as set, else 1000)",
+    )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    checks: list[int | None] | None = None
+    if args.kernel_check is not None:
+        try:
+            checks = [int(v) for v in args.kernel_check.split(",")]
+        except ValueError:
+            ap.error(f"--kernel-check: whole numbers ≥ 0 separated by commas, got {args.kernel_check!r}")
+        if any(c < 0 for c in checks):
+            ap.error(f"--kernel-check: whole numbers ≥ 0, got {args.kernel_check!r}")
     if args.worker:
         print(json.dumps(measure_hand_track_test() if args.worker == HAND_TRACK_TEST else measure_once(args.worker)))
         return 0
-    results = run_bench(args.scenarios or [*DEFAULT_SCENARIOS, HAND_TRACK_TEST], args.runs, args.kernels)
+    results = run_bench(args.scenarios or [*DEFAULT_SCENARIOS, HAND_TRACK_TEST], args.runs, args.kernels, checks)
     rev = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
     ).stdout.strip()
@@ -255,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         f"median (min–max); kernels {args.kernels or os.environ.get('DOCKBENCH_KERNELS', 'auto')}"
     )
     print(format_table(results))
+    for line in guard_ratios(results):
+        print(line)
     if args.json:
         Path(args.json).write_text(json.dumps({"commit": rev, "results": results}, indent=2))
     return 0

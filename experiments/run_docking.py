@@ -15,7 +15,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # allow `python experiments/run_docking.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.errors import DockbenchError  # noqa: E402
+from sim.errors import DockbenchError, ScenarioError  # noqa: E402
 
 
 def _progress_bar(stream):
@@ -94,6 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=None, help="override the run length [s]")
     ap.add_argument("--controller", default=None, help="override controller.type (its keys take defaults)")
     ap.add_argument("--planner", default=None, help="override planner.type (its keys take defaults)")
+    ap.add_argument(
+        "--kernel-check",
+        type=int,
+        default=None,
+        metavar="N",
+        help="check each compiled kernel against its Python reference on the first step and every N steps "
+        "(0 = off; default $DOCKBENCH_KERNEL_CHECK or 1000; docs/architecture.md, 'The kernel guard')",
+    )
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--plot", action="store_true", help="write figures into the run folder at the end")
     ap.add_argument("--video", default=None, help="render a video of the run to this .mp4/.gif path")
@@ -110,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:
             overrides["planner"] = {"type": args.planner}
         scenario = load_scenario(args.scenario, overrides or None)
         progress = None if args.no_progress or not sys.stderr.isatty() else _progress_bar(sys.stderr)
-        result = run(scenario, out_root=args.out, duration=args.duration, progress=progress)
+        if args.kernel_check is not None and args.kernel_check < 0:
+            raise ScenarioError(f"must be ≥ 0 (0 turns the guard off), got {args.kernel_check}", key="--kernel-check")
+        result = run(
+            scenario, out_root=args.out, duration=args.duration, progress=progress, kernel_check=args.kernel_check
+        )
         if progress is not None:
             sys.stderr.write("\n")
         print(format_summary(result, scenario))

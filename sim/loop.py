@@ -524,6 +524,7 @@ def run(
     duration: float | None = None,
     progress: Callable[[float, float], None] | None = None,
     setup: Setup | None = None,
+    kernel_check: int | None = None,
 ) -> RunResult:
     """Build, simulate, score and (if ``out_root``) write the run folder.
 
@@ -532,12 +533,14 @@ def run(
         out_root: parent of ``<scenario>/<UTC timestamp>/``; None = write nothing.
         duration: override of the run length [s] (a run shorter than the planner is INCOMPLETE).
         progress: callback(t, duration) for progress bars.
+        kernel_check: the kernel guard's period in control steps (0 = off; default
+            :func:`sim.kernels.check_every`, i.e. ``$DOCKBENCH_KERNEL_CHECK`` or 1000).
     """
     if setup is None:
         setup = build(scenario)
     if duration is not None and duration <= 0:
         raise ScenarioError(f"duration must be > 0, got {duration}", key="--duration")
-    tel, status, message, timing = simulate(setup, duration, progress)
+    tel, status, message, timing = simulate(setup, duration, progress, kernel_check=kernel_check)
     meta = _meta(setup, timing, status, tel)
     channels = tel.channels()
     metrics = compute_metrics(channels, meta) if tel.n > 0 else {}

@@ -46,3 +46,21 @@ def test_hand_track_test_entry_and_table() -> None:
         agg[k] = (h[k], h[k], h[k])
     table = format_table([agg])
     assert "| g20_track_test | 1 | PASS |" in table
+
+
+def test_kernel_check_periods_are_measured_interleaved_and_compared(tmp_path: Path) -> None:
+    from experiments.bench import guard_ratios, run_bench
+
+    d = scenario_dict("iiwa14_docking")
+    d["sim"]["duration"] = 0.05
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(d))
+    results = run_bench([str(path)], runs=2, checks=[0, 1])
+    assert [r["kernel_check"] for r in results] == [0, 1] and all(r["runs"] == 2 for r in results)
+    assert all(len(r["rtf_samples"]) == 2 for r in results)
+    rows = format_table(results).splitlines()[2:4]
+    assert rows[0].endswith("| 0 | compiled |") or rows[0].endswith("| 0 | python |")
+    assert "| 1 | " in rows[1]
+    (line,) = guard_ratios(results)
+    assert line.startswith("iiwa14_docking: real-time factor with the guard every 1 steps / without: median ")
+    assert line.endswith("2 pairs)")
