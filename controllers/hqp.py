@@ -1101,41 +1101,102 @@ class HQPController(Controller):
         used = set(exact + resid + [names.index(n) for n in self.guard_skip_diag])
         return exact, resid, [i for i in range(len(names)) if i not in used]
 
-    def _guard_bounds(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Bounds:
-        """S and κ of τ, q̈*, the task rows and the diagnostics.
+    def roundoff_bounds(self, snap: Snapshot, ref: Reference, cmd: Command) -> dict[str, tuple[float, float]]:
+        """(S, κ) of the round-off bound of each quantity of the last step (sim/kernels.py: |Δ| ≤ GUARD_C · n ε
+        κ S), from this controller's own intermediates (call right after its step): two correct evaluations
+        that sum in another order (the compiled kernel: Jacobi instead of LAPACK's dsyevd, plain loops
+        instead of BLAS) differ by less. Where part of a quantity's error passes through the
+        eigendecomposition of Λ⁻¹ (amplified by κ = κ(Λ⁻¹)) and part does not, the bound is the two-part
+        GUARD_C · n ε (κ S_solve + S_plain) (:func:`sim.kernels.split_bound`).
 
-        q̈* = q̈_2 + M⁻¹JᵀΛ (b − J q̈_2) passes through Λ = (Λ⁻¹)⁻¹ (and D_r through Λ^½), both from an
-        eigendecomposition of Λ⁻¹: κ = κ(Λ⁻¹) and, with S_b = max |ν̇_d| + |Λ⁻¹|(|D_r||Δν| + |K_r||e_p| +
-        |F_ext|) + |J̇q̇| the terms of b, S_q̈ = max |q̈_2| + |M⁻¹Jᵀ||Λ|(S_b + |J||q̈_2|); τ = M q̈* + offset +
-        τ_ff: S_τ = 3 (‖M‖∞ S_q̈ + max |offset|) + max |τ_ff| (the feedforward's slope ≤ 2). The task rows are
-        rotations, cross products and the rotation log: S = (1 + max |r|) max |row| + π + max |x|, κ = 1 (r the
-        sensor lever arm, x the EE position). The status and active count are exact (S = 0); the residuals
-        ‖J q̈* − b‖ are round-off of S = max |J||q̈*| + S_b, κ = κ(Λ⁻¹); α, K_r, F_ext: S = (1 + max |r|) max
-        |value|."""
+        * ``Lambda_inv`` = J M⁻¹ Jᵀ, ``MinvJt`` = M⁻¹Jᵀ: products, S = max |J||M⁻¹||J|ᵀ resp. |M⁻¹||J|ᵀ, κ = 1.
+        * ``Lambda``, ``Lambda_half_s`` (√s Λ^½), ``D_r`` = √s Λ^½ ∘ (√K_0,i + √K_0,j): from the eigendecomposition,
+          S = their largest |entry|, κ.
+        * ``F_r`` = −D_r Δν − K_r e_p: S_solve = max |D_r||Δν|; S_plain = max(|D_r|(|ν| + |ν_d|) + |K_r|(|e_p| + s_e) +
+          |F_ext|), where s_e = (|x| + |x_d|, 1) and |ν| + |ν_d| are the scales of e_p's and Δν's own round-off
+          (it does not shrink with the error). ``a`` = ν̇_d + Λ⁻¹(F_r + F_ext), ``b`` = a − J̇q̇: the same
+          through |Λ⁻¹|, plus max |ν̇_d|, |J̇q̇| in S_plain.
+        * ``qdd_posture`` = −K_j (q − q_ref) − D_j q̇ + k_sa ∇w: S = max t₂, t₂ = K_j |q − q_ref| + D_j |q̇| + k_sa w
+          |∇w/w| (its terms, which cancel at rest), κ = κ(J Jᵀ) when ∇w is on (∇w/w solves with J Jᵀ).
+        * ``qdd_closed`` q̈* = q̈_2 + J̄ (b − J q̈_2), J̄ = M⁻¹JᵀΛ (also ``qdd``, ``qdd_level1``): S_solve = max
+          |J̄|(|b| + |J||q̈_2| + b's S_solve) (J̄'s own error ≈ n ε κ |J̄| comes through Λ); S_plain = max t₂ + max
+          |q̈_2| + max |J̄|(b's S_plain + |J| t₂). ``Mx`` = M q̈*: both parts times ‖M‖∞; ``tau`` = M q̈* + offset +
+          τ_ff: 3 (‖M‖∞ parts + max |offset| in S_plain) + max |τ_ff| (the torque-mode feedforward's slope ≤ 2).
+        * ``tau_offset`` = h − Jᵀ F_ext: S = max(|h| + |J|ᵀ|F_ext|), κ = 1.
+        * ``task_rows`` (F_ext about the EE, K_r, e_p, Δν: rotations, cross products, the rotation log):
+          S = (1 + max |r|) max |row| + π + max |x|, κ = 1 (r the sensor lever arm, x the EE position).
+        * ``level1_residual`` ‖J q̈* − b‖ (a round-off-size number): b's bound plus max |J||q̈*| in S_plain.
+        * ``diag_values`` (α, K_r, F_ext of the diagnostics): S = (1 + max |r|) max |value|, κ = 1.
+        * ``lb``, ``ub`` (the box: k2 (q_lim − q) − k2 Δ q̇ and (±q̇_max − q̇)/Δ): S = max(k2 (|q_min| + |q_max| +
+          |q|) + k2 Δ |q̇| + (q̇_max + |q̇|)/Δ), κ = 1; ``h`` (τ_max − m ∓ offset, m = f + d|q̇|): S = max(τ_max + f +
+          d|q̇|) + the offset's S, κ = 1.
+        """
         p, sol = self.prob, self.sol
-        a = np.abs
-        Li, L = p.Lambda_inv, self._LL[:6]
-        s_b = (
-            kernels.magnitude(ref.acc, ref.alpha, snap.dJdq_ee_lwa)
-            + kernels.magnitude(a(Li) @ (a(p.D_r) @ a(p.dnu) + a(p.K_r) * a(p.e_p) + a(p.F_ext)))
-        )
-        q2 = p.qdd_posture
-        s_q = kernels.magnitude(q2) + kernels.magnitude(a(self._MinvJt) @ (a(L) @ (s_b + a(p.J) @ a(q2))))
-        s_tau = 3.0 * (float(a(snap.M).sum(axis=1).max()) * s_q + kernels.magnitude(p.tau_offset))
-        if self.ff.active:
-            s_tau += kernels.magnitude(self.ff.out)
+        a, mag = np.abs, kernels.magnitude
+        J, Li, L, M = p.J, p.Lambda_inv, self._LL[:6], snap.M
         kappa = kernels.condition(Li)
-        lever = 1.0 + kernels.magnitude(snap.T_world_sensor[:3, 3] - snap.p_ee_in_world)
-        s_rows = lever * kernels.magnitude(p.vec6[:4]) + math.pi + kernels.magnitude(snap.p_ee_in_world)
-        rest = cmd.diag[self._diag_groups[2]]
-        return [
-            (s_tau, kappa),
-            (s_q, kappa),
-            (s_rows, 1.0),
-            (0.0, 1.0),
-            (kernels.magnitude(a(p.J) @ a(sol.qdd)) + s_b, kappa),
-            (lever * kernels.magnitude(rest), 1.0),
-        ]
+        # e_p and Δν carry the round-off of their own terms (x − x_d, the log of R R_dᵀ with unit-size
+        # entries, ν − ν_d), which is no smaller near zero error: their scales, not their values
+        e_scale = np.concatenate((a(snap.p_ee_in_world) + a(ref.pos), np.ones(3)))
+        nu_scale = a(snap.twist_ee_lwa) + a(np.concatenate((ref.vel, ref.omega)))
+        through_D = a(p.D_r) @ a(p.dnu)  # D_r (from Λ^½: error ≈ n ε κ |D_r|) times Δν
+        plain = a(p.D_r) @ nu_scale + a(p.K_r) * (a(p.e_p) + e_scale) + a(p.F_ext)
+        b_solve, b_plain = mag(a(Li) @ through_D), mag(ref.acc, ref.alpha, snap.dJdq_ee_lwa) + mag(a(Li) @ plain)
+        # the terms of q̈_2 = −K_j (q − q_ref) − D_j q̇ [+ k_sa ∇w] (at rest they cancel: |q̈_2| alone is no scale)
+        t2 = -self._minus_k_j * a(snap.q - self.q_ref) + self._d_j * a(snap.v)
+        k_q2 = 1.0
+        if p.w < self._w_th_sa:  # the ∇w term is on: ∇w/w solves with J Jᵀ
+            t2 = t2 + self._k_sa * p.w * a(self._grad_w.out)
+            k_q2 = kernels.condition(J @ J.T)
+        s_q2 = mag(t2)
+        # q̈* = q̈_2 + J̄ (b − J q̈_2), J̄ = M⁻¹JᵀΛ (bounded, unlike |M⁻¹Jᵀ||Λ|): J̄'s own error (≈ n ε κ |J̄|, through
+        # Λ) times |b − J q̈_2|, plus |J̄| times the round-off of b and of q̈_2's terms
+        Jbar = a(self._MinvJt @ L)
+        q_solve = mag(Jbar @ (a(p.b) + a(J) @ a(q2 := p.qdd_posture))) + mag(Jbar @ np.full(6, b_solve))
+        q_plain = s_q2 + mag(Jbar @ (b_plain + a(J) @ t2)) + mag(a(q2))
+        m_inf = float(a(M).sum(axis=1).max())
+        ff = mag(self.ff.out) if self.ff.active else 0.0
+        lever = 1.0 + mag(snap.T_world_sensor[:3, 3] - snap.p_ee_in_world)
+        plant = self.plant
+        s_box = mag(
+            self._k2 * (a(plant.q_min) + a(plant.q_max) + a(snap.q))
+            + self._two_over_D * a(snap.v)
+            + (plant.v_max + a(snap.v)) * self._inv_D
+        )
+        s_offset = mag(a(snap.h) + a(J).T @ a(p.F_ext))
+        split = kernels.split_bound
+        s_q = split(q_solve, kappa, q_plain)
+        r = {
+            "lb": (s_box, 1.0),
+            "ub": (s_box, 1.0),
+            "h": (mag(a(self._tau_lim) + self._ff_f + self._ff_d * a(snap.v)) + s_offset, 1.0),
+            "Lambda_inv": (mag(a(J) @ a(snap.Minv) @ a(J).T), 1.0),
+            "MinvJt": (mag(a(snap.Minv) @ a(J).T), 1.0),
+            "Lambda": (mag(L), kappa),
+            "Lambda_half_s": (mag(self._LL[6:]), kappa),
+            "D_r": (mag(p.D_r), kappa),
+            "F_r": split(mag(through_D), kappa, mag(plain)),
+            "a": split(b_solve, kappa, b_plain),
+            "b": split(b_solve, kappa, b_plain),
+            "qdd_posture": (s_q2, k_q2),
+            "qdd_closed": s_q,
+            "qdd": s_q,
+            "qdd_level1": s_q,
+            "tau_offset": (s_offset, 1.0),
+            "Mx": split(m_inf * q_solve, kappa, m_inf * q_plain),
+            # τ = M q̈* + offset + τ_ff: 3× for the torque-mode feedforward (slope ≤ 2)
+            "tau": split(3.0 * m_inf * q_solve, kappa, 3.0 * (m_inf * q_plain + mag(p.tau_offset)) + ff),
+            "task_rows": (lever * mag(p.vec6[:4]) + math.pi + mag(snap.p_ee_in_world), 1.0),
+            "level1_residual": split(b_solve, kappa, mag(a(J) @ a(sol.qdd)) + b_plain),
+            "diag_values": (lever * mag(cmd.diag[self._diag_groups[2]]), 1.0),
+        }
+        return r
+
+    def _guard_bounds(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Bounds:
+        """S and κ of τ, q̈*, the task rows and the diagnostics (:meth:`roundoff_bounds`; the status and
+        active count are exact, S = 0)."""
+        r = self.roundoff_bounds(snap, ref, cmd)
+        return [r["tau"], r["qdd"], r["task_rows"], (0.0, 1.0), r["level1_residual"], r["diag_values"]]
 
     compute = Controller.compute_with_kernel
 

@@ -503,23 +503,34 @@ class SE3LieController(Controller):
 
         The law's quantities are sums of products of dexp_λ's entries (each at most (1 + |λ|)² in size)
         with λ, λ̇, γ, λ̈*, Ṽ, F̃ and the desired motion, and of the gain matrix [A⁻¹, −A⁻¹D, −A⁻¹K] with
-        [γ; λ̇; λ]: S = (1 + max |λ|)² max(1, ‖G‖∞) times the largest of those magnitudes, κ = 1.
-        τ = J_bᵀ(y − F_body) − d_null M q̇ + h + τ_ff passes through the solve Λ_b⁻¹ y = rhs: κ = κ(Λ_b⁻¹),
-        S = 3 max(|J_b|ᵀ(|y| + |F_body|) + d_null |M||q̇| + |h|) + max |τ_ff| (the feedforward's slope ≤ 2)."""
+        [γ; λ̇; λ]: S = (1 + max |λ|)² max(1, ‖G‖∞) times the largest of those magnitudes and of 1 + |p| + |p_d|
+        (T̃ and λ carry round-off of the poses' own size however small the error is), κ = 1.
+        τ = J_bᵀ(y − F_body) − d_null M q̇ + h + τ_ff passes through the solve Λ_b⁻¹ y = rhs: the two-part bound
+        GUARD_C · n ε (κ S_solve + S_plain) (sim.kernels.split_bound) with κ = κ(Λ_b⁻¹), S_solve = 3 max |J_b|ᵀ|y|,
+        S_plain = 3 (max(|J_b|ᵀ|F_body| + d_null |M||q̇| + |h|) + ‖J_bᵀΛ_b‖∞ S_law) + max |τ_ff| (the feedforward's
+        slope ≤ 2; the ‖J_bᵀΛ_b‖∞ S_law term carries V̇_ref's round-off into y)."""
         c = self.config
         a = np.abs
         lam = self.lam
-        _, V_d, dV_d = self.desired_motion()
+        T_d, V_d, dV_d = self.desired_motion()
         grow = (1.0 + kernels.magnitude(lam)) ** 2 * max(1.0, float(a(self._G).sum(axis=1).max()))
+        # T̃ = T⁻¹T_d and λ = log T̃ carry round-off of the poses' own size (unit rotation entries, the
+        # positions), however small the error: that floor enters every later quantity through the gains
+        floor = 1.0 + kernels.magnitude(snap.p_ee_in_world) + kernels.magnitude(T_d[:3, 3])
         s_law = grow * kernels.magnitude(
-            lam, self.lam_dot, self.gamma, self.lam_ddot, self.dV_ref, self.V_err, self.F_err, V_d, dV_d
+            lam, self.lam_dot, self.gamma, self.lam_ddot, self.dV_ref, self.V_err, self.F_err, V_d, dV_d, floor
         )
         Jb = snap.J_ee_body
         F = wrench.ext_body if c.use_force_feedback else self._zero6
-        s_tau = 3.0 * kernels.magnitude(a(Jb).T @ (a(self._y) + a(F)) + c.d_null * (a(snap.M) @ a(snap.v)) + a(snap.h))
+        Li = Jb @ snap.Minv @ Jb.T
+        # y = Λ_b (V̇_ref − J̇_b q̇ + d_null V): the solve's own error (amplified by κ) is of size |y|; V̇_ref's
+        # round-off (of size s_law) reaches y through J_bᵀΛ_b without that amplification
+        carried = s_law * float(a(Jb.T @ np.linalg.inv(Li)).sum(axis=1).max())
+        s_solve = 3.0 * kernels.magnitude(a(Jb).T @ a(self._y))
+        s_plain = 3.0 * (kernels.magnitude(a(Jb).T @ a(F) + c.d_null * (a(snap.M) @ a(snap.v)) + a(snap.h)) + carried)
         if self.ff.active:
-            s_tau += kernels.magnitude(self.ff.out)
-        return [(s_tau, kernels.condition(Jb @ snap.Minv @ Jb.T))] + [(s_law, 1.0)] * 4
+            s_plain += kernels.magnitude(self.ff.out)
+        return [kernels.split_bound(s_solve, kernels.condition(Li), s_plain)] + [(s_law, 1.0)] * 4
 
     def use_python(self) -> None:
         super().use_python()

@@ -344,6 +344,14 @@ def magnitude(*terms: np.ndarray | float) -> float:
     return s
 
 
+def split_bound(s_solve: float, kappa: float, s_plain: float) -> tuple[float, float]:
+    """The two-part bound GUARD_C · n ε (κ S_solve + S_plain) as the one (S, κ) :func:`compare` takes:
+    S_solve is the part whose error passes through the solve (amplified by κ), S_plain the part that
+    does not (the round-off of the terms around it)."""
+    k = kappa if kappa > 1.0 else 1.0
+    return s_solve + s_plain / k, k
+
+
 def condition(A: np.ndarray) -> float:
     """κ₂ of a small symmetric matrix (|μ|max / |μ|min of its eigenvalues; inf when singular)."""
     mu = np.abs(np.linalg.eigvalsh(A))

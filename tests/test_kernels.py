@@ -1,5 +1,12 @@
-"""Compiled kernels (sim/kernels.py): the mode switch, the stale-build check, and the Khatib kernel
-against the Python reference it replaces (same torques; the scalar part bit for bit)."""
+"""Compiled kernels (sim/kernels.py): the mode switch, the stale-build check, and the Khatib, wrench and
+snapshot kernels against the Python references they replace.
+
+Exact equality is asserted only where both sides are the same operations in the same library: the
+Khatib law's scalar part (u, F_I, the frozen flag: IEEE-754 operations in the same order in Python floats
+and in C compiled without contraction, setup.py, and the same libm for sqrt/atan2), the single-body F/T
+pipeline (scalar code on both sides), copies (the poses), and Pinocchio's own results on both sides.
+Everything that goes through BLAS, LAPACK, numpy reductions or Pinocchio's Jacobian routines on one
+side only is compared within the kernel guard's round-off bound (tests/roundoff.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ from sim.loop import build, simulate
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState
 from tests.helpers import random_reference, scenario_dict
+from tests.roundoff import assert_controllers_agree, assert_within_bound
 
 KHATIB = "controllers._khatib_kernel"
 #: every kernel setup.py builds
@@ -116,12 +124,12 @@ def test_khatib_kernel_equals_the_python_path(scene: str, overrides: dict) -> No
         w.ext_world[:] = rng.normal(scale=0.2 if step < 50 else 3.0, size=6)  # the integral runs, then freezes
         fast.compute(snap, ref, w, cf)
         slow.compute(snap, ref, w, cs)
-        # the scalar part is the same float arithmetic: equal bit for bit
+        # the scalar part is the same IEEE operations in the same order (and the same libm): bit for bit
         assert np.array_equal(fast.u, slow.u), step
         assert np.array_equal(fast.integral, slow.integral) and np.array_equal(fast.F_I, slow.F_I), step
         assert np.array_equal(cf.diag, cs.diag) and fast.frozen == slow.frozen, step
-        # the joint-space products differ from BLAS in summation order only
-        np.testing.assert_allclose(cf.tau, cs.tau, rtol=1e-12, atol=1e-12 * np.abs(cs.tau).max(), err_msg=str(step))
+        # τ: the joint-space products and the solve sum in another order than BLAS / MuJoCo's Cholesky
+        assert_controllers_agree(fast, slow, snap, ref, w, cf, cs)
     assert fast.kernel_fallbacks == 0
     if fast.use_integral:
         assert fast.frozen and np.any(fast.F_I != 0.0)
@@ -139,6 +147,7 @@ def test_singular_lambda_hands_the_step_back_to_python_with_nothing_written() ->
     fast.compute(snap, ref, w, cf)
     slow.compute(snap, ref, w, cs)
     assert fast.kernel_fallbacks == 1
+    # both steps ran the Python path: the same operations in the same library
     assert np.array_equal(cf.tau, cs.tau) and np.all(np.isfinite(cf.tau))
     # the integral advanced once, not twice (the kernel wrote nothing before handing back)
     assert np.array_equal(fast.integral, slow.integral) and np.any(fast.integral != 0.0)
@@ -166,8 +175,12 @@ def test_kernel_rejects_arrays_of_the_wrong_size_or_type_by_name() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("scene", ["iiwa14_docking", "fr3_docking"])
 def test_whole_docking_run_compiled_equals_python(scene: str) -> None:
-    """Free-space approach equal to 1e-12; in contact round-off is amplified by the stiff contact
-    (tests/test_optimised_equals_reference.py), so there the docking outcome is compared."""
+    """Free-space approach: the states agree to 1e-12 and τ to 1e-11 (absolute). Per step τ differs by
+    the solve's round-off (the guard's bound 10 · 7 ε κ(Λ⁻¹) S_τ ≈ 1e-11 at κ ≈ 10³, S_τ ≈ 10 N·m) and the
+    stable free-space loop does not amplify it: measured ≤ 2.5e-15 (states) and ≤ 2.3e-13 (τ) on three
+    BLAS code paths, ≥ 40× headroom. In contact round-off is amplified by the stiff contact
+    (tests/test_optimised_equals_reference.py), so there the docking outcome is compared (1e-6 m; measured
+    ≤ 1.8e-9 m)."""
     tels = {}
     for mode in ("compiled", "python"):
         with kernels.forced(mode):
@@ -181,8 +194,9 @@ def test_whole_docking_run_compiled_equals_python(scene: str) -> None:
     contact = np.asarray(b.arrays["contact_count"][: b.n]).reshape(b.n)
     first = int(np.argmax(contact > 0))
     assert first > 1000
-    for ch in ("q", "v", "tau_cmd", "ee_pos"):
+    for ch in ("q", "v", "ee_pos"):
         np.testing.assert_allclose(a.arrays[ch][:first], b.arrays[ch][:first], rtol=0, atol=1e-12, err_msg=ch)
+    np.testing.assert_allclose(a.arrays["tau_cmd"][:first], b.arrays["tau_cmd"][:first], rtol=0, atol=1e-11)
     np.testing.assert_allclose(a.arrays["ee_pos"][: a.n], b.arrays["ee_pos"][: b.n], rtol=0, atol=1e-6)
 
 
@@ -196,19 +210,25 @@ wrench_built = pytest.mark.skipif(
 
 class _BothPipelines:
     """Stands in for the loop's WrenchPipeline: runs the compiled one (whose state the loop reads) and a
-    Python one on the same MjData and pose every step, and keeps the largest difference."""
+    Python one on the same MjData and pose every step, and keeps the largest difference and the largest
+    |Δ| / bound of the guard (sim/kernels.py)."""
 
     def __init__(self, fast, slow):
         self.fast, self.slow = fast, slow
         self.state = fast.state
         self.steps = self.contact_steps = 0
-        self.max_diff = 0.0
+        self.max_diff = self.max_ratio = 0.0
 
     def update(self, d, T_world_ee):
         a = self.fast.update(d, T_world_ee)
-        b = self.slow.update(d, T_world_ee)
-        assert a.contact_count == b.contact_count
-        self.max_diff = max(self.max_diff, float(np.max(np.abs(a.buf - b.buf))))
+        got = self.fast._guard_values()
+        self.slow.update(d, T_world_ee)
+        want = self.slow._guard_values()
+        self.max_diff = max(self.max_diff, float(np.max(np.abs(got[0][1] - want[0][1]))))
+        self.max_ratio = max(
+            self.max_ratio, assert_within_bound("wrench", 6, got, want, self.slow._guard_bounds(T_world_ee))
+        )
+        assert a.contact_count == self.slow.state.contact_count
         self.steps += 1
         self.contact_steps += a.contact_count > 0
         return a
@@ -216,7 +236,11 @@ class _BothPipelines:
 
 @wrench_built
 @pytest.mark.parametrize("scene", ["iiwa14_docking_misaligned", "fr3_g20_press"])  # one tool body; the hand's many
-def test_wrench_kernel_equals_the_python_pipeline_bit_for_bit(scene: str) -> None:
+def test_wrench_kernel_equals_the_python_pipeline(scene: str) -> None:
+    """Every step of two contact runs. With one tool body both sides are the same scalar operations in
+    the same order: equal bit for bit. The G20's 23 tool bodies are summed by numpy's reduction on the
+    Python side (its grouping is numpy's choice): within the guard's bound (three-term sums, S = max
+    |wrench| (1 + lever arms))."""
     from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
     from sim.wrench import WrenchPipeline
 
@@ -231,7 +255,9 @@ def test_wrench_kernel_equals_the_python_pipeline_bit_for_bit(scene: str) -> Non
     setup.wrench = both
     simulate(setup, kernel_check=0)  # the shim compares every step itself
     assert both.steps > 1000 and both.contact_steps > 100
-    assert both.max_diff == 0.0
+    if wp.single_body:
+        assert both.max_diff == 0.0
+    assert both.max_ratio < 1.0
 
 
 @wrench_built
@@ -302,13 +328,14 @@ def test_dynamics_kernel_fills_the_snapshot_as_the_python_path(scene: str) -> No
         q = setup.q0 + rng.uniform(-0.5, 0.5, setup.plant.nv)
         v = rng.uniform(-1.0, 1.0, setup.plant.nv)
         a, b = fast.update(q, v, 0.01 * k), slow.update(q, v, 0.01 * k)
-        # Pinocchio's frame Jacobian and the poses: the same operations, equal bit for bit
-        assert np.array_equal(a.J_ee_lwa, b.J_ee_lwa) and np.array_equal(a.T_world_ee, b.T_world_ee), k
-        assert np.array_equal(a.T_world_sensor, b.T_world_sensor), k
-        # sums in another order: round-off
-        for name in ("J_ee_body", "twist_ee_lwa", "twist_ee_body", "dJdq_ee_body", "dJdq_ee_lwa", "h", "M", "Minv"):
-            np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=0, atol=1e-14, err_msg=name)
-        assert a.manipulability == pytest.approx(b.manipulability, rel=1e-13, abs=1e-300)
+        # the poses are copies of Pinocchio's placements on both sides: exact
+        assert np.array_equal(a.T_world_ee, b.T_world_ee) and np.array_equal(a.T_world_sensor, b.T_world_sensor), k
+        # Pinocchio computes these on both sides (the kernel does not touch them): exact
+        for name in ("dJdq_ee_body", "dJdq_ee_lwa", "h", "M", "Minv"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), (name, k)
+        # the kernel's Jacobians, twists and w against Pinocchio's frame Jacobians, BLAS products and MuJoCo's
+        # Cholesky: within the guard's bound (Dynamics._guard_bounds states S and κ)
+        assert_within_bound("dynamics", fast.model.nv, fast._guard_values(), slow._guard_values(), slow._guard_bounds())
     # at a singular configuration (rank < 6) both give w = 0
     q = np.zeros(setup.plant.nv)
     assert fast.update(q, v).manipulability == slow.update(q, v).manipulability == 0.0

@@ -1,7 +1,11 @@
 """Speed never changes physics (issue 8): the optimised loop (one Pinocchio pass with LAPACK shortcuts,
 the folded Khatib solve, the cfrc_ext truth) gives the same telemetry as a straightforward
-textbook implementation of the same equations, to 1e-12 over the free-space approach. Once contact
-starts, round-off differences (1e-16) are amplified by the stiff contact dynamics (to ~1e-6 m after
+textbook implementation of the same equations over the free-space approach: the state to TOL_STATE, the
+torques and wrenches (the F/T reading carries τ through the tool's acceleration) to TOL_TORQUE. Per step
+the two forms differ by the round-off of the solve with Λ⁻¹ (explicit inverses here, a Cholesky solve
+there: ≈ n ε κ(Λ⁻¹) S, κ up to 10⁴ on the iiwa14), which the stable free-space loop does not amplify;
+measured ≤ 3.9e-14 (state and wrenches) and ≤ 1.9e-13 N·m (τ) on four BLAS / SIMD code paths. Once
+contact starts, round-off differences are amplified by the stiff contact dynamics (to ~1e-6 m after
 1.5 s of contact), so there the check is on the docking metrics instead."""
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from sim.lie import so3_log
 from sim.loop import build, simulate
 from sim.scenario import scenario_from_dict
 from tests.helpers import scenario_dict
+
+TOL_STATE = 1e-12  # [rad, rad/s, m, N, N·m]: q, v, poses, references, wrenches (measured ≤ 3.9e-14)
+TOL_TORQUE = 1e-11  # [N·m]: τ (measured ≤ 1.9e-13)
 
 
 class TextbookDynamics(Dynamics):
@@ -79,7 +86,7 @@ def _pair(duration: float):
     assert not ref.controller.use_integral and not ref.controller.ff.active  # iiwa: no friction terms
     ref.dynamics.__class__ = TextbookDynamics
     ref.controller.compute = textbook_khatib(ref.controller)  # type: ignore[method-assign]
-    tel_ref, *_ = simulate(ref)
+    tel_ref, *_ = simulate(ref, kernel_check=0)  # the textbook pieces replace what the guard checks
     return tel_fast, tel_ref
 
 
@@ -88,7 +95,8 @@ def test_optimised_loop_equals_textbook_loop_in_free_space() -> None:
     assert tel_fast.contact_count_all.max() == 0, "the window must be contact-free"
     for name, a in tel_fast.channels().items():
         b = tel_ref.channels()[name]
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12, err_msg=f"channel {name} differs")
+        tol = TOL_TORQUE if name.startswith("tau_") else TOL_STATE
+        np.testing.assert_allclose(a, b, rtol=0, atol=tol, err_msg=f"channel {name} differs")
 
 
 def test_optimised_loop_matches_textbook_metrics_through_contact() -> None:
