@@ -10,6 +10,8 @@ reference ``qpos`` (which is exact for welded bodies).
 One :meth:`Dynamics.update` per control step fills a preallocated :class:`Snapshot`:
 
 * ``M`` (nv, nv) joint-space inertia incl. armature, ``Minv`` its inverse, ``h = C q̇ + g`` (nle);
+* ``g`` (nv,): the gravity torque g(q) alone (``computeGeneralizedGravity``; zero, and not computed,
+  when the model's gravity is zero), for the friction feedforward's key;
 * ``J_ee_lwa`` (6, nv): EE Jacobian, LOCAL_WORLD_ALIGNED (origin at the EE, world axes), [v; ω];
 * ``J_ee_body`` (6, nv): EE Jacobian, LOCAL (body) frame, [v; ω];
 * ``dJdq_ee_lwa`` (6,): classical acceleration drift [p̈; ω̇] at q̈ = 0 (world axes; unless ``world_drift`` is off);
@@ -197,6 +199,7 @@ class Snapshot:
         self.J_ee_lwa = self.J_v_h[:6]
         self.v = self.J_v_h[6]
         self.h = self.J_v_h[7]
+        self.g = np.zeros(nv)
         self.M = np.zeros((nv, nv))
         self.Minv = np.zeros((nv, nv))
         self.J_ee_body = np.zeros((6, nv))
@@ -246,6 +249,8 @@ class Dynamics:
         self.world_drift = world_drift
         self.snap = Snapshot(model.nv)
         self._zero = np.zeros(model.nv)
+        #: the model has gravity: fill Snapshot.g every step (it stays zero otherwise)
+        self.gravity = bool(np.any(np.asarray(model.gravity.linear) != 0.0))
         self._JJt = np.zeros((6, 6))
         self._il = np.tril_indices(model.nv, -1)
         q0 = pin.neutral(model)
@@ -296,6 +301,8 @@ class Dynamics:
         # unless the symmetrising fallback below is needed); bias h = C q̇ + g
         pin.crba(model, data, s.q)
         s.h[:] = pin.nonLinearEffects(model, data, s.q, s.v)
+        if self.gravity:  # after every read of data.v / data.a (this RNEA pass overwrites them)
+            s.g[:] = pin.computeGeneralizedGravity(model, data, s.q)
         pin.computeMinverse(model, data, s.q)
         if self._symmetrize:  # Pinocchio versions that fill only the upper triangle
             s.M[:] = data.M

@@ -289,7 +289,7 @@ def test_every_rotation_error_bit_for_bit_on_a_wide_plant(setup) -> None:
 
 
 def test_compiled_path_is_the_closer_one_to_an_exact_evaluation() -> None:
-    """On states of the FR3 docking run (where the two paths differ most): q̈* and M q̈* + h evaluated in
+    """On states of the FR3 docking run (where the two paths differ most): q̈* and M q̈* + h − Jᵀ F_ext evaluated in
     50-digit arithmetic from the same float inputs. The compiled path is within TOL_EXACT, and at least as
     close as the Python path (whose dsyevd eigenvectors carry the larger round-off)."""
     mp = pytest.importorskip("mpmath")
@@ -329,7 +329,10 @@ def test_compiled_path_is_the_closer_one_to_an_exact_evaluation() -> None:
         b = b - mp.matrix(snap.dJdq_ee_lwa.tolist())
         q2 = mp.matrix(p.qdd_posture.tolist())
         x = q2 + Minv * J.T * Lam * (b - J * q2)
-        tau = M * x + mp.matrix(snap.h.tolist())
+        offset = mp.matrix(snap.h.tolist())
+        if py.config.wrench_compensation:  # the default: τ = M q̈* + h − Jᵀ F_ext
+            offset = offset - J.T * mp.matrix(p.F_ext.tolist())
+        tau = M * x + offset
         x_f = np.array([float(x[i]) for i in range(s.plant.nv)])
         tau_f = np.array([float(tau[i]) for i in range(s.plant.nv)])
         for key, ctrl in (("py", py), ("ck", ck)):
@@ -552,6 +555,7 @@ def _kernel_args(nv: int = 7) -> dict:
         "ff_f": np.zeros(nv),
         "ff_d": np.zeros(nv),
         "ff_half_f": np.ones(nv),
+        "ff_g": np.zeros(nv),
         "tau": np.zeros(nv),
         "diag": np.zeros(_KMOD.NDIAG),
         "J": np.zeros((6, nv)),

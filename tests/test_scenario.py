@@ -89,7 +89,7 @@ BAD = [
     ),
     (
         "gate without bounds",
-        lambda: _mutate("gates.0", {"metric": "docking.depth"}),
+        lambda: _mutate("gates.0", {"metric": "docking.lateral"}),
         ["gates[0]", "max and/or min"],
     ),
     ("q_init wrong length", lambda: _mutate("robot.q_init", [0.0, 0.1]), ["robot.q_init", "expected 7"]),
@@ -141,7 +141,7 @@ def test_missing_file_and_yaml_syntax(tmp_path: Path) -> None:
 
 
 def test_every_shipped_scenario_loads() -> None:
-    files = sorted(SCENARIOS.glob("*.yaml"))
+    files = sorted(SCENARIOS.rglob("*.yaml"))
     assert len(files) >= 2
     for f in files:
         sc = load_scenario(f)
@@ -158,3 +158,23 @@ def test_docs_scenarios_md_is_up_to_date() -> None:
     """docs/scenarios.md is generated from the typed configs: regenerate it with
     `python -m sim.scenario --docs > docs/scenarios.md`."""
     assert (REPO / "docs" / "scenarios.md").read_text() == docs_markdown()
+
+
+def test_every_docking_and_press_scenario_has_a_current_gravity_twin() -> None:
+    """scenarios/gravity/<name>_gravity.yaml is the original with gravity on and nothing else changed
+    (name, description and sim.gravity aside), and is what experiments/make_gravity_twins.py writes."""
+    from experiments.make_gravity_twins import twins
+
+    want = twins()
+    originals = [f for f in sorted(SCENARIOS.glob("*.yaml")) if load_scenario(f).target is not None]
+    assert len(want) == len(originals) >= 12  # every docking (drogue) and press (plate) scenario
+    for path, text in want.items():
+        assert path.is_file() and path.read_text() == text, (
+            f"{path.name} is missing or out of date: run `python experiments/make_gravity_twins.py`"
+        )
+        twin = load_scenario(path).to_dict()
+        original = load_scenario(SCENARIOS / f"{path.stem.removesuffix('_gravity')}.yaml").to_dict()
+        assert twin["sim"].pop("gravity") == [0.0, 0.0, -9.81] and original["sim"].pop("gravity") == [0.0, 0.0, 0.0]
+        for key in ("name", "description"):
+            twin.pop(key), original.pop(key)
+        assert twin == original, path.name
