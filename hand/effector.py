@@ -499,10 +499,33 @@ class HandRuntime(ToolRuntime):
         self.max_penetration = max(0.0, -self._min_distance)
         self._issued: list[dict[str, Any]] = []
         self.t_bridge = 0.0
+        #: re-lumping of the arm model at the applied pose (bind_dynamics); none until bound
+        self._lumped = None
+        self._lumped_pose: np.ndarray | None = None
+        self.relumps = 0
 
     @property
     def joint_names(self) -> tuple[str, ...]:
         return self.spec.joint_names
+
+    def bind_dynamics(self, dynamics: Any) -> None:
+        """Keep the arm's Pinocchio model lumped at the applied hand pose (sim.dynamics.LumpedInertia):
+        re-lumped now (the initial pose) and after every step whose written pose differs from the last
+        one lumped, so that the next snapshot's M and h are the plant's."""
+        from sim.dynamics import LumpedInertia
+
+        names = [dynamics.model.names[j] for j in range(1, dynamics.model.njoints)]
+        self._lumped = LumpedInertia(self.model, dynamics.model, names)
+        self._lumped_pose = self.bridge.applied_now.copy()
+        self._lumped.update(self.data.qpos)
+        self.relumps = 1
+
+    def _relump_if_moved(self) -> None:
+        applied = self.bridge.applied_now
+        if self._lumped is not None and not np.array_equal(applied, self._lumped_pose):
+            self._lumped_pose[:] = applied
+            self._lumped.update(self.data.qpos)
+            self.relumps += 1
 
     def _write_plant(self) -> None:
         """Hard-write the applied pose into the plant: hand qpos, qvel = 0, position-actuator ctrl = q."""
@@ -541,6 +564,7 @@ class HandRuntime(ToolRuntime):
         r: StepResult = self.bridge.step()
         if self.private_model:
             self._write_plant()
+        self._relump_if_moved()
         self.t_bridge += time.perf_counter() - c0
         self.bridge_steps += 1
         self._min_distance = r.min_distance
@@ -582,6 +606,7 @@ class HandRuntime(ToolRuntime):
             "fallbacks": self.fallbacks,
             "bridge_us_per_step": 1e6 * self.t_bridge / max(self.steps, 1),
             "lumping_preset": self.config.lumping_preset,
+            "relumps": self.relumps,
         }
 
 

@@ -208,6 +208,8 @@ def build(scenario: Scenario) -> Setup:
         else planner.duration + scenario.sim.settle_time
     )
     runtime = asm.tool.make_runtime(m, data, scenario)
+    if runtime is not None:
+        runtime.bind_dynamics(dyn)  # e.g. the hand keeps the lumped inertia at its current pose
     return Setup(
         scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration, runtime
     )

@@ -37,6 +37,10 @@ class RobotConfig:
     )
 
 
+#: smallest contact friction coefficient accepted with ``sim.cone: pyramidal`` (docs/theory/ft_pipeline.md)
+PYRAMIDAL_MIN_FRICTION = 0.01
+
+
 @dataclass(frozen=True)
 class SimConfig:
     timestep: float = param(0.001, unit="s", gt=0.0, le=0.01, doc="MuJoCo integration step")
@@ -53,7 +57,11 @@ class SimConfig:
     integrator: Literal["euler", "implicit", "implicitfast", "rk4"] = param(
         "implicitfast", doc="MuJoCo integrator"
     )
-    cone: Literal["pyramidal", "elliptic"] = param("pyramidal", doc="friction cone")
+    cone: Literal["pyramidal", "elliptic"] = param(
+        "elliptic",
+        doc="friction cone: elliptic (the Coulomb cone) or pyramidal (its 4-edge approximation; rejected below "
+        "a contact friction of 0.01, where it blows up; docs/theory/ft_pipeline.md)",
+    )
     iterations: int = param(50, ge=1, doc="constraint solver iterations")
     ls_iterations: int = param(20, ge=1, doc="solver line-search iterations")
     seed: int = param(0, ge=0, doc="random seed (recorded in meta.json; the loop itself is deterministic)")
@@ -269,6 +277,19 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
         except ScenarioError as exc:
             raise ScenarioError(str(exc), file=file) from None
     sim = parse_config(SimConfig, data.get("sim"), file=file, path="sim")
+    if sim.cone == "pyramidal" and target is not None:
+        # MuJoCo's contact friction is the larger of the two geoms' (tools without a friction key, such as
+        # the G20 hand, keep MuJoCo's default of 1 on their geoms)
+        mu_tool = getattr(tool.config, "friction", None)
+        mu_target = getattr(target.config, "friction", None)
+        if mu_tool is not None and mu_target is not None and max(mu_tool, mu_target) < PYRAMIDAL_MIN_FRICTION:
+            raise ScenarioError(
+                f"the pyramidal cone needs a contact friction ≥ {PYRAMIDAL_MIN_FRICTION} (got "
+                f"max(tool.friction, target.friction) = {max(mu_tool, mu_target)}): near-frictionless contacts "
+                "make its four edges n ± μt nearly parallel and the contact solution blows up (peak forces of "
+                "40 N to 90 kN measured at μ ≤ 0.001); use `cone: elliptic` (the default)",
+                file=file, key="sim.cone",
+            )
     wrench = parse_config(WrenchConfig, data.get("wrench"), file=file, path="wrench")
     if wrench.tare_time is not None and wrench.tare_time < sim.control_period - 1e-12:
         raise ScenarioError(

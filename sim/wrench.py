@@ -555,7 +555,7 @@ class SubstepContact:
         maxima of the substeps, and never less than the row's own sample of ``wrench_truth_world`` and
         ``contact_count``."""
         f = arrays["wrench_truth_world"][:n, :3]
-        fn = np.sqrt(np.einsum("ij,ij->i", f, f))
+        fn = np.linalg.norm(f, axis=1)
         fa = np.abs(f @ self.axis)
         cnt = np.asarray(arrays["contact_count"][:n], dtype=float)
         if self.resolved:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from sim.errors import ScenarioError
-from sim.scenario import docs_markdown, load_scenario
+from sim.scenario import docs_markdown, load_scenario, scenario_from_dict
 from tests.helpers import REPO, SCENARIOS, scenario_dict
 
 
@@ -178,3 +178,33 @@ def test_every_docking_and_press_scenario_has_a_current_gravity_twin() -> None:
         for key in ("name", "description"):
             twin.pop(key), original.pop(key)
         assert twin == original, path.name
+
+
+def test_pyramidal_cone_with_near_frictionless_contact_is_rejected() -> None:
+    """cone: pyramidal below μ = 0.01 (the contact friction is the larger of tool's and target's) is a
+    ScenarioError naming the file and key and suggesting the elliptic cone; at 0.01 it is accepted, and
+    the elliptic cone (the default) accepts μ = 0."""
+    d = scenario_dict("iiwa14_docking")
+    d["sim"]["cone"] = "pyramidal"
+    d["tool"]["friction"] = 0.0
+    d["target"]["friction"] = 0.001
+    with pytest.raises(ScenarioError) as exc:
+        scenario_from_dict(d, file="scenarios/x.yaml")
+    assert str(exc.value).startswith("scenarios/x.yaml: sim.cone: the pyramidal cone needs a contact friction ≥ 0.01")
+    assert "use `cone: elliptic`" in str(exc.value)
+    d["target"]["friction"] = 0.01
+    assert scenario_from_dict(d).sim.cone == "pyramidal"
+    d["target"]["friction"] = 0.0
+    del d["sim"]["cone"]
+    assert scenario_from_dict(d).sim.cone == "elliptic"
+
+
+def test_belief_offset_keys_default_to_zero() -> None:
+    """target.belief_offset given with rpy_deg only: the position offset is zero (as docs/scenarios.md
+    says), not the default target position."""
+    d = scenario_dict("iiwa14_docking")
+    d["target"]["belief_offset"] = {"rpy_deg": [0.0, 0.0, 3.0]}
+    off = scenario_from_dict(d).target.config.belief_offset
+    assert off.position == (0.0, 0.0, 0.0) and off.rpy_deg == (0.0, 0.0, 3.0)
+    d["target"].pop("belief_offset")
+    assert scenario_from_dict(d).target.config.belief_offset.position == (0.0, 0.0, 0.0)
