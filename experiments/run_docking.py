@@ -75,8 +75,8 @@ def format_summary(result, scenario) -> str:
             bound = " ".join(
                 x
                 for x in (
-                    f"min {g['min']}" if g["min"] is not None else "",
-                    f"max {g['max']}" if g["max"] is not None else "",
+                    f"min {g['min']:.6g}" if g["min"] is not None else "",
+                    f"max {g['max']:.6g}" if g["max"] is not None else "",
                 )
                 if x
             )

@@ -36,10 +36,11 @@ position-actuator ``ctrl = q``) before the arm's ``mj_step``:
   2 %). The armature sits on the hand dofs' diagonal only: ``mj_fullM``'s arm block is unchanged.
 
 Rigid-tool inertia: the arm's Pinocchio model lumps adapter + hand onto the last arm link at
-:meth:`G20Effector.lumping_qpos`, the hand at ``lumping_preset`` (OPEN). Away from that pose the
-lumped inertia is approximate: the half fist moves the tool COM by 4.8 mm and changes the arm's
-M by 7e-4 relative (the fist: 21 mm, 2e-3); the impedance absorbs it (tests: tracking gates hold
-while the fingers move).
+:meth:`G20Effector.lumping_qpos` (the hand at ``lumping_preset``, OPEN) when it is built; in the loop
+:meth:`HandRuntime.bind_dynamics` keeps it lumped at the applied hand pose (re-lumped whenever the
+written pose changes, :class:`sim.dynamics.LumpedInertia`), so M and h equal the plant's at any hand
+pose (1e-9; lumped at OPEN alone they were off by 1.6e-3 at the half fist and 3.4e-3 at the fist on
+the iiwa14).
 
 Collision scope: with ``project_environment: true`` the bridge runs on the plant and also projects
 against hand–environment contacts (hand–hand contacts then stay in the plant). Off by default: a
@@ -207,7 +208,10 @@ class G20EffectorConfig:
         True, doc="at a fixed point of the bridge (slew done, pose unchanged; hand–hand scope) re-write the "
         "pose instead of repeating an identical bridge step",
     )
-    lumping_preset: str = param("open", doc="hand pose at which its inertia is lumped into the arm model")
+    lumping_preset: str = param(
+        "open", doc="hand pose at which its inertia is lumped when the arm model is built (the loop then re-lumps "
+        "it at the applied pose whenever the fingers move)"
+    )
     preset_tolerance: float = param(0.02, unit="rad", gt=0.0, doc="a command counts as reached within this")
 
     def validate(self) -> None:

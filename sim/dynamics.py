@@ -241,14 +241,17 @@ class LumpedInertia:
         for jid, B, bodies in self.groups:
             R_B, p_B = d.xmat[B].reshape(3, 3), d.xpos[B]
             mass = m.body_mass[bodies]
+            n = len(bodies)
             c_b = (d.xipos[bodies] - p_B) @ R_B  # rows: R_Bᵀ (c_b − p_B)
-            R_b = np.einsum("ji,njk->nik", R_B, d.ximat[bodies].reshape(-1, 3, 3))  # R_Bᵀ R_b
             M = float(mass.sum())
             c = (mass @ c_b) / M
             r = c_b - c
-            I_c = np.einsum("nij,nj,nkj->ik", R_b, m.body_inertia[bodies], R_b)
-            I_c += np.einsum("n,nij->ij", mass, np.einsum("ni,ni->n", r, r)[:, None, None] * np.eye(3)
-                             - np.einsum("ni,nj->nij", r, r))
+            # Σ R_b diag(I_b) R_bᵀ in B's axes = A Aᵀ with A = [R_Bᵀ R_b diag(√I_b)] side by side (3, 3n)
+            A = np.matmul(R_B.T, d.ximat[bodies].reshape(n, 3, 3) * np.sqrt(m.body_inertia[bodies])[:, None, :])
+            A = A.transpose(1, 0, 2).reshape(3, 3 * n)
+            mr = r * mass[:, None]
+            I_c = A @ A.T - mr.T @ r  # parallel axis: Σ m_b (‖r‖² 1 − r rᵀ)
+            I_c[np.diag_indices(3)] += float(np.einsum("ij,ij->", mr, r))
             self.model.inertias[jid] = pin.Inertia(M, c, 0.5 * (I_c + I_c.T))
 
 
