@@ -176,7 +176,7 @@ def test_tare_removes_a_sensor_bias() -> None:
     }
     rec = _Recorder(s.wrench, extra)
     s.wrench = rec
-    simulate(s)
+    simulate(s, kernel_check=0)  # (the stand-in has no kernel guard)
     A, B, C = (np.array(rec.ext[k]) for k in "ABC")
     R = np.array(rec.R)
     assert extra["B"].tare_record == {"step": 10, "bias": extra["B"].tare.tolist(), "tool_contacts": 0}
