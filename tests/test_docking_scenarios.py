@@ -27,7 +27,7 @@ def test_step_size_convergence(name: str) -> None:
     """dt, dt/2 and dt/4 at the same 1 ms control period: the same verdict, the substep-resolved peak
     truth force within 10 % of the dt value, the final depth within 0.2 mm; and the substep peak is
     never below the force sampled once per control period (measured: ≤ 6.5 % apart over all eleven
-    docking scenarios, where the sampled peak under-reports by up to 7 % at dt/4)."""
+    docking scenarios and their gravity twins, where the sampled peak under-reports by up to 6.4 % at dt/4)."""
     import numpy as np
 
     results = {}
