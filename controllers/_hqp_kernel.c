@@ -203,14 +203,14 @@ static int grad_w(const double *J, int nv, double *P, double *g) {
 enum {
     /* read: snapshot, reference, wrench, constants */
     B_J, B_T, B_TS, B_TWIST, B_REF, B_WRENCH, B_M, B_MINV, B_H, B_Q, B_V, B_DJDQ, B_K0, B_S0, B_QREF, B_JC,
-    B_FF_F, B_FF_D, B_FF_HALF,
+    B_FF_F, B_FF_D, B_FF_HALF, B_FF_G,
     /* written by step() */
     B_TAU, B_DIAG, B_PJ, B_VEC6, B_LI, B_LL, B_DR, B_MINVJT, B_QDD2, B_QDDC, B_OFFSET, B_MX, B_QDD, B_QDD1,
     B_RES, NBUF
 };
 static const char *BUF_NAMES[NBUF] = {
     "J_ee_lwa", "T_world_ee", "T_world_sensor", "twist_ee_lwa", "ref_flat", "ext_world", "M", "Minv", "h", "q",
-    "v", "dJdq_ee_lwa", "k0", "S0", "q_ref", "joint_consts", "ff_f", "ff_d", "ff_half_f", "tau", "diag", "J",
+    "v", "dJdq_ee_lwa", "k0", "S0", "q_ref", "joint_consts", "ff_f", "ff_d", "ff_half_f", "ff_g", "tau", "diag", "J",
     "vec6", "Lambda_inv", "LL", "D_r", "MinvJt", "qdd_posture", "qdd_closed", "tau_offset", "Mx", "qdd",
     "qdd_level1", "results"};
 /* the matrices (any memory layout: indexed through their strides; the vectors must be contiguous) */
@@ -422,8 +422,8 @@ static PyObject *HQPKernel_step(HQPKernel *self, PyObject *arg) {
 
     /* τ = M q̈* + offset + τ_ff;  level-1 residual ‖J q̈* − b‖ */
     for (int i = 0; i < nv; i++) tau[i] = Mx[i] + off[i];
-    kernel_feedforward(self->ff_mode, self->ff_damping, self->ff_vel_eps, p[B_FF_F], p[B_FF_D], p[B_FF_HALF], v, tau,
-                       nv);
+    kernel_feedforward(self->ff_mode, self->ff_damping, self->ff_vel_eps, p[B_FF_F], p[B_FF_D], p[B_FF_HALF],
+                       p[B_FF_G], v, tau, nv);
     double res2 = 0.0;
     for (int r = 0; r < 6; r++) {
         double s = 0.0;
@@ -480,7 +480,7 @@ static PyObject *HQPKernel_step(HQPKernel *self, PyObject *arg) {
 static int HQPKernel_init(HQPKernel *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"J_ee_lwa", "T_world_ee", "T_world_sensor", "twist_ee_lwa", "ref_flat", "ext_world",
                              "M", "Minv", "h", "q", "v", "dJdq_ee_lwa", "k0", "S0", "q_ref", "joint_consts", "ff_f",
-                             "ff_d", "ff_half_f", "tau", "diag", "J", "vec6", "Lambda_inv", "LL", "D_r", "MinvJt",
+                             "ff_d", "ff_half_f", "ff_g", "tau", "diag", "J", "vec6", "Lambda_inv", "LL", "D_r", "MinvJt",
                              "qdd_posture", "qdd_closed", "tau_offset", "Mx", "qdd", "qdd_level1", "results",
                              "k_alpha", "k_min_ratio", "minus_k_j", "d_j", "k_sa", "w_th", "inv_D", "k2",
                              "two_over_D", "plain", "use_force", "wrench_comp", "ff_mode", "ff_damping",
@@ -490,9 +490,9 @@ static int HQPKernel_init(HQPKernel *self, PyObject *args, PyObject *kwds) {
     int plain, use_force, wrench_comp, ff_mode, ff_damping;
     self->ready = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOdddddddddpppipd", kwlist, &o[B_J], &o[B_T], &o[B_TS],
+            args, kwds, "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOdddddddddpppipd", kwlist, &o[B_J], &o[B_T], &o[B_TS],
             &o[B_TWIST], &o[B_REF], &o[B_WRENCH], &o[B_M], &o[B_MINV], &o[B_H], &o[B_Q], &o[B_V], &o[B_DJDQ],
-            &o[B_K0], &o[B_S0], &o[B_QREF], &o[B_JC], &o[B_FF_F], &o[B_FF_D], &o[B_FF_HALF], &o[B_TAU], &o[B_DIAG],
+            &o[B_K0], &o[B_S0], &o[B_QREF], &o[B_JC], &o[B_FF_F], &o[B_FF_D], &o[B_FF_HALF], &o[B_FF_G], &o[B_TAU], &o[B_DIAG],
             &o[B_PJ], &o[B_VEC6], &o[B_LI], &o[B_LL], &o[B_DR], &o[B_MINVJT], &o[B_QDD2], &o[B_QDDC], &o[B_OFFSET],
             &o[B_MX], &o[B_QDD], &o[B_QDD1], &o[B_RES], &k_alpha, &k_min_ratio, &minus_k_j, &d_j, &k_sa, &w_th,
             &inv_D, &k2, &two_over_D, &plain, &use_force, &wrench_comp, &ff_mode, &ff_damping, &ff_vel_eps))
@@ -512,9 +512,9 @@ static int HQPKernel_init(HQPKernel *self, PyObject *args, PyObject *kwds) {
     }
     /* vectors: number of floats; matrices: rows, cols */
     const Py_ssize_t rows[NBUF] = {6,  4,  4,  6,  24, 6,  nv, nv, nv, nv, nv, 6,  6,  6,  nv, nv, nv,
-                                   nv, nv, nv, NDIAG, 6, 8, 6, 12, 6, nv, nv, nv, nv, nv, nv, nv, NRES};
+                                   nv, nv, nv, nv, NDIAG, 6, 8, 6, 12, 6, nv, nv, nv, nv, nv, nv, nv, NRES};
     const Py_ssize_t cols[NBUF] = {nv, 4, 4, 1, 1, 1, nv, nv, 1, 1, 1, 1, 1, 6, 1, 6, 1,
-                                   1,  1, 1, 1, nv, 6, 6, 6, 6, 6, 1, 1, 1, 1, 1, 1, 1};
+                                   1,  1, 1, 1, 1, nv, 6, 6, 6, 6, 6, 1, 1, 1, 1, 1, 1, 1};
     kernel_release(self->views, NBUF); /* __init__ called again */
     for (int i = 0; i < NBUF; i++) {
         const int writable = i >= B_TAU;
@@ -572,7 +572,7 @@ static PyTypeObject HQPKernelType = {
     .tp_basicsize = sizeof(HQPKernel),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "HQPKernel(J_ee_lwa, T_world_ee, T_world_sensor, twist_ee_lwa, ref_flat, ext_world, M, Minv, h, q, "
-              "v, dJdq_ee_lwa, k0, S0, q_ref, joint_consts, ff_f, ff_d, ff_half_f, tau, diag, J, vec6, Lambda_inv, "
+              "v, dJdq_ee_lwa, k0, S0, q_ref, joint_consts, ff_f, ff_d, ff_half_f, ff_g, tau, diag, J, vec6, Lambda_inv, "
               "LL, D_r, MinvJt, qdd_posture, qdd_closed, tau_offset, Mx, qdd, qdd_level1, results, k_alpha, "
               "k_min_ratio, minus_k_j, d_j, k_sa, w_th, inv_D, k2, two_over_D, plain, use_force, wrench_comp, "
               "ff_mode, ff_damping, ff_vel_eps)\n\n"

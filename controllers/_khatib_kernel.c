@@ -23,10 +23,10 @@
 #include "../sim/_kernel_math.h"
 
 enum { B_T, B_TWIST, B_REF, B_WRENCH, B_JVH, B_MINV, B_DJDQ, B_INTEGRAL, B_FI, B_FLAGS, B_TAU, B_DIAG, B_U,
-       B_FF_F, B_FF_D, B_FF_HALF, NBUF };
+       B_FF_F, B_FF_D, B_FF_HALF, B_FF_G, NBUF };
 static const char *BUF_NAMES[NBUF] = {
     "T_world_ee", "twist_ee_lwa", "ref_flat", "ext_world", "J_v_h", "Minv", "dJdq_ee_lwa", "integral", "F_I",
-    "flags", "tau", "diag", "u", "ff_f", "ff_d", "ff_half_f"};
+    "flags", "tau", "diag", "u", "ff_f", "ff_d", "ff_half_f", "ff_g"};
 
 typedef struct {
     PyObject_HEAD
@@ -170,7 +170,7 @@ static PyObject *KhatibKernel_step(KhatibKernel *self, PyObject *Py_UNUSED(ignor
     }
     /* joint dissipation feedforward (controllers/feedforward.py) */
     kernel_feedforward(self->ff_mode, self->ff_damping, self->ff_vel_eps, p[B_FF_F], p[B_FF_D], p[B_FF_HALF],
-                       Jvh + 6 * nv, tau, nv);
+                       p[B_FF_G], Jvh + 6 * nv, tau, nv);
     /* commit: torque, task acceleration, controller state, diagnostics */
     memcpy(p[B_TAU], tau, (size_t)nv * sizeof(double));
     memcpy(p[B_U], u, sizeof(u));
@@ -187,15 +187,15 @@ static PyObject *KhatibKernel_step(KhatibKernel *self, PyObject *Py_UNUSED(ignor
 static int KhatibKernel_init(KhatibKernel *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"T_world_ee", "twist_ee_lwa", "ref_flat", "ext_world", "J_v_h", "Minv",
                              "dJdq_ee_lwa", "integral", "F_I", "flags", "tau", "diag", "u", "ff_f", "ff_d",
-                             "ff_half_f", "gains", "dt", "min_pivot", "use_integral", "use_force_feedback",
+                             "ff_half_f", "ff_g", "gains", "dt", "min_pivot", "use_integral", "use_force_feedback",
                              "ff_mode", "ff_damping", "ff_vel_eps", NULL};
     PyObject *o[NBUF];
     double g[10];
     PyObject *gains;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOOOOOOOOddppipd", kwlist, &o[B_T], &o[B_TWIST],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOOOOOOOOOddppipd", kwlist, &o[B_T], &o[B_TWIST],
                                      &o[B_REF], &o[B_WRENCH], &o[B_JVH], &o[B_MINV], &o[B_DJDQ], &o[B_INTEGRAL],
                                      &o[B_FI], &o[B_FLAGS], &o[B_TAU], &o[B_DIAG], &o[B_U], &o[B_FF_F], &o[B_FF_D],
-                                     &o[B_FF_HALF], &gains, &self->dt, &self->min_pivot, &self->use_integral,
+                                     &o[B_FF_HALF], &o[B_FF_G], &gains, &self->dt, &self->min_pivot, &self->use_integral,
                                      &self->use_force_feedback, &self->ff_mode, &self->ff_damping, &self->ff_vel_eps))
         return -1;
     if (!PyTuple_Check(gains) || PyTuple_GET_SIZE(gains) != 10) {
@@ -222,8 +222,8 @@ static int KhatibKernel_init(KhatibKernel *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     self->nv = (int)nv;
-    const Py_ssize_t sizes[NBUF] = {16, 6, 24, 6, 8 * nv, nv * nv, 6, 3, 3, 1, nv, 4, 6, nv, nv, nv};
-    const int writable[NBUF] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    const Py_ssize_t sizes[NBUF] = {16, 6, 24, 6, 8 * nv, nv * nv, 6, 3, 3, 1, nv, 4, 6, nv, nv, nv, nv};
+    const int writable[NBUF] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
     self->bound = 0;
     kernel_release(self->views, NBUF); /* __init__ called again */
     for (int i = 0; i < NBUF; i++) {

@@ -498,13 +498,13 @@ static int law(const LawParams *P, const double *T, const double *V, const doubl
 
 enum {
     B_T, B_TWIST, B_JB, B_DJDQ, B_M, B_MINV, B_H, B_V, B_REF, B_DES_T, B_DES_V, B_DES_DV, B_WRENCH, B_TAU,
-    B_DIAG, B_RES, B_G, B_FF_F, B_FF_D, B_FF_HALF, NBUF
+    B_DIAG, B_RES, B_G, B_FF_F, B_FF_D, B_FF_HALF, B_FF_G, NBUF
 };
 static const char *BUF_NAMES[NBUF] = {
     "T_world_ee", "twist_ee_body", "J_ee_body", "dJdq_ee_body", "M", "Minv", "h", "v", "ref_flat", "des_T",
-    "des_V", "des_dV", "ext_body", "tau", "diag", "results", "G", "ff_f", "ff_d", "ff_half_f"};
+    "des_V", "des_dV", "ext_body", "tau", "diag", "results", "G", "ff_f", "ff_d", "ff_half_f", "ff_g"};
 /* 1: written by step() */
-static const int BUF_WRITABLE[NBUF] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0};
+static const int BUF_WRITABLE[NBUF] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0};
 /* the matrices (any memory layout: indexed through their strides; the vectors must be contiguous) */
 static int is_matrix(int i) { return i == B_T || i == B_JB || i == B_M || i == B_MINV || i == B_DES_T || i == B_G; }
 
@@ -556,17 +556,17 @@ static int float_tuple(PyObject *obj, double *out, Py_ssize_t n, const char *nam
 static int SE3Kernel_init(SE3Kernel *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"T_world_ee", "twist_ee_body", "J_ee_body", "dJdq_ee_body", "M", "Minv", "h", "v",
                              "ref_flat", "des_T", "des_V", "des_dV", "ext_body", "tau", "diag", "results", "G",
-                             "ff_f", "ff_d", "ff_half_f", "diag_gains", "F_d", "has_Fd", "d_null", "passthrough",
+                             "ff_f", "ff_d", "ff_half_f", "ff_g", "diag_gains", "F_d", "has_Fd", "d_null", "passthrough",
                              "ff_mode", "ff_damping", "ff_vel_eps", NULL};
     PyObject *o[NBUF];
     PyObject *diag_gains, *F_d;
     int has_Fd, passthrough, ff_mode, ff_damping;
     double d_null, ff_vel_eps;
     self->ready = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOOOOOOOOOOOOOpdpipd", kwlist, &o[B_T], &o[B_TWIST],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOOOOOOOOOOOOOOpdpipd", kwlist, &o[B_T], &o[B_TWIST],
                                      &o[B_JB], &o[B_DJDQ], &o[B_M], &o[B_MINV], &o[B_H], &o[B_V], &o[B_REF],
                                      &o[B_DES_T], &o[B_DES_V], &o[B_DES_DV], &o[B_WRENCH], &o[B_TAU], &o[B_DIAG],
-                                     &o[B_RES], &o[B_G], &o[B_FF_F], &o[B_FF_D], &o[B_FF_HALF], &diag_gains, &F_d,
+                                     &o[B_RES], &o[B_G], &o[B_FF_F], &o[B_FF_D], &o[B_FF_HALF], &o[B_FF_G], &diag_gains, &F_d,
                                      &has_Fd, &d_null, &passthrough, &ff_mode, &ff_damping, &ff_vel_eps))
         return -1;
     if (ff_mode < 0 || ff_mode > 2) {
@@ -590,8 +590,8 @@ static int SE3Kernel_init(SE3Kernel *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     /* vectors: number of floats; matrices: rows, cols */
-    const Py_ssize_t rows[NBUF] = {4, 6, 6, 6, nv, nv, nv, nv, 24, 4, 6, 6, 6, nv, 6, R_HEAD + 7 * nv, 6, nv, nv, nv};
-    const Py_ssize_t cols[NBUF] = {4, 1, nv, 1, nv, nv, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 18, 1, 1, 1};
+    const Py_ssize_t rows[NBUF] = {4, 6, 6, 6, nv, nv, nv, nv, 24, 4, 6, 6, 6, nv, 6, R_HEAD + 7 * nv, 6, nv, nv, nv, nv};
+    const Py_ssize_t cols[NBUF] = {4, 1, nv, 1, nv, nv, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 18, 1, 1, 1, 1};
     kernel_release(self->views, NBUF); /* __init__ called again */
     for (int i = 0; i < NBUF; i++) {
         if (is_matrix(i)) {
@@ -731,8 +731,8 @@ static PyObject *SE3Kernel_step(SE3Kernel *self, PyObject *Py_UNUSED(ignored)) {
         tau[i] = t + s;
     }
     /* joint dissipation feedforward (controllers/feedforward.py) */
-    kernel_feedforward(self->ff_mode, self->ff_damping, self->ff_vel_eps, p[B_FF_F], p[B_FF_D], p[B_FF_HALF], qd,
-                       tau, nv);
+    kernel_feedforward(self->ff_mode, self->ff_damping, self->ff_vel_eps, p[B_FF_F], p[B_FF_D], p[B_FF_HALF],
+                       p[B_FF_G], qd, tau, nv);
     /* commit: torque, diagnostics (λ), y and q̇ for q_ddot_ref */
     memcpy(p[B_TAU], tau, (size_t)nv * sizeof(double));
     memcpy(p[B_DIAG], res + R_LAM, 6 * sizeof(double));
@@ -758,7 +758,7 @@ static PyTypeObject SE3KernelType = {
     .tp_basicsize = sizeof(SE3Kernel),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "SE3Kernel(T_world_ee, twist_ee_body, J_ee_body, dJdq_ee_body, M, Minv, h, v, ref_flat, des_T, "
-              "des_V, des_dV, ext_body, tau, diag, results, G, ff_f, ff_d, ff_half_f, diag_gains, F_d, has_Fd, "
+              "des_V, des_dV, ext_body, tau, diag, results, G, ff_f, ff_d, ff_half_f, ff_g, diag_gains, F_d, has_Fd, "
               "d_null, passthrough, ff_mode, ff_damping, ff_vel_eps)\n\n"
               "The SE(3) impedance step bound to one run's arrays (see the module source).",
     .tp_new = PyType_GenericNew,

@@ -4,10 +4,20 @@ With f = dof_frictionloss [N·m] and d = dof_damping [N·m·s/rad] read from the
 (never duplicated as constants):
 
 * velocity mode: τ_ff = f · tanh(q̇ / 0.01)
-* torque mode (default): τ_ff = f · tanh(τ_pre / (f/2)), τ_pre = the torque before this term
+* torque mode (default): τ_ff = f · tanh((τ_pre − g(q)) / (f/2)), τ_pre = the torque before this term,
+  g(q) the gravity torque (``Snapshot.g``; zero at zero gravity)
 * always: τ_damp = d · q̇ (MuJoCo applies −d q̇)
 
 Joints with f = 0 get no friction term (no division by zero).
+
+Why the torque mode keys on τ_pre − g: the term is meant to help the joint move in the direction the
+control law pushes it. The part of τ_pre that holds the arm against gravity, g(q), moves nothing (it
+is cancelled by the plant's own g); keyed on the full τ_pre, a joint whose gravity torque is larger
+than f/2 would get a constant ±f in the direction of g whatever the task asks, i.e. an unmodelled
+offset of up to f per joint (on the FR3, 10.9 N → 24.5 N peak contact force when gravity is turned on).
+τ_pre − g is the task torque (task, null-space and Coriolis terms), the same key as at zero gravity,
+so the in-orbit results are unchanged bit for bit (g = 0 there) and the lab (gravity-on) results do
+not depend on g. docs/theory/spine.md states it; tests/paper/test_feedforward.py checks both.
 """
 
 from __future__ import annotations
@@ -38,21 +48,24 @@ class DissipationFeedforward:
         #: False when there is nothing to compensate (the loop can skip the call)
         self.active = self.any_friction or self.any_damping
 
-    def kernel_args(self) -> dict:
+    def kernel_args(self, g: np.ndarray) -> dict:
         """This feedforward as the compiled kernels take it (``kernel_feedforward`` in sim/_kernel_math.h):
-        f, d, f/2 (1 where f = 0), the mode code (0 inactive, 1 torque, 2 velocity), whether the
-        damping term is on, and the velocity scale ε."""
+        f, d, f/2 (1 where f = 0), the gravity torque array ``g`` the kernel reads each step (the
+        snapshot's ``g``), the mode code (0 inactive, 1 torque, 2 velocity), whether the damping term is
+        on, and the velocity scale ε."""
         return {
             "ff_f": self.f,
             "ff_d": self.d,
             "ff_half_f": self._half_f,
+            "ff_g": g,
             "ff_mode": 0 if not self.active else (2 if self.mode == "velocity" else 1),
             "ff_damping": self.any_damping,
             "ff_vel_eps": VELOCITY_EPS,
         }
 
-    def compute(self, v: np.ndarray, tau_pre: np.ndarray) -> np.ndarray:
-        """τ_ff + τ_damp [N·m] for joint velocities ``v`` [rad/s] and pre-feedforward torque."""
+    def compute(self, v: np.ndarray, tau_pre: np.ndarray, g: np.ndarray | None = None) -> np.ndarray:
+        """τ_ff + τ_damp [N·m] for joint velocities ``v`` [rad/s], the pre-feedforward torque ``tau_pre``
+        [N·m] and the gravity torque ``g`` [N·m] it contains (None: zero gravity)."""
         out = self.out
         if self.mode == "off":
             out[:] = 0.0
@@ -61,7 +74,11 @@ class DissipationFeedforward:
             np.divide(v, VELOCITY_EPS, out=out)
             np.tanh(out, out=out)
         else:
-            np.divide(tau_pre, self._half_f, out=out)
+            if g is None:
+                np.divide(tau_pre, self._half_f, out=out)
+            else:
+                np.subtract(tau_pre, g, out=out)
+                np.divide(out, self._half_f, out=out)
             np.tanh(out, out=out)
         out *= self.f  # f = 0 joints → 0
         if self.any_damping:

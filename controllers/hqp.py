@@ -64,8 +64,8 @@ Solution
     q̈_1 is kept. All counts show in :meth:`HQPController.summary`.
 
 Torque
-    τ = M q̈ + h + τ_ff   (``wrench_compensation: false``, MATH.md §3 literally), or
-    τ = M q̈ + h − Jᵀ F_ext + τ_ff   (``wrench_compensation: true``).
+    τ = M q̈ + h − Jᵀ F_ext + τ_ff   (``wrench_compensation: true``, the default), or
+    τ = M q̈ + h + τ_ff   (``wrench_compensation: false``, the paper's equations literally).
     With the plant M q̈ + h = τ + Jᵀ F_ext, the literal form realises the task acceleration
     a + Λ⁻¹ F_ext, i.e. Λ Δν̇ + D_r Δν + K_r e_p = 2 F_ext (the plant applies F_ext once more); the
     compensated form realises a exactly, i.e. Λ Δν̇ + D_r Δν + K_r e_p = F_ext (the designed
@@ -195,7 +195,9 @@ class HQPConfig:
     )
     regularization: float = param(1e-8, gt=0.0, doc="ε of the level-1 QP regulariser ε M (relative)")
     wrench_compensation: bool = param(
-        False, doc="τ = M q̈ + h − Jᵀ F_ext (realises the designed impedance exactly); false = MATH.md literal"
+        True,
+        doc="true: τ = M q̈ + h − Jᵀ F_ext, the designed impedance Λ Δν̇ + D_r Δν + K_r e_p = F_ext; "
+        "false: the paper's literal τ = M q̈ + h, which realises 2·F_ext (docs/theory/hqp.md)",
     )
     use_force_feedback: bool = param(True, doc="include F_ext in the level-1 target and in α")
     force_source: Literal["sensor", "observer"] = param(
@@ -1070,7 +1072,7 @@ class HQPController(Controller):
             plain=self._plain,
             use_force=bool(self._use_force),
             wrench_comp=bool(self._wrench_comp),
-            **self.ff.kernel_args(),
+            **self.ff.kernel_args(snap.g),
         )
         self._kernel = self._kmod.HQPKernel(**args)
         self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
@@ -1228,7 +1230,7 @@ class HQPController(Controller):
             snap.M.dot(sol.qdd, out=tau)
             tau += p.tau_offset
         if self.ff.active:
-            tau += self.ff.compute(snap.v, tau)
+            tau += self.ff.compute(snap.v, tau, snap.g)
         if self.observer is not None:
             self._tau_prev[:] = tau
         kr, f = self._kr, self._f  # K_r and F_ext of this step as floats (the values in p.K_r, p.F_ext)

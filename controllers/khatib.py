@@ -127,7 +127,7 @@ class KhatibController(Controller):
             "integral": self.integral, "F_I": self.F_I, "flags": self._flags, "tau": cmd.tau, "diag": cmd.diag,
             "u": self.u, "gains": self._config_gains(), "dt": float(self.dt), "min_pivot": _CHOL_MIN_PIVOT,
             "use_integral": self.use_integral, "use_force_feedback": bool(self.config.use_force_feedback),
-            **self.ff.kernel_args(),
+            **self.ff.kernel_args(snap.g),
         }
 
     def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
@@ -282,5 +282,5 @@ class KhatibController(Controller):
         tau = cmd.tau
         snap.J_v_h.T.dot(yext, out=tau)  # [J; q̇ᵀ; hᵀ]ᵀ [y; −d_null; 1] = Jᵀ y − d_null q̇ + h
         if self.ff.active:
-            tau += self.ff.compute(snap.v, tau)
+            tau += self.ff.compute(snap.v, tau, snap.g)
         cmd.diag[:] = (fi0, fi1, fi2, 1.0 if self.frozen else 0.0)

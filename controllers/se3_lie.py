@@ -476,7 +476,7 @@ class SE3LieController(Controller):
             has_Fd=self.has_Fd,
             d_null=float(c.d_null),
             passthrough=mref.passthrough,
-            **ff.kernel_args(),
+            **ff.kernel_args(snap.g),
         )
         self._kernel = kmod.SE3Kernel(**args)
         self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
@@ -604,7 +604,7 @@ class SE3LieController(Controller):
             tau = _dgemv(-dn, snap.M.T, snap.v, 1.0, tau, 0, 1, 0, 1, 0, 1)
         tau = _dgemv(1.0, JbT, y - F_body, 1.0, tau, 0, 1, 0, 1, 0, 1)
         if self.ff.active:
-            tau += self.ff.compute(snap.v, tau)
+            tau += self.ff.compute(snap.v, tau, snap.g)
         if tau is not cmd.tau:  # dgemv worked on a copy (cmd.tau not a contiguous float64 array)
             cmd.tau[:] = tau
         cmd.diag[:] = self._lam_t

@@ -2,8 +2,9 @@
 
     python experiments/run_docking.py --scenario scenarios/iiwa14_docking.yaml
 
-Exit codes: 0 = all gates pass, 2 = a gate fails or the run is incomplete, 1 = error (the message is
-printed without a traceback; a diverged run still writes its telemetry).
+Exit codes: 0 = all gates pass, 2 = a gate fails, the run is unstable (sustained torque saturation or a
+velocity runaway, telemetry/gates.py) or incomplete, 1 = error (the message is printed without a
+traceback; a diverged run still writes its telemetry).
 """
 
 from __future__ import annotations
@@ -74,13 +75,15 @@ def format_summary(result, scenario) -> str:
             bound = " ".join(
                 x
                 for x in (
-                    f"min {g['min']}" if g["min"] is not None else "",
-                    f"max {g['max']}" if g["max"] is not None else "",
+                    f"min {g['min']:.6g}" if g["min"] is not None else "",
+                    f"max {g['max']:.6g}" if g["max"] is not None else "",
                 )
                 if x
             )
             val = "n/a" if g["value"] is None else f"{g['value']:.6g}"
             lines.append(f"  {g['verdict']:<10} {g['metric']:<36} {val:>12}  ({bound}) {g['reason']}")
+    if result.message:
+        lines.append(f"message    {result.message}")
     lines.append(f"verdict    {result.verdict}")
     if result.run_dir:
         lines.append(f"run folder {result.run_dir}")

@@ -56,13 +56,15 @@ static inline int kernel_so3_log(double r00, double r01, double r02, double r10,
 }
 
 /* controllers/feedforward.py, DissipationFeedforward.compute added to τ in place: mode 1 (torque)
- * τ_ff = f tanh(τ_pre / (f/2)), mode 2 (velocity) τ_ff = f tanh(q̇ / ε), plus d q̇ when damping is set;
- * mode 0 = inactive. f, d, half_f = f/2 (1 where f = 0), q̇ and τ hold nv floats. */
+ * τ_ff = f tanh((τ_pre − g) / (f/2)) (keyed on the torque without its gravity term g(q)), mode 2 (velocity)
+ * τ_ff = f tanh(q̇ / ε), plus d q̇ when damping is set; mode 0 = inactive. f, d, half_f = f/2 (1 where f = 0),
+ * g, q̇ and τ hold nv floats. */
 static inline void kernel_feedforward(int mode, int damping, double eps, const double *f, const double *d,
-                                      const double *half_f, const double *qd, double *tau, int nv) {
+                                      const double *half_f, const double *g, const double *qd, double *tau,
+                                      int nv) {
     if (!mode) return;
     for (int i = 0; i < nv; i++) {
-        double o = (mode == 2) ? tanh(qd[i] / eps) : tanh(tau[i] / half_f[i]);
+        double o = (mode == 2) ? tanh(qd[i] / eps) : tanh((tau[i] - g[i]) / half_f[i]);
         o = o * f[i];
         if (damping) o = o + d[i] * qd[i];
         tau[i] = tau[i] + o;

@@ -2,10 +2,14 @@
  * Compiled kernel of the force/torque pipeline (sim/wrench.py, MATH.md §1).
  *
  * WrenchKernel(...) is bound once to rows of one MjData (F/T site pose, force and torque sensor
- * readings, the tool bodies' cfrc_ext, the subtree COM; MjData's buffers never move), to the
- * snapshot's T_world_ee and to the WrenchState buffer; step(tool_contacts) then fills the state:
+ * readings, the tool bodies' cfrc_ext, the subtree COMs of the kinematic root and of the tool; MjData's
+ * buffers never move), to the snapshot's T_world_ee, to the WrenchState buffer and to the pipeline's
+ * compensation buffer comp = [ft_bias (6); tare b (6); W = m_t g (3)]; step(tool_contacts) then fills
+ * the state:
  *
- *   ext_world = −R_WS [f_S; n_S]                         (environment on tool, world axes, about S)
+ *   ft_raw    = [f_S; n_S] (+ ft_bias when offset is on)
+ *   ext_world = −R_WS (ft_raw − b) (− [W; (c_t − p_S) × W] when gravity is on)
+ *                                                        (environment on tool, world axes, about S)
  *   ext_body  = [R_WEᵀ f_W; R_WEᵀ (n_W + (p_S − p_E) × f_W)] (EE axes, about the EE origin E)
  *   truth     = the contact wrench on the tool from MuJoCo's cfrc_ext ([n; f] about the subtree COM c,
  *               world axes), moved to S: [f; n_c + (c − p_S) × f], and its body form as above;
@@ -13,13 +17,14 @@
  *
  * The arithmetic follows WrenchPipeline.update's Python floats operation for operation (compiled
  * without fused multiply-add, setup.py): the wrenches are equal to the Python path bit for bit.
- * Inertial compensation is not in the kernel (the pipeline keeps its Python path for it).
+ * Inertial compensation is not in the kernel (the pipeline keeps its Python path for it); the tare is
+ * taken by the Python side, which writes b into comp and calls step() again.
  */
 #include "_kernel_util.h"
 
-enum { B_XMAT, B_XPOS, B_FORCE, B_TORQUE, B_CFRC, B_COM, B_T, B_STATE, NBUF };
+enum { B_XMAT, B_XPOS, B_FORCE, B_TORQUE, B_CFRC, B_COM, B_T, B_STATE, B_TCOM, B_COMP, NBUF };
 static const char *BUF_NAMES[NBUF] = {"site_xmat", "site_xpos", "force", "torque", "cfrc_ext", "subtree_com",
-                                      "T_world_ee", "state"};
+                                      "T_world_ee", "state", "tool_com", "comp"};
 
 typedef struct {
     PyObject_HEAD
@@ -29,6 +34,8 @@ typedef struct {
     int nbodies;   /* tool bodies whose cfrc_ext rows are summed */
     int *bodies;   /* their indices into cfrc_ext (rows of 6) */
     int zeroed;    /* the truth wrenches are known to be zero */
+    int gravity;   /* subtract the tool weight W at the tool COM */
+    int offset;    /* add ft_bias to the reading and subtract the tare b */
 } WrenchKernel;
 
 static void WrenchKernel_dealloc(WrenchKernel *self) {
@@ -67,6 +74,16 @@ static PyObject *WrenchKernel_step(WrenchKernel *self, PyObject *arg) {
     double *st = p[B_STATE];
     double s0 = S[0], s1 = S[1], s2 = S[2];
     double a0 = fa[0], a1 = fa[1], a2 = fa[2], b0 = na[0], b1 = na[1], b2 = na[2];
+    const double *comp = p[B_COMP];
+    if (self->offset) { /* the sensor's reading (+ simulated bias) */
+        a0 = a0 + comp[0]; a1 = a1 + comp[1]; a2 = a2 + comp[2];
+        b0 = b0 + comp[3]; b1 = b1 + comp[4]; b2 = b2 + comp[5];
+    }
+    st[0] = a0; st[1] = a1; st[2] = a2; st[3] = b0; st[4] = b1; st[5] = b2; /* ft_raw */
+    if (self->offset) { /* the tare removed */
+        a0 = a0 - comp[6]; a1 = a1 - comp[7]; a2 = a2 - comp[8];
+        b0 = b0 - comp[9]; b1 = b1 - comp[10]; b2 = b2 - comp[11];
+    }
     /* the one sign flip: parent-on-tool reading → environment-on-tool wrench (R_WS raw, negated) */
     double f0 = -(R[0] * a0 + R[1] * a1 + R[2] * a2);
     double f1 = -(R[3] * a0 + R[4] * a1 + R[5] * a2);
@@ -74,7 +91,15 @@ static PyObject *WrenchKernel_step(WrenchKernel *self, PyObject *arg) {
     double n0 = -(R[0] * b0 + R[1] * b1 + R[2] * b2);
     double n1 = -(R[3] * b0 + R[4] * b1 + R[5] * b2);
     double n2 = -(R[6] * b0 + R[7] * b1 + R[8] * b2);
-    st[0] = a0; st[1] = a1; st[2] = a2; st[3] = b0; st[4] = b1; st[5] = b2; /* ft_raw */
+    if (self->gravity) { /* − W at the tool COM c: f −= W, n −= (c − p_S) × W */
+        const double *W = comp + 12, *ct = p[B_TCOM];
+        double w0 = W[0], w1 = W[1], w2 = W[2];
+        double q0 = ct[0] - s0, q1 = ct[1] - s1, q2 = ct[2] - s2;
+        f0 = f0 - w0; f1 = f1 - w1; f2 = f2 - w2;
+        n0 = n0 - (q1 * w2 - q2 * w1);
+        n1 = n1 - (q2 * w0 - q0 * w2);
+        n2 = n2 - (q0 * w1 - q1 * w0);
+    }
     st[6] = f0; st[7] = f1; st[8] = f2; st[9] = n0; st[10] = n1; st[11] = n2; /* ext_world */
     transport(f0, f1, f2, n0, n1, n2, s0, s1, s2, T, st + 12);                 /* ext_body */
     if (contacts == 0) {
@@ -106,15 +131,29 @@ static PyObject *WrenchKernel_step(WrenchKernel *self, PyObject *arg) {
 
 static int WrenchKernel_init(WrenchKernel *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"site_xmat", "site_xpos", "force", "torque", "cfrc_ext", "subtree_com", "T_world_ee",
-                             "state", "tool_bodies", NULL};
+                             "state", "tool_bodies", "tool_com", "comp", "gravity", "offset", NULL};
     PyObject *o[NBUF], *bodies;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOO", kwlist, &o[B_XMAT], &o[B_XPOS], &o[B_FORCE],
-                                     &o[B_TORQUE], &o[B_CFRC], &o[B_COM], &o[B_T], &o[B_STATE], &bodies))
+    int gravity = 0, offset = 0;
+    o[B_TCOM] = o[B_COMP] = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOO|OOpp", kwlist, &o[B_XMAT], &o[B_XPOS], &o[B_FORCE],
+                                     &o[B_TORQUE], &o[B_CFRC], &o[B_COM], &o[B_T], &o[B_STATE], &bodies, &o[B_TCOM],
+                                     &o[B_COMP], &gravity, &offset))
         return -1;
     self->bound = 0;
     kernel_release(self->views, NBUF); /* __init__ called again */
-    const Py_ssize_t sizes[NBUF] = {9, 3, 3, 3, -1, 3, 16, 30};
+    if ((gravity || offset) && (o[B_TCOM] == NULL || o[B_COMP] == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "WrenchKernel: gravity or offset needs tool_com and comp");
+        return -1;
+    }
+    /* without compensation the two optional rows default to the subtree COM row (bound, never read) */
+    if (o[B_TCOM] == NULL) o[B_TCOM] = o[B_COM];
+    const Py_ssize_t sizes[NBUF] = {9, 3, 3, 3, -1, 3, 16, 30, 3, 15};
     for (int i = 0; i < NBUF; i++) {
+        if (i == B_COMP && o[B_COMP] == NULL) {
+            self->views[i].obj = NULL;
+            self->p[i] = NULL;
+            continue;
+        }
         self->p[i] = kernel_bind("WrenchKernel", o[i], &self->views[i], sizes[i], i == B_STATE, BUF_NAMES[i]);
         if (self->p[i] == NULL) return -1;
     }
@@ -151,6 +190,8 @@ static int WrenchKernel_init(WrenchKernel *self, PyObject *args, PyObject *kwds)
     Py_DECREF(seq);
     self->nbodies = (int)nb;
     self->zeroed = 0;
+    self->gravity = gravity;
+    self->offset = offset;
     self->bound = 1;
     return 0;
 }

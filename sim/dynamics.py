@@ -10,6 +10,8 @@ reference ``qpos`` (which is exact for welded bodies).
 One :meth:`Dynamics.update` per control step fills a preallocated :class:`Snapshot`:
 
 * ``M`` (nv, nv) joint-space inertia incl. armature, ``Minv`` its inverse, ``h = C q̇ + g`` (nle);
+* ``g`` (nv,): the gravity torque g(q) alone (``computeGeneralizedGravity``; zero, and not computed,
+  when the model's gravity is zero), for the friction feedforward's key;
 * ``J_ee_lwa`` (6, nv): EE Jacobian, LOCAL_WORLD_ALIGNED (origin at the EE, world axes), [v; ω];
 * ``J_ee_body`` (6, nv): EE Jacobian, LOCAL (body) frame, [v; ω];
 * ``dJdq_ee_lwa`` (6,): classical acceleration drift [p̈; ω̇] at q̈ = 0 (world axes; unless ``world_drift`` is off);
@@ -178,6 +180,81 @@ def pinocchio_model_from_mujoco(
     return model, frame_ids
 
 
+class LumpedInertia:
+    """Keeps the Pinocchio model's lumped link inertias equal to the plant's at the current pose of the
+    bodies they lump (e.g. the G20 hand's fingers, which move between control steps).
+
+    :func:`pinocchio_model_from_mujoco` lumps every body rigidly carried by an arm joint (tool, sensor,
+    hand links) into that joint's inertia at ``qpos_ref``. Where a carried body hangs on non-arm joints
+    (a finger), that inertia is right only at that pose. :meth:`update` recomputes it at the plant's
+    current ``qpos``: for the arm body B of joint j and each body b it carries (mass m_b, centre of mass
+    c_b, principal inertia I_b with axes R_b, all from the MjModel at the pose), in B's frame::
+
+        m = Σ m_b,  c = Σ m_b c_b / m,  I_c = Σ R_b I_b R_bᵀ + m_b (‖c_b − c‖² 1 − (c_b − c)(c_b − c)ᵀ)
+
+    and writes ``model.inertias[j] = Inertia(m, c, I_c)``. The arm block of MuJoCo's M is the composite
+    inertia with the carried joints held (their armature sits on their own diagonal), so M(q) and h(q, v)
+    then equal MuJoCo's at any pose of those joints (tests/test_hand_effector.py, 1e-9 relative).
+    Nothing in Pinocchio's ``Data`` caches inertias: the next ``crba`` / ``nonLinearEffects`` use it.
+
+    Only joints that carry articulated bodies are updated (none for a rigid tool: :attr:`active` False).
+
+    Args:
+        m: the assembled MjModel.
+        model: the arm's Pinocchio model built from it.
+        arm_joints: the arm joint names, base to tip (the Pinocchio joint names).
+    """
+
+    def __init__(self, m: mujoco.MjModel, model: pin.Model, arm_joints: Sequence[str]):
+        self.m = m
+        self.model = model
+        arm_body = {}
+        for k, name in enumerate(arm_joints):
+            j = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name)
+            arm_body[int(m.jnt_bodyid[j])] = k + 1  # Pinocchio joint id
+        # carrier of every body below the first arm body: its nearest arm body ancestor (or itself)
+        owner: dict[int, int] = {}
+        articulated: set[int] = set()
+        for b in range(1, m.nbody):
+            if b in arm_body:
+                owner[b] = b
+            elif int(m.body_parentid[b]) in owner:
+                owner[b] = owner[int(m.body_parentid[b])]
+                if m.body_dofnum[b] > 0:
+                    articulated.add(owner[b])
+        #: (Pinocchio joint id, arm body, carried bodies incl. the arm body) for each articulated carrier
+        self.groups = [
+            (arm_body[B], B, np.array(sorted(b for b, o in owner.items() if o == B)))
+            for B in sorted(articulated)
+        ]
+        self.active = bool(self.groups)
+        self._d = mujoco.MjData(m)
+
+    def update(self, qpos: np.ndarray) -> None:
+        """Re-lump at the plant configuration ``qpos`` (m.nq,): only the carried bodies' relative poses
+        matter, so the arm part of ``qpos`` may be anything."""
+        if not self.active:
+            return
+        m, d = self.m, self._d
+        d.qpos[:] = qpos
+        mujoco.mj_kinematics(m, d)
+        for jid, B, bodies in self.groups:
+            R_B, p_B = d.xmat[B].reshape(3, 3), d.xpos[B]
+            mass = m.body_mass[bodies]
+            n = len(bodies)
+            c_b = (d.xipos[bodies] - p_B) @ R_B  # rows: R_Bᵀ (c_b − p_B)
+            M = float(mass.sum())
+            c = (mass @ c_b) / M
+            r = c_b - c
+            # Σ R_b diag(I_b) R_bᵀ in B's axes = A Aᵀ with A = [R_Bᵀ R_b diag(√I_b)] side by side (3, 3n)
+            A = np.matmul(R_B.T, d.ximat[bodies].reshape(n, 3, 3) * np.sqrt(m.body_inertia[bodies])[:, None, :])
+            A = A.transpose(1, 0, 2).reshape(3, 3 * n)
+            mr = r * mass[:, None]
+            I_c = A @ A.T - mr.T @ r  # parallel axis: Σ m_b (‖r‖² 1 − r rᵀ)
+            I_c[np.diag_indices(3)] += float(np.einsum("ij,ij->", mr, r))
+            self.model.inertias[jid] = pin.Inertia(M, c, 0.5 * (I_c + I_c.T))
+
+
 class Snapshot:
     """Everything a control step needs, computed once (see module docstring for frames/units).
 
@@ -197,6 +274,7 @@ class Snapshot:
         self.J_ee_lwa = self.J_v_h[:6]
         self.v = self.J_v_h[6]
         self.h = self.J_v_h[7]
+        self.g = np.zeros(nv)
         self.M = np.zeros((nv, nv))
         self.Minv = np.zeros((nv, nv))
         self.J_ee_body = np.zeros((6, nv))
@@ -246,6 +324,8 @@ class Dynamics:
         self.world_drift = world_drift
         self.snap = Snapshot(model.nv)
         self._zero = np.zeros(model.nv)
+        #: the model has gravity: fill Snapshot.g every step (it stays zero otherwise)
+        self.gravity = bool(np.any(np.asarray(model.gravity.linear) != 0.0))
         self._JJt = np.zeros((6, 6))
         self._il = np.tril_indices(model.nv, -1)
         q0 = pin.neutral(model)
@@ -296,6 +376,8 @@ class Dynamics:
         # unless the symmetrising fallback below is needed); bias h = C q̇ + g
         pin.crba(model, data, s.q)
         s.h[:] = pin.nonLinearEffects(model, data, s.q, s.v)
+        if self.gravity:  # after every read of data.v / data.a (this RNEA pass overwrites them)
+            s.g[:] = pin.computeGeneralizedGravity(model, data, s.q)
         pin.computeMinverse(model, data, s.q)
         if self._symmetrize:  # Pinocchio versions that fill only the upper triangle
             s.M[:] = data.M

@@ -102,6 +102,10 @@ class ToolRuntime:
     def record(self, i: int, arrays: dict[str, np.ndarray]) -> None:  # noqa: B027 - optional
         """Write telemetry row ``i`` (default: nothing)."""
 
+    def bind_dynamics(self, dynamics: Any) -> None:  # noqa: B027 - optional
+        """Called once by the loop's build with the run's :class:`sim.dynamics.Dynamics`, for end
+        effectors whose motion changes the arm's model (the hand re-lumps its inertia). Default: nothing."""
+
     def summary(self) -> dict[str, Any]:
         return {}
 
@@ -182,6 +186,18 @@ class PoseConfig:
         return T
 
 
+@dataclass(frozen=True)
+class OffsetConfig(PoseConfig):
+    """A pose offset (the planner's belief error of a target): zero unless given, key by key."""
+
+    position: tuple[float, float, float] = param(
+        (0.0, 0.0, 0.0), unit="m", length=3, doc="offset of the origin, in the target frame"
+    )
+    rpy_deg: tuple[float, float, float] = param(
+        (0.0, 0.0, 0.0), unit="deg", length=3, doc="rotation offset, fixed-axis roll/pitch/yaw (R = Rz Ry Rx)"
+    )
+
+
 def rpy_to_matrix(rpy: np.ndarray) -> np.ndarray:
     """R = Rz(yaw) Ry(pitch) Rx(roll) for rpy = (roll, pitch, yaw) [rad]."""
     r, p, y = rpy
@@ -204,9 +220,7 @@ def matrix_to_quat(R: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class DrogueConfig:
     pose: PoseConfig = field(default_factory=PoseConfig)
-    belief_offset: PoseConfig = field(
-        default_factory=lambda: PoseConfig(position=(0.0, 0.0, 0.0), rpy_deg=(0.0, 0.0, 0.0))
-    )
+    belief_offset: OffsetConfig = field(default_factory=OffsetConfig)
     mouth_radius: float = param(0.035, unit="m", gt=0.0, doc="funnel radius at the mouth R_m")
     funnel_half_angle_deg: float = param(30.0, unit="deg", gt=5.0, lt=85.0, doc="funnel half-angle")
     clearance: float = param(
@@ -232,9 +246,7 @@ class DrogueConfig:
 @dataclass(frozen=True)
 class PlateConfig:
     pose: PoseConfig = field(default_factory=PoseConfig)
-    belief_offset: PoseConfig = field(
-        default_factory=lambda: PoseConfig(position=(0.0, 0.0, 0.0), rpy_deg=(0.0, 0.0, 0.0))
-    )
+    belief_offset: OffsetConfig = field(default_factory=OffsetConfig)
     size: tuple[float, float, float] = param((0.10, 0.10, 0.01), unit="m", length=3, doc="box half-sizes")
     friction: float = param(0.3, ge=0.0, doc="sliding friction")
     solref: tuple[float, float] = param((0.004, 1.0), length=2, doc="contact solref")

@@ -39,8 +39,8 @@ from sim.interfaces import ToolRuntime, rpy_to_matrix
 from sim.lie import mat2quat_batch
 from sim import kernels
 from sim.scenario import Scenario
-from sim.wrench import WrenchPipeline
-from telemetry.gates import evaluate_gates
+from sim.wrench import PEAK_CHANNELS, SubstepContact, WrenchPipeline
+from telemetry.gates import detect_instability, evaluate_gates
 from telemetry.log import Telemetry
 from telemetry.metrics import compute_metrics
 from telemetry.run import write_json
@@ -51,7 +51,8 @@ class RunResult:
     """Outcome of one run.
 
     Attributes:
-        status: ``completed`` | ``diverged`` | ``interrupted``.
+        status: ``completed`` | ``unstable`` (ran to its end but flagged by
+            :func:`telemetry.gates.detect_instability`; verdict FAIL) | ``diverged`` | ``interrupted``.
         verdict: PASS / FAIL / INCOMPLETE.
         metrics: computed metrics.
         gates: per-gate results (dicts).
@@ -128,6 +129,12 @@ def _start_and_goal(
     return T_start, T_goal, axis
 
 
+def _gravity_compensation(scenario: Scenario) -> bool:
+    """``wrench.gravity_compensation``: on, off, or (auto) on whenever ``sim.gravity`` is non-zero."""
+    mode = scenario.wrench.gravity_compensation
+    return mode == "on" or (mode == "auto" and any(g != 0.0 for g in scenario.sim.gravity))
+
+
 def build(scenario: Scenario) -> Setup:
     """Assemble the plant, solve the initial configuration and build planner and controller."""
     asm = assemble(scenario)
@@ -146,6 +153,13 @@ def build(scenario: Scenario) -> Setup:
     data = mujoco.MjData(m)
     data.qpos[asm.qpos_adr] = q0
     mujoco.mj_forward(m, data)
+    if np.any(m.opt.gravity != 0.0):
+        # The first control step reads the sensors of this state. With ctrl = 0 the arm would be in free
+        # fall there and the F/T would read the tool's free-fall load (4.6 N on the iiwa14 probe) as a
+        # contact force; hold it with its gravity torque g(q0) (what the controller applies) instead.
+        lim = np.array([m.actuator_ctrlrange[a, 1] for a in asm.act_ids])
+        data.ctrl[asm.act_ids] = np.clip(data.qfrc_bias[asm.dof_adr], -lim, lim)
+        mujoco.mj_forward(m, data)
 
     ctx = PlannerContext(T_world_start=T_start, T_world_goal=T_goal, approach_axis_world=axis)
     planner = PLANNERS.get(scenario.planner.type)(scenario.planner.config, ctx)
@@ -183,6 +197,10 @@ def build(scenario: Scenario) -> Setup:
         TORQUE_SENSOR,
         asm.tool.root_body,
         inertial_compensation=scenario.wrench.inertial_compensation,
+        gravity_compensation=_gravity_compensation(scenario),
+        ft_bias=np.array(scenario.wrench.ft_bias),
+        tare_step=None if scenario.wrench.tare_time is None
+        else int(round(scenario.wrench.tare_time / scenario.sim.control_period)),
     )
     duration = (
         scenario.sim.duration
@@ -190,6 +208,8 @@ def build(scenario: Scenario) -> Setup:
         else planner.duration + scenario.sim.settle_time
     )
     runtime = asm.tool.make_runtime(m, data, scenario)
+    if runtime is not None:
+        runtime.bind_dynamics(dyn)  # e.g. the hand keeps the lumped inertia at its current pose
     return Setup(
         scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration, runtime
     )
@@ -301,8 +321,12 @@ def simulate(
         extra,
         runtime.channels if runtime is not None else None,
         raw={"T_world_ee": 16, "R_world_ee_des": 9},
-        derived=("ee_pos", "ee_quat", "ee_quat_des"),
+        derived=("ee_pos", "ee_quat", "ee_quat_des", *PEAK_CHANNELS),
     )
+    # contact at every substep (per-period maxima; no extra work at one substep per period)
+    axis = setup.asm.target.T_world_target[:3, 2] if setup.asm.target is not None else np.array([0.0, 0.0, 1.0])
+    substeps = SubstepContact(setup.wrench, m, d, nsub, n_steps, axis)
+    resolved = substeps.resolved
 
     qadr, dadr, aids = setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids
 
@@ -432,7 +456,10 @@ def simulate(
                     c4 = clock()
                     t_tool += c4 - c3
                     c3 = c4
-            mj_step(m, d, nsub)  # the substeps of one control period, looped inside MuJoCo
+            if resolved:  # the substeps one by one, reading the contact after each
+                substeps.step(i)
+            else:
+                mj_step(m, d, nsub)  # the substeps of one control period, looped inside MuJoCo
             if profile:
                 t_phys += clock() - c3
             # MuJoCo checks ctrl, qpos, qvel and qacc for NaN/Inf (and |x| > mjMAXVAL) in every mj_step,
@@ -456,6 +483,7 @@ def simulate(
         )
     if record:
         _derive_pose_channels(tel)
+        substeps.fill(tel.arrays, tel.n)
     wall = time.perf_counter() - t_wall0
     sim_time = tel.n * T_c
     timing = {
@@ -514,6 +542,7 @@ def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -
         "channel_units": tel.units,
         "controller_summary": setup.controller.summary(),
         "tool_summary": setup.runtime.summary() if setup.runtime is not None else {},
+        "wrench_summary": setup.wrench.summary(),
     }
 
 
@@ -546,7 +575,13 @@ def run(
     metrics = compute_metrics(channels, meta) if tel.n > 0 else {}
     planned = setup.planner.duration
     complete = status == "completed" and (tel.n - 1) * scenario.sim.control_period >= planned - 1e-9
-    verdict, gate_results = evaluate_gates(scenario.gates, metrics, complete, channels=channels, meta=meta)
+    instability = detect_instability(channels, meta) if status == "completed" else None
+    if instability is not None:  # ran to its end, but not under control: status unstable, verdict FAIL
+        status, message = "unstable", instability.message
+        meta["status"] = status
+    verdict, gate_results = evaluate_gates(
+        scenario.gates, metrics, complete, channels=channels, meta=meta, unstable=instability is not None
+    )
     gates = [g.to_dict() for g in gate_results]
     run_dir = None
     if out_root is not None:

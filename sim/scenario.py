@@ -37,6 +37,10 @@ class RobotConfig:
     )
 
 
+#: smallest contact friction coefficient accepted with ``sim.cone: pyramidal`` (docs/theory/ft_pipeline.md)
+PYRAMIDAL_MIN_FRICTION = 0.01
+
+
 @dataclass(frozen=True)
 class SimConfig:
     timestep: float = param(0.001, unit="s", gt=0.0, le=0.01, doc="MuJoCo integration step")
@@ -53,7 +57,11 @@ class SimConfig:
     integrator: Literal["euler", "implicit", "implicitfast", "rk4"] = param(
         "implicitfast", doc="MuJoCo integrator"
     )
-    cone: Literal["pyramidal", "elliptic"] = param("pyramidal", doc="friction cone")
+    cone: Literal["pyramidal", "elliptic"] = param(
+        "elliptic",
+        doc="friction cone: elliptic (the Coulomb cone) or pyramidal (its 4-edge approximation; rejected below "
+        "a contact friction of 0.01, where it blows up; docs/theory/ft_pipeline.md)",
+    )
     iterations: int = param(50, ge=1, doc="constraint solver iterations")
     ls_iterations: int = param(20, ge=1, doc="solver line-search iterations")
     seed: int = param(0, ge=0, doc="random seed (recorded in meta.json; the loop itself is deterministic)")
@@ -88,7 +96,23 @@ class StartConfig:
 
 @dataclass(frozen=True)
 class WrenchConfig:
-    inertial_compensation: bool = param(False, doc="subtract the tool's inertial load from the F/T signal")
+    gravity_compensation: Literal["auto", "on", "off"] = param(
+        "auto",
+        doc="subtract the tool's weight (mass and centre of mass beyond the sensor, from the model) from the "
+        "F/T signal; auto = on whenever sim.gravity is non-zero (docs/theory/ft_pipeline.md)",
+    )
+    inertial_compensation: bool = param(
+        False, doc="subtract the tool's full inertial load m(a − g), Iα + ω×Iω (gravity included) from the F/T signal"
+    )
+    tare_time: float | None = param(
+        None, unit="s", ge=0.0,
+        doc="tare the F/T sensor at this time (tool still and out of contact): the estimate is zeroed there "
+        "and the bias removed from then on; null = no tare",
+    )
+    ft_bias: tuple[float, float, float, float, float, float] = param(
+        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0), unit="N | N·m",
+        doc="simulated constant offset of the F/T sensor [f; n] in sensor axes (what a tare removes)",
+    )
     force_source: Literal["sensor", "truth", "observer"] = param(
         "sensor", doc="wrench fed to the controller: the F/T site sensor, the contact truth or the momentum observer"
     )
@@ -104,9 +128,16 @@ class TelemetryConfig:
 class GateSpec:
     metric: str = param(doc="metric name (see docs/metrics.md)")
     max: float | None = param(None, doc="upper bound (inclusive)")
-    min: float | None = param(None, doc="lower bound (inclusive)")
+    min: float | None = param(
+        None, doc="lower bound (inclusive); docking.depth without min and max is the seat gate (see tolerance)"
+    )
     window: float | None = param(
         None, unit="s", gt=0.0, doc="final window for steady/docking metrics; null = 1 s"
+    )
+    tolerance: float | None = param(
+        None, unit="m", gt=0.0,
+        doc="seat gate only (docking.depth without min/max): seated within this distance of the seat depth "
+        "computed from the target geometry; null = 0.001",
     )
 
     def validate(self) -> None:
@@ -245,17 +276,38 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
             _registries()["target"].get(target.type)(target.config, getattr(tool.config, "radius", 0.0))
         except ScenarioError as exc:
             raise ScenarioError(str(exc), file=file) from None
+    sim = parse_config(SimConfig, data.get("sim"), file=file, path="sim")
+    if sim.cone == "pyramidal" and target is not None:
+        # MuJoCo's contact friction is the larger of the two geoms' (tools without a friction key, such as
+        # the G20 hand, keep MuJoCo's default of 1 on their geoms)
+        mu_tool = getattr(tool.config, "friction", None)
+        mu_target = getattr(target.config, "friction", None)
+        if mu_tool is not None and mu_target is not None and max(mu_tool, mu_target) < PYRAMIDAL_MIN_FRICTION:
+            raise ScenarioError(
+                f"the pyramidal cone needs a contact friction ≥ {PYRAMIDAL_MIN_FRICTION} (got "
+                f"max(tool.friction, target.friction) = {max(mu_tool, mu_target)}): near-frictionless contacts "
+                "make its four edges n ± μt nearly parallel and the contact solution blows up (peak forces of "
+                "40 N to 90 kN measured at μ ≤ 0.001); use `cone: elliptic` (the default)",
+                file=file, key="sim.cone",
+            )
+    wrench = parse_config(WrenchConfig, data.get("wrench"), file=file, path="wrench")
+    if wrench.tare_time is not None and wrench.tare_time < sim.control_period - 1e-12:
+        raise ScenarioError(
+            f"must be ≥ one control period ({sim.control_period} s), got {wrench.tare_time}: the first control "
+            "step reads the state before any torque was applied (with gravity on the arm is falling)",
+            file=file, key="wrench.tare_time",
+        )
     return Scenario(
         name=name,
         description=description,
         robot=robot,
-        sim=parse_config(SimConfig, data.get("sim"), file=file, path="sim"),
+        sim=sim,
         start=parse_config(StartConfig, data.get("start"), file=file, path="start"),
         tool=tool,
         target=target,
         planner=parse_typed_block("planner", data["planner"], file),
         controller=parse_typed_block("controller", data["controller"], file),
-        wrench=parse_config(WrenchConfig, data.get("wrench"), file=file, path="wrench"),
+        wrench=wrench,
         telemetry=parse_config(TelemetryConfig, data.get("telemetry"), file=file, path="telemetry"),
         gates=gates,
         source_file=file,

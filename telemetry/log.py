@@ -25,6 +25,10 @@ wrench_truth_body          (N, 6)    N, N·m      contact truth, same frame as w
 wrench_used_world          (N, 6)    N, N·m      the wrench the controller used (sensor/truth/observer)
 contact_count              (N,)      —           contacts involving the tool
 contact_count_all          (N,)      —           all active contacts in the scene
+contact_force_peak         (N,)      N           max ‖f‖ of the contact truth over the MuJoCo substeps of
+                                                 the control period ending at t (sim.wrench.SubstepContact)
+contact_axial_force_peak   (N,)      N           max |fᵀa| over those substeps (a: the mating axis)
+contact_count_peak         (N,)      —           max number of tool contacts over those substeps
 manipulability             (N,)      —           sqrt(det(J Jᵀ)) of the EE Jacobian
 ctrl_<name>                (N,)      varies      controller diagnostics (see the controller's docs)
 =========================  ========  ==========  ===================================================
@@ -61,6 +65,9 @@ CHANNELS: dict[str, tuple[tuple, str, str, str]] = {
     "wrench_used_world": ((6,), "f8", "N|N·m", "wrench fed to the controller, world axes"),
     "contact_count": ((), "i4", "", "contacts involving the tool"),
     "contact_count_all": ((), "i4", "", "all contacts in the scene"),
+    "contact_force_peak": ((), "f8", "N", "max |f| of the contact truth over the substeps of the period ending at t"),
+    "contact_axial_force_peak": ((), "f8", "N", "max |f.a| (a: mating axis) over the substeps of the period"),
+    "contact_count_peak": ((), "i4", "", "max tool contacts over the substeps of the period"),
     "manipulability": ((), "f8", "", "sqrt(det(J J^T))"),
 }
 

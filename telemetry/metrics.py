@@ -24,8 +24,9 @@ mating axis a is +z of the TRUE target frame D (+z out of the mouth); with no ta
 * ``contact.ft_truth_rms_diff`` = RMS ‖f_ft − f_truth‖ (the tool's inertial load in dynamic contact).
 
 Safety: joint position use max |q − q_mid| / (½ range) [%], velocity use max |q̇| / q̇_max [%], the
-minimum manipulability √det(J Jᵀ), and the saturation ratio = share of steps with any joint torque
-clipped [%]. Joints with an infinite range or velocity limit count 0 %.
+minimum manipulability √det(J Jᵀ), the saturation ratio = share of steps with any joint torque
+clipped [%], and the largest such share over any 0.25 s window [%] (the instability detector's
+signal, telemetry.gates). Joints with an infinite range or velocity limit count 0 %.
 
 Hand (only when the run has the G20 hand's ``hand_*`` channels): :func:`hand.effector.hand_metrics`.
 
@@ -33,6 +34,8 @@ Docking (only for mating targets, :data:`MATING_TARGETS`; tip p and tool axis z_
 over the final ``window`` seconds:
 
 * depth   = −z of the tip in D [m] (the mouth is z = 0);
+* seat error = seat depth − depth [m], the seat depth (mouth → seat) from the target geometry
+  (``meta["target_depth_total"]``); the seat gate (telemetry.gates) holds it within ±1 mm;
 * lateral = √(x² + y²) of the tip in D [m];
 * tilt    = ∠(z_tool, −z_D) [deg].
 
@@ -76,7 +79,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "safety.joint_vel_use": ("%", "max |q̇| / q̇_max over joints and time"),
     "safety.min_manipulability": ("", "minimum sqrt(det(J Jᵀ))"),
     "safety.saturation_ratio": ("%", "share of steps with any torque clipped"),
+    "safety.max_saturation_window": ("%", "largest share of torque-clipped steps in any 0.25 s window"),
     "docking.depth": ("m", "insertion depth of the tip below the mouth (window mean)"),
+    "docking.seat_error": ("m", "seat depth (from the target geometry) minus docking.depth; > 0: short of the seat"),
     "docking.lateral": ("m", "tip distance from the target axis (window mean)"),
     "docking.tilt_deg": ("deg", "tool-axis tilt from the mating axis (window mean)"),
     "hand.max_preset_error": ("rad", "G20 hand: worst |applied − goal| at the end of a hold window"),
@@ -266,15 +271,20 @@ def compute_metrics(
         w_body = ch[f"{key}_body"]
         axial = f_world @ axis
         lateral = np.linalg.norm(f_world - np.outer(axial, axis), axis=1)
-        out[f"contact.peak_force_{src}"] = _peak(np.linalg.norm(f_world, axis=1))
+        if src == "truth" and "contact_force_peak" in ch:  # substep-resolved (SubstepContact)
+            out["contact.peak_force_truth"] = _peak(np.asarray(ch["contact_force_peak"], dtype=float))
+            out["contact.peak_axial_force_truth"] = _peak(np.asarray(ch["contact_axial_force_peak"], dtype=float))
+        else:
+            out[f"contact.peak_force_{src}"] = _peak(np.linalg.norm(f_world, axis=1))
+            out[f"contact.peak_axial_force_{src}"] = _peak(np.abs(axial))
         out[f"contact.peak_wrench_norm_{src}"] = _peak(np.linalg.norm(w_body, axis=1))
-        out[f"contact.peak_axial_force_{src}"] = _peak(np.abs(axial))
         out[f"contact.steady_axial_force_{src}"] = float(np.mean(axial[w_mask]))
         out[f"contact.steady_lateral_force_{src}"] = float(np.mean(lateral[w_mask]))
         out[f"contact.peak_axial_moment_{src}"] = _peak(np.abs(np.sum(w_body[:, 3:] * axis_ee, axis=1)))
     diff = np.linalg.norm(ch["wrench_ext_world"][:, :3] - ch["wrench_truth_world"][:, :3], axis=1)
     out["contact.ft_truth_rms_diff"] = _rms(diff)
-    out["contact.max_contacts"] = int(np.max(ch["contact_count"]))
+    counts = ch["contact_count_peak"] if "contact_count_peak" in ch else ch["contact_count"]  # substep-resolved
+    out["contact.max_contacts"] = int(np.max(counts))
 
     # ---- safety
     q_min = np.asarray(meta["q_min"], dtype=float)
@@ -287,6 +297,9 @@ def compute_metrics(
     out["safety.joint_vel_use"] = _use_percent(np.abs(ch["v"]), np.asarray(meta["v_max"], dtype=float))
     out["safety.min_manipulability"] = float(np.min(ch["manipulability"]))
     out["safety.saturation_ratio"] = float(100.0 * np.mean(ch["saturated"]))
+    from telemetry.gates import saturation_window_share
+
+    out["safety.max_saturation_window"] = saturation_window_share(ch["saturated"], t)[0]
 
     # ---- docking
     T_target = meta.get("T_world_target")
@@ -294,6 +307,9 @@ def compute_metrics(
         T = np.asarray(T_target, dtype=float)
         p_in_D = (ch["ee_pos"][w_mask] - T[:3, 3]) @ T[:3, :3]  # rows: R_world_Dᵀ (p − o_D)
         out["docking.depth"] = float(np.mean(-p_in_D[:, 2]))
+        seat = meta.get("target_depth_total")
+        if seat is not None:
+            out["docking.seat_error"] = float(seat) - out["docking.depth"]
         out["docking.lateral"] = float(np.mean(np.linalg.norm(p_in_D[:, :2], axis=1)))
         z_tool = R_world_ee[w_mask][:, :, 2]
         # angle via atan2(‖a × b‖, a·b): exact for small tilts

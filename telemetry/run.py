@@ -125,7 +125,7 @@ class Run:
 
     @property
     def status(self) -> str:
-        """``completed`` | ``diverged`` | ``interrupted`` (from meta.json / summary.json)."""
+        """``completed`` | ``unstable`` | ``diverged`` | ``interrupted`` (from meta.json / summary.json)."""
         return str(self.meta.get("status") or self.summary.get("status") or "completed")
 
     @property

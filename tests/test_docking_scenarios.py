@@ -16,21 +16,62 @@ def test_docking_scenario_passes(name: str) -> None:
     assert r.metrics["contact.peak_force_truth"] > 0.1, "the scenario must actually make contact"
 
 
+#: one docking scenario per controller and robot (experiments/step_convergence.py runs all of them)
+CONVERGENCE = ["iiwa14_docking", "fr3_docking", "iiwa14_docking_hqp", "fr3_docking_misaligned", "iiwa14_docking_se3",
+               "fr3_docking_se3"]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["iiwa14_docking", "fr3_docking"])
+@pytest.mark.parametrize("name", CONVERGENCE)
 def test_step_size_convergence(name: str) -> None:
-    """dt and dt/2 at the same 1 ms control period: same verdict, peak truth force within 10%,
-    final depth within 0.2 mm."""
+    """dt, dt/2 and dt/4 at the same 1 ms control period: the same verdict, the substep-resolved peak
+    truth force within 10 % of the dt value, the final depth within 0.2 mm; and the substep peak is
+    never below the force sampled once per control period (measured: ≤ 6.5 % apart over all eleven
+    docking scenarios and their gravity twins, where the sampled peak under-reports by up to 6.4 % at dt/4)."""
+    import numpy as np
+
     results = {}
-    for dt in (0.001, 0.0005):
+    for div in (1, 2, 4):
         d = scenario_dict(name)
-        d["sim"]["timestep"] = dt
-        results[dt] = run(scenario_from_dict(d), out_root=None)
-    a, b = results[0.001], results[0.0005]
-    assert a.verdict == b.verdict == "PASS"
-    fa, fb = a.metrics["contact.peak_force_truth"], b.metrics["contact.peak_force_truth"]
-    assert abs(fa - fb) <= 0.10 * max(fa, fb), (fa, fb)
-    assert abs(a.metrics["docking.depth"] - b.metrics["docking.depth"]) <= 2e-4
+        d["sim"]["timestep"] = 0.001 / div
+        results[div] = run(scenario_from_dict(d), out_root=None)
+    base = results[1]
+    assert base.verdict == "PASS"
+    for div, r in results.items():
+        assert r.verdict == base.verdict, (div, r.gates)
+        fa, fb = base.metrics["contact.peak_force_truth"], r.metrics["contact.peak_force_truth"]
+        assert abs(fb - fa) <= 0.10 * fa, (div, fa, fb)
+        assert abs(r.metrics["docking.depth"] - base.metrics["docking.depth"]) <= 2e-4
+        sampled = np.linalg.norm(r.telemetry["wrench_truth_world"][:, :3], axis=1)
+        assert np.all(r.telemetry["contact_force_peak"] >= sampled)
+        if div == 1:  # one substep per period: the peak channel is the sample itself
+            np.testing.assert_array_equal(r.telemetry["contact_force_peak"], sampled)
+
+
+def test_frictionless_contact_with_the_elliptic_cone() -> None:
+    """Friction 0 on probe and drogue under the default (elliptic) cone: the probe docks with a few
+    newtons (the pyramidal cone gave 90 kN here and is now rejected below μ = 0.01)."""
+    d = scenario_dict("iiwa14_docking")
+    d["tool"]["friction"] = 0.0
+    d["target"]["friction"] = 0.0
+    r = run(scenario_from_dict(d), out_root=None)
+    assert r.verdict == "PASS", r.gates
+    assert 0.1 < r.metrics["contact.peak_force_truth"] < 10.0
+
+
+@pytest.mark.parametrize("name", ["iiwa14_docking", "fr3_docking", "fr3_docking_hqp"])
+def test_gravity_twin_docks_as_in_orbit(name: str) -> None:
+    """Gravity is compensated exactly (h in both models, the feedforward's key, the F/T weight stage,
+    the step-0 hold), so the lab twin docks as the in-orbit scenario does: depth within 0.05 mm, peak
+    force within 2 % (measured: equal to 5 digits; the contact amplifies the round-off of g − g)."""
+    from tests.helpers import SCENARIOS
+
+    orbit = run(load_scenario(SCENARIOS / f"{name}.yaml"), out_root=None)
+    lab = run(load_scenario(SCENARIOS / "gravity" / f"{name}_gravity.yaml"), out_root=None)
+    assert orbit.verdict == lab.verdict == "PASS"
+    assert abs(lab.metrics["docking.depth"] - orbit.metrics["docking.depth"]) <= 5e-5
+    fo, fl = orbit.metrics["contact.peak_force_truth"], lab.metrics["contact.peak_force_truth"]
+    assert abs(fl - fo) <= 0.02 * fo, (fo, fl)
 
 
 @pytest.mark.parametrize("nose", ["round", "cone"])

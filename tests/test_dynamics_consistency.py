@@ -58,6 +58,14 @@ def test_mujoco_pinocchio_agree(robot: str, gravity: bool) -> None:
         J_body = np.vstack([R.T @ J_mj[:3], R.T @ J_mj[3:]])
         np.testing.assert_allclose(snap.J_ee_body, J_body, rtol=0, atol=TOL["jacobian_abs"])
         np.testing.assert_allclose(snap.Minv @ snap.M, np.eye(nv), rtol=0, atol=1e-9)
+        # g(q) alone (the feedforward's key): MuJoCo's bias at zero velocity; exactly zero at zero gravity
+        data.qvel[da] = 0.0
+        mujoco.mj_forward(m, data)
+        g_mj = data.qfrc_bias[da]
+        if gravity:
+            np.testing.assert_allclose(snap.g, g_mj, rtol=0, atol=TOL["bias_rel"] * np.abs(g_mj).max())
+        else:
+            assert not np.any(snap.g) and not np.any(g_mj)
 
 
 def test_tool_inertia_is_lumped_into_the_arm() -> None:

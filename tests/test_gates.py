@@ -62,7 +62,8 @@ def test_no_gates_pass() -> None:
 
 def test_gate_objects_and_specs_are_accepted() -> None:
     sc = scenario_from_dict(scenario_dict("iiwa14_docking"))
-    verdict, results = evaluate_gates(sc.gates, {g.metric: 1e9 for g in sc.gates}, complete=True)
+    verdict, results = evaluate_gates(sc.gates, {g.metric: 1e9 for g in sc.gates}, complete=True,
+                                      meta={"target_depth_total": 0.08278})
     assert len(results) == len(sc.gates)
     assert Gate.from_spec(sc.gates[0]).metric == sc.gates[0].metric
 
@@ -86,7 +87,13 @@ def test_gate_validate() -> None:
     with pytest.raises(ScenarioError, match="known: .*docking.depth"):
         Gate("docking.dept", max=1.0).validate()
     with pytest.raises(ScenarioError, match="needs max and/or min"):
-        Gate("docking.depth").validate()
+        Gate("docking.lateral").validate()
+    Gate("docking.depth").validate()  # the seat gate
+    Gate("docking.depth", tolerance=0.002).validate()
+    with pytest.raises(ScenarioError, match="tolerance applies only to the seat gate"):
+        Gate("docking.depth", min=0.07, tolerance=0.002).validate()
+    with pytest.raises(ScenarioError, match="must be > 0 m"):
+        Gate("docking.depth", tolerance=0.0).validate()
     with pytest.raises(ScenarioError, match="must be > 0"):
         Gate("docking.depth", max=1.0, window=0.0).validate()
     Gate("docking.depth", max=1.0, window=0.5).validate()
@@ -132,3 +139,69 @@ def test_score_run_on_a_folder(tmp_path: Path) -> None:
     assert verdict == "PASS"
     verdict, results = score_run(folder, gates=[{"metric": "docking.tilt_deg", "max": 0.1}])
     assert verdict == "FAIL" and results[0].reason.endswith("> max 0.1")
+
+
+# ------------------------------------------------------------------------------ the seat gate
+SEAT = 0.0827817  # mouth → seat [m] of the shipped drogue geometry
+
+
+def test_seat_gate_takes_its_bounds_from_the_target_geometry() -> None:
+    """docking.depth without bounds: seated within 1 mm (default) or ``tolerance`` of the seat depth."""
+    meta = {"target_depth_total": SEAT}
+    gate = [{"metric": "docking.depth"}]
+    for depth, verdict in ((SEAT, "PASS"), (SEAT - 0.00099, "PASS"), (SEAT + 0.00099, "PASS"),
+                           (SEAT - 0.003, "FAIL"), (SEAT - 0.0078, "FAIL"), (SEAT + 0.0011, "FAIL")):
+        v, r = evaluate_gates(gate, {"docking.depth": depth}, complete=True, meta=meta)
+        assert v == verdict == r[0].verdict, (depth, r[0])
+        np.testing.assert_allclose((r[0].min, r[0].max), (SEAT - 0.001, SEAT + 0.001), rtol=0, atol=1e-15)
+    # the sensorless case of issue 15: 79.75 mm passed the old absolute gate (min 0.075), not the seat gate
+    v, r = evaluate_gates(gate, {"docking.depth": 0.07975}, complete=True, meta=meta)
+    assert v == "FAIL" and r[0].reason.startswith("not seated: tip 3.03 mm short of the seat at 0.0827817 m")
+    assert evaluate_gates([{"metric": "docking.depth", "min": 0.075}], {"docking.depth": 0.07975},
+                          complete=True)[0] == "PASS"
+    v, r = evaluate_gates([{"metric": "docking.depth"}], {"docking.depth": SEAT + 0.002}, complete=True, meta=meta)
+    assert v == "FAIL" and "2 mm past the seat" in r[0].reason
+    v, r = evaluate_gates([{"metric": "docking.depth", "tolerance": 0.004}], {"docking.depth": SEAT - 0.003},
+                          complete=True, meta=meta)
+    assert v == "PASS" and r[0].min == pytest.approx(SEAT - 0.004)
+    v, r = evaluate_gates(gate, {"docking.depth": SEAT}, complete=True, meta={})
+    assert v == "FAIL" and r[0].reason == "the target has no seat depth"
+    with pytest.raises(ScenarioError, match="needs meta="):
+        evaluate_gates(gate, {"docking.depth": SEAT}, complete=True)
+
+
+def test_shipped_docking_scenarios_gate_on_the_seat() -> None:
+    """Every shipped docking scenario uses the seat gate (no absolute depth bound that passes a probe
+    stopped short of the seat)."""
+    from sim.scenario import load_scenario
+    from tests.helpers import SCENARIOS
+
+    docking = [f for f in sorted(SCENARIOS.rglob("*.yaml")) if "docking" in f.stem]
+    assert len(docking) >= 22
+    for f in docking:
+        depth = [g for g in load_scenario(f).gates if g.metric == "docking.depth"]
+        assert len(depth) == 1 and depth[0].min is None and depth[0].max is None, f.name
+
+
+# ------------------------------------------------------------------------------ instability
+def test_instability_detector_sustained_saturation_and_velocity_runaway() -> None:
+    from telemetry.gates import detect_instability
+
+    ch, meta = synthetic()
+    assert detect_instability(ch, meta) is None  # every other step saturated for 2 s: not sustained
+    ch["saturated"] = np.zeros(N, dtype=bool)
+    ch["saturated"][3000:3224] = True  # 224 of 250 steps = 89.6 % < 90 %
+    assert detect_instability(ch, meta) is None
+    ch["saturated"][3224:3226] = True  # 226 / 250 = 90.4 %
+    found = detect_instability(ch, meta)
+    assert found.kind == "saturation" and found.value == pytest.approx(90.4)
+    assert found.t == pytest.approx(3.225) and "sustained saturation" in found.message
+    ch, meta = synthetic()
+    ch["v"][2500, 3] = 1.49 * meta["v_max"][3]
+    assert detect_instability(ch, meta) is None
+    ch["v"][2600, 3] = -1.51 * meta["v_max"][3]
+    found = detect_instability(ch, meta)
+    assert found.kind == "velocity" and found.t == pytest.approx(2.6) and found.value == pytest.approx(151.0)
+    # an unstable run fails whatever its gates say
+    assert evaluate_gates([], {}, complete=True, unstable=True)[0] == "FAIL"
+    assert evaluate_gates([], {}, complete=False, unstable=True)[0] == "INCOMPLETE"

@@ -234,9 +234,19 @@ class _BothPipelines:
         return a
 
 
+#: gravity on (the tool-weight stage) with a simulated sensor bias and a tare: every branch of the kernel
+_BIASED = {"sim.gravity": [0.0, 0.0, -9.81], "wrench.ft_bias": [0.5, -0.2, 1.0, 0.01, 0.02, -0.03],
+           "wrench.tare_time": 0.01}
+
+
 @wrench_built
-@pytest.mark.parametrize("scene", ["iiwa14_docking_misaligned", "fr3_g20_press"])  # one tool body; the hand's many
-def test_wrench_kernel_equals_the_python_pipeline(scene: str) -> None:
+@pytest.mark.parametrize(
+    ("scene", "changes"),
+    [("iiwa14_docking_misaligned", {}), ("fr3_g20_press", {}),  # one tool body; the hand's many
+     ("iiwa14_docking_misaligned", _BIASED), ("fr3_g20_press", _BIASED)],
+    ids=["probe", "hand", "probe-gravity-bias-tare", "hand-gravity-bias-tare"],
+)
+def test_wrench_kernel_equals_the_python_pipeline(scene: str, changes: dict) -> None:
     """Every step of two contact runs. With one tool body both sides are the same scalar operations in
     the same order: equal bit for bit. The G20's 23 tool bodies are summed by numpy's reduction on the
     Python side (its grouping is numpy's choice): within the guard's bound (three-term sums, S = max
@@ -244,12 +254,18 @@ def test_wrench_kernel_equals_the_python_pipeline(scene: str) -> None:
     from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
     from sim.wrench import WrenchPipeline
 
-    setup = build(scenario_from_dict(scenario_dict(scene)))
+    d = scenario_dict(scene)
+    for key, value in changes.items():
+        section, name = key.split(".")
+        d.setdefault(section, {})[name] = value
+    setup = build(scenario_from_dict(d))
     wp = setup.wrench
     assert wp.kernel == "compiled"
+    assert wp.compensation == ("gravity" if changes else "none")
     args = (setup.asm.model, setup.asm.tool.sensor_site, FORCE_SENSOR, TORQUE_SENSOR, setup.asm.tool.root_body)
     with kernels.forced("python"):
-        slow = WrenchPipeline(*args)
+        slow = WrenchPipeline(*args, gravity_compensation=wp.gravity_compensation, ft_bias=wp.ft_bias.copy(),
+                              tare_step=wp.tare_step)
     assert slow.kernel == "python"
     both = _BothPipelines(wp, slow)
     setup.wrench = both
@@ -258,6 +274,8 @@ def test_wrench_kernel_equals_the_python_pipeline(scene: str) -> None:
     if wp.single_body:
         assert both.max_diff == 0.0
     assert both.max_ratio < 1.0
+    if changes:  # the tare happened on both sides, with the same bias
+        assert wp.tare_record is not None and wp.tare_record == slow.tare_record
 
 
 @wrench_built

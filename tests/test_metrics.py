@@ -34,6 +34,9 @@ ERR_MM = {"a": 1.0, "b": 3.0, "after": 0.5}  # position error magnitude [mm]
 ROT_DEG = {"a": 2.0, "b": 4.0, "after": 0.3}  # orientation error [deg], about the EE x axis
 P_TIP_IN_D = np.array([3e-4, -4e-4, -0.08])  # seated tip in the target frame [m]
 F_PEAK, F_STEADY, F_LAT, N_AXIAL, FT_OFFSET = 12.0, 5.0, 0.5, 0.2, 0.3  # N, N, N, N·m, N
+# a substep spike between two samples: the truth force of step 2400 (9.6 N axial) scaled to 14 N, and
+# one more contact than sampled at step 2250 (the substep-resolved channels of sim.wrench.SubstepContact)
+I_SPIKE, F_SUBSTEP, I_COUNT, COUNT_SUBSTEP = 2400, 14.0, 2250, 5
 Q_MIN = np.array([-2.0] * NV)
 Q_MAX = np.array([3.0] * NV)
 V_MAX = np.full(NV, 1.5)
@@ -108,6 +111,14 @@ def synthetic(target_type: str | None = "drogue") -> tuple[dict[str, np.ndarray]
     ch["contact_count"][2200:2300] = 4
     ch["contact_count"][I_B_END:] = 2
     ch["contact_count_all"] = ch["contact_count"].copy()
+    # substep-resolved peaks: the samples, plus a spike the samples miss
+    axis = R_D[:, 2] if target_type else np.array([0.0, 0.0, 1.0])
+    f_peak = ch["wrench_truth_world"][:, :3].copy()
+    f_peak[I_SPIKE] *= F_SUBSTEP / f_ax[I_SPIKE]
+    ch["contact_force_peak"] = np.linalg.norm(f_peak, axis=1)
+    ch["contact_axial_force_peak"] = np.abs(f_peak @ axis)
+    ch["contact_count_peak"] = ch["contact_count"].copy()
+    ch["contact_count_peak"][I_COUNT] = COUNT_SUBSTEP
     # safety
     mid, half = (Q_MAX + Q_MIN) / 2, (Q_MAX - Q_MIN) / 2
     q = np.tile(mid, (N, 1))
@@ -118,7 +129,7 @@ def synthetic(target_type: str | None = "drogue") -> tuple[dict[str, np.ndarray]
     ch["v"] = v
     ch["tau_cmd"] = np.zeros((N, NV))
     ch["tau_applied"] = np.zeros((N, NV))
-    ch["saturated"] = np.arange(N) < SAT_STEPS
+    ch["saturated"] = (np.arange(N) < 2 * SAT_STEPS) & (np.arange(N) % 2 == 0)  # every other step: not sustained
     ch["manipulability"] = 0.1 + 0.03 * np.cos(2 * math.pi * t)
     ch["manipulability"][1234] = 0.042
     meta = {
@@ -186,8 +197,8 @@ def test_segment_masks_are_half_open_except_the_last() -> None:
 def test_contact_known_force_trace_ft_and_truth() -> None:
     ch, meta = synthetic()
     m = compute_metrics(ch, meta)
-    _close(m["contact.peak_force_truth"], F_PEAK)
-    _close(m["contact.peak_axial_force_truth"], F_PEAK)
+    _close(m["contact.peak_force_truth"], F_SUBSTEP)  # substep-resolved: the spike between two samples
+    _close(m["contact.peak_axial_force_truth"], F_SUBSTEP)
     _close(m["contact.steady_axial_force_truth"], F_STEADY)
     _close(m["contact.steady_lateral_force_truth"], F_LAT)
     _close(m["contact.peak_axial_moment_truth"], N_AXIAL)
@@ -198,7 +209,29 @@ def test_contact_known_force_trace_ft_and_truth() -> None:
     _close(m["contact.steady_lateral_force_ft"], F_LAT)
     _close(m["contact.peak_axial_moment_ft"], N_AXIAL)
     _close(m["contact.ft_truth_rms_diff"], FT_OFFSET)
-    assert m["contact.max_contacts"] == 4 and isinstance(m["contact.max_contacts"], int)
+    assert m["contact.max_contacts"] == COUNT_SUBSTEP and isinstance(m["contact.max_contacts"], int)
+
+
+def test_peak_metrics_use_the_samples_without_substep_channels() -> None:
+    """A run folder without the substep-resolved channels (older runs): peaks of the sampled truth."""
+    ch, meta = synthetic()
+    for name in ("contact_force_peak", "contact_axial_force_peak", "contact_count_peak"):
+        del ch[name]
+    m = compute_metrics(ch, meta)
+    _close(m["contact.peak_force_truth"], F_PEAK)
+    _close(m["contact.peak_axial_force_truth"], F_PEAK)
+    assert m["contact.max_contacts"] == 4
+
+
+def test_seat_error_and_saturation_window() -> None:
+    ch, meta = synthetic()
+    m = compute_metrics(ch, meta)
+    _close(m["docking.seat_error"], meta["target_depth_total"] + P_TIP_IN_D[2])  # seat − depth
+    _close(m["safety.max_saturation_window"], 50.0)  # every other step in the first 2 s
+    ch["saturated"] = (np.arange(N) % 5) == 0  # every 5th step: 50 of the 250 steps of every window
+    _close(compute_metrics(ch, meta)["safety.max_saturation_window"], 20.0)
+    ch["saturated"] = (np.arange(N) >= 3000) & (np.arange(N) < 3250)  # 0.25 s pinned: 100 %
+    _close(compute_metrics(ch, meta)["safety.max_saturation_window"], 100.0)
 
 
 def test_safety_known_values() -> None:
@@ -245,7 +278,7 @@ def test_docking_metrics_only_for_mating_targets() -> None:
         ch, meta = synthetic(None)
         m = compute_metrics(ch, meta)
         axis = _rot("y", math.radians(30.0))[:, 2]
-        _close(m["contact.peak_axial_force_truth"], F_PEAK * axis[2])
+        _close(m["contact.peak_axial_force_truth"], F_SUBSTEP * axis[2])
     assert is_mating_target("drogue") and is_mating_target("drogue_floating")
     assert not is_mating_target("plate") and not is_mating_target(None)
 

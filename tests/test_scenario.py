@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from sim.errors import ScenarioError
-from sim.scenario import docs_markdown, load_scenario
+from sim.scenario import docs_markdown, load_scenario, scenario_from_dict
 from tests.helpers import REPO, SCENARIOS, scenario_dict
 
 
@@ -89,7 +89,7 @@ BAD = [
     ),
     (
         "gate without bounds",
-        lambda: _mutate("gates.0", {"metric": "docking.depth"}),
+        lambda: _mutate("gates.0", {"metric": "docking.lateral"}),
         ["gates[0]", "max and/or min"],
     ),
     ("q_init wrong length", lambda: _mutate("robot.q_init", [0.0, 0.1]), ["robot.q_init", "expected 7"]),
@@ -141,7 +141,7 @@ def test_missing_file_and_yaml_syntax(tmp_path: Path) -> None:
 
 
 def test_every_shipped_scenario_loads() -> None:
-    files = sorted(SCENARIOS.glob("*.yaml"))
+    files = sorted(SCENARIOS.rglob("*.yaml"))
     assert len(files) >= 2
     for f in files:
         sc = load_scenario(f)
@@ -158,3 +158,53 @@ def test_docs_scenarios_md_is_up_to_date() -> None:
     """docs/scenarios.md is generated from the typed configs: regenerate it with
     `python -m sim.scenario --docs > docs/scenarios.md`."""
     assert (REPO / "docs" / "scenarios.md").read_text() == docs_markdown()
+
+
+def test_every_docking_and_press_scenario_has_a_current_gravity_twin() -> None:
+    """scenarios/gravity/<name>_gravity.yaml is the original with gravity on and nothing else changed
+    (name, description and sim.gravity aside), and is what experiments/make_gravity_twins.py writes."""
+    from experiments.make_gravity_twins import twins
+
+    want = twins()
+    originals = [f for f in sorted(SCENARIOS.glob("*.yaml")) if load_scenario(f).target is not None]
+    assert len(want) == len(originals) >= 12  # every docking (drogue) and press (plate) scenario
+    for path, text in want.items():
+        assert path.is_file() and path.read_text() == text, (
+            f"{path.name} is missing or out of date: run `python experiments/make_gravity_twins.py`"
+        )
+        twin = load_scenario(path).to_dict()
+        original = load_scenario(SCENARIOS / f"{path.stem.removesuffix('_gravity')}.yaml").to_dict()
+        assert twin["sim"].pop("gravity") == [0.0, 0.0, -9.81] and original["sim"].pop("gravity") == [0.0, 0.0, 0.0]
+        for key in ("name", "description"):
+            twin.pop(key), original.pop(key)
+        assert twin == original, path.name
+
+
+def test_pyramidal_cone_with_near_frictionless_contact_is_rejected() -> None:
+    """cone: pyramidal below μ = 0.01 (the contact friction is the larger of tool's and target's) is a
+    ScenarioError naming the file and key and suggesting the elliptic cone; at 0.01 it is accepted, and
+    the elliptic cone (the default) accepts μ = 0."""
+    d = scenario_dict("iiwa14_docking")
+    d["sim"]["cone"] = "pyramidal"
+    d["tool"]["friction"] = 0.0
+    d["target"]["friction"] = 0.001
+    with pytest.raises(ScenarioError) as exc:
+        scenario_from_dict(d, file="scenarios/x.yaml")
+    assert str(exc.value).startswith("scenarios/x.yaml: sim.cone: the pyramidal cone needs a contact friction ≥ 0.01")
+    assert "use `cone: elliptic`" in str(exc.value)
+    d["target"]["friction"] = 0.01
+    assert scenario_from_dict(d).sim.cone == "pyramidal"
+    d["target"]["friction"] = 0.0
+    del d["sim"]["cone"]
+    assert scenario_from_dict(d).sim.cone == "elliptic"
+
+
+def test_belief_offset_keys_default_to_zero() -> None:
+    """target.belief_offset given with rpy_deg only: the position offset is zero (as docs/scenarios.md
+    says), not the default target position."""
+    d = scenario_dict("iiwa14_docking")
+    d["target"]["belief_offset"] = {"rpy_deg": [0.0, 0.0, 3.0]}
+    off = scenario_from_dict(d).target.config.belief_offset
+    assert off.position == (0.0, 0.0, 0.0) and off.rpy_deg == (0.0, 0.0, 3.0)
+    d["target"].pop("belief_offset")
+    assert scenario_from_dict(d).target.config.belief_offset.position == (0.0, 0.0, 0.0)

@@ -387,6 +387,7 @@ def _kernel_args(nv: int = 7) -> dict:
         "ff_f": np.zeros(nv),
         "ff_d": np.zeros(nv),
         "ff_half_f": np.ones(nv),
+        "ff_g": np.zeros(nv),
         "diag_gains": (1.0,) * 18,
         "F_d": (0.0,) * 6,
         "has_Fd": False,
@@ -481,6 +482,7 @@ def test_joint_space_part_for_any_number_of_joints(nv: int) -> None:
         "ff_f": f,
         "ff_d": d,
         "ff_half_f": f / 2.0,
+        "ff_g": rng.normal(size=nv),  # the torque-mode key is τ_pre − g
         "ff_damping": True,
     }
     args["T_world_ee"][:3, 3] = (0.1, -0.2, 0.05)
@@ -490,7 +492,7 @@ def test_joint_space_part_for_any_number_of_joints(nv: int) -> None:
     Li = J @ args["Minv"] @ J.T
     y = np.linalg.solve(Li, dV_ref - args["dJdq_ee_body"] + 10.0 * args["twist_ee_body"])
     tau = args["h"] - 10.0 * M @ args["v"] + J.T @ (y - args["ext_body"])
-    ff = f * np.tanh(tau / (f / 2.0)) + d * args["v"]
+    ff = f * np.tanh((tau - args["ff_g"]) / (f / 2.0)) + d * args["v"]
     tau = tau + ff
     # the guard's bound of τ (SE3LieController._guard_bounds): S = 3 max(|J|ᵀ(|y| + |F|) + d_null |M||q̇| + |h|)
     # + max |τ_ff|, κ = κ(Λ_b⁻¹)

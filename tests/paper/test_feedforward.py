@@ -30,3 +30,21 @@ def test_off_and_inactive() -> None:
     off = DissipationFeedforward(np.ones(3), np.ones(3), "off")
     assert not off.active
     np.testing.assert_array_equal(off.compute(np.ones(3), np.ones(3)), 0.0)
+
+
+def test_torque_mode_keys_on_the_torque_without_gravity() -> None:
+    """τ_ff = f tanh((τ_pre − g) / (f/2)): the same τ_ff for the same task torque whatever the gravity
+    torque g(q) added to it (a joint holding 40 N·m against gravity gets no ±f offset), and bit for bit
+    the zero-gravity value when g = 0."""
+    f = np.array([1.137, 0.763, 0.44])
+    d = np.array([0.21, 0.0, 0.1])
+    ff = DissipationFeedforward(f, d, "torque")
+    v = np.array([0.3, -0.2, 0.1])
+    tau_task = np.array([0.2, -0.3, 0.05])
+    g = np.array([40.0, -25.0, 3.0])
+    at_zero_g = ff.compute(v, tau_task).copy()
+    np.testing.assert_array_equal(ff.compute(v, tau_task, np.zeros(3)), at_zero_g)
+    np.testing.assert_allclose(ff.compute(v, tau_task + g, g), at_zero_g, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(ff.compute(v, tau_task + g, g), f * np.tanh(tau_task / (f / 2)) + d * v, rtol=1e-12)
+    # keyed on τ_pre alone, gravity would saturate the tanh at +f / −f / +f
+    np.testing.assert_allclose(ff.compute(v, tau_task + g) - d * v, f * np.sign(g), rtol=1e-9)

@@ -27,10 +27,11 @@ from controllers.hqp import (
 from controllers.observer import MomentumObserver
 from planners.base import Reference
 from sim import kernels, lie
-from sim.loop import build, simulate
+from sim.loop import build, run, simulate
 from sim.robots import get_robot
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState
+from tests.helpers import press_scenario
 
 # Tolerance table (the only tolerances used in this module).
 TOL_SYM = 1e-12  # symmetry of D_r (relative to its norm)
@@ -504,3 +505,29 @@ def test_joint_position_limit_is_honoured_where_khatib_crosses_it() -> None:
     assert 0.0 < over <= 0.067 * 0.05 * v_peak + TOL_JOINT_LIMIT * 0.01, (over, v_peak)
     assert over < TOL_JOINT_LIMIT * 20  # ≈ 1.5 mrad here vs Khatib's > 200 mrad
     assert out["critical"][0] <= 1e-9, out["critical"]
+
+
+@pytest.mark.parametrize("gravity", [0.0, -9.81])
+def test_press_realises_the_designed_impedance_by_default(gravity: float) -> None:
+    """The probe pressed 4 mm into a plate under the HQP with constant stiffness (k_α = 0, shifted
+    sigmoid: K_r = K_0): at rest the designed impedance K_r e_p = F_ext gives F_axial / (K_r,z e_z) = 1.
+    The default (``wrench_compensation: true``) realises it; the literal form realises 2·F_ext, i.e.
+    the ratio ½. The iiwa14 has no joint friction, so the rest state is unique. Tolerance ±0.01
+    (measured deviation 1.4e-4: the contact's residual motion and the moment of the tip force).
+    Gravity on or off: the same ratio (g is compensated through h)."""
+    ratios = {}
+    for comp in (None, False):
+        d = press_scenario("iiwa14", press_depth=0.004, gravity=[0.0, 0.0, gravity])
+        d["controller"] = {"type": "hqp", "k_alpha": 0.0, "sigmoid": "shifted"}
+        if comp is not None:
+            d["controller"]["wrench_compensation"] = comp
+        r = run(scenario_from_dict(d), out_root=None)
+        ch = r.telemetry
+        last = slice(-500, None)
+        f_axial = float(np.mean(ch["wrench_truth_world"][last, 2]))  # plate normal = world +z
+        e_z = float(np.mean(ch["ee_pos"][last, 2] - ch["ee_pos_des"][last, 2]))  # x − x_d along z
+        K_rz = float(ch["ctrl_k_r_trans"][-1])
+        assert K_rz == 300.0 and f_axial > 0.5
+        ratios[comp] = f_axial / (K_rz * e_z)
+    assert abs(ratios[None] - 1.0) <= 0.01, ratios
+    assert abs(ratios[False] - 0.5) <= 0.01, ratios

@@ -74,13 +74,14 @@ DEFAULT_TOLERANCES: dict[str, dict[str, float]] = {
 
 
 def gated_scenarios(folder: Path = SCENARIOS_DIR) -> list[Path]:
-    """Every ``*.yaml`` in ``folder`` whose top level has a non-empty ``gates:`` list, sorted.
+    """Every ``*.yaml`` in ``folder`` or below it (e.g. the gravity twins in ``scenarios/gravity/``)
+    whose top level has a non-empty ``gates:`` list, sorted by path.
 
     A file that does not parse as YAML is included too, so that the regression test for it fails
     loudly instead of the file silently dropping out of the suite.
     """
     out = []
-    for f in sorted(folder.glob("*.yaml")):
+    for f in sorted(folder.rglob("*.yaml")):
         try:
             data = yaml.safe_load(f.read_text())
         except yaml.YAMLError:

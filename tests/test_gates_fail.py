@@ -1,0 +1,111 @@
+"""Every gate the shipped scenarios use can fail a real run that a researcher would call a failure.
+
+Each case is a shipped scenario with one physical change (named in its id); the test runs it and
+requires the named gate to FAIL with a reason that names the bound. The unchanged scenarios PASS in
+tests/regression, so each gate demonstrably separates the two.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim.loop import run
+from sim.scenario import scenario_from_dict
+from tests.helpers import SCENARIOS, scenario_dict
+
+pytestmark = pytest.mark.slow
+
+PLATE_IN_THE_PATH = {"type": "plate", "pose": {"position": [0.55, 0.0, 0.2], "rpy_deg": [15.0, 0.0, 0.0]}}
+
+#: (id, scenario, changes {dotted key: value}, gate metric that must FAIL)
+CASES = [
+    # the goal 4 mm above the seat: the probe stops 4 mm short (an absolute min 0.075 m would pass it)
+    ("stops_short_of_the_seat", "iiwa14_docking", {"target.seat_gap": 0.004}, "docking.depth"),
+    # 3 mm bore clearance and the belief 2 mm off: the probe rests against the bore wall, off the axis
+    ("rests_off_axis", "iiwa14_docking", {"target.clearance": 0.003, "target.belief_offset.position": [0.002, 0, 0]},
+     "docking.lateral"),
+    # a soft wrist (k_rot/m_rot = 10 instead of 500): the probe leans in the bore
+    ("leans_in_the_bore", "iiwa14_docking",
+     {"controller.m_rot": 1.0, "controller.k_rot": 10.0, "controller.d_rot": 6.0}, "docking.tilt_deg"),
+    # force feedback gain Λ/M_d ≫ 1 (m = 0.5 kg): the contact chatters at ~100 N
+    ("chatters_at_high_force", "iiwa14_docking", {"controller.m": 0.5}, "contact.peak_force_truth"),
+    # 1 N·m actuators: the torques clip on 1.6 % of the steps
+    ("weak_actuators", "iiwa14_docking", {"robot.max_torque": 1.0}, "safety.saturation_ratio"),
+    # the FR3's joint friction uncompensated under soft gains: the reference is not followed
+    ("friction_uncompensated", "fr3_tracking", {"controller.feedforward": "off", "controller.k": 50.0,
+     "controller.d": 20.0, "controller.k_rot": 5.0, "controller.d_rot": 2.0}, "tracking.max_segment_pos_rms"),
+    ("friction_uncompensated_peak", "fr3_tracking", {"controller.feedforward": "off", "controller.k": 50.0,
+     "controller.d": 20.0, "controller.k_rot": 5.0, "controller.d_rot": 2.0}, "tracking.max_segment_pos_peak"),
+    ("friction_uncompensated_rot", "fr3_tracking", {"controller.feedforward": "off", "controller.k": 50.0,
+     "controller.d": 20.0, "controller.k_rot": 5.0, "controller.d_rot": 2.0}, "tracking.rot_rms_deg"),
+    # a tilted plate 5 mm below the start: the figure-8 runs into it
+    ("obstacle_in_the_path", "iiwa14_tracking", {"target": PLATE_IN_THE_PATH, "start.standoff": 0.005},
+     "contact.max_contacts"),
+    # half the press depth: 5 N instead of the commanded 10 N
+    ("press_too_shallow", "fr3_g20_press", {"target.press_depth": 0.02}, "contact.steady_axial_force_truth"),
+    ("press_too_shallow_ft", "fr3_g20_press", {"target.press_depth": 0.02}, "contact.steady_axial_force_ft"),
+    # gravity on without the tool-weight compensation: the F/T reads the hand's 4 N weight as contact
+    ("tool_weight_in_the_ft", "fr3_g20_press", {"sim.gravity": [0.0, 0.0, -9.81], "wrench.gravity_compensation": "off"},
+     "contact.ft_truth_rms_diff"),
+    # a 0.05 rad/s slew: the half fist is not reached before the hand is told to open again
+    ("hand_too_slow", "fr3_g20_tracking", {"tool.slew_rad_s": 0.05}, "hand.max_preset_error"),
+    # the fist without the collision projection: the fingers sink into each other
+    ("hand_self_penetration", "fr3_g20_tracking", {"tool.collision_project": False, "tool.schedule": [
+        {"t": 4.0, "preset": "fist"}, {"t": 8.0, "preset": "open"}]}, "hand.max_penetration"),
+]
+
+
+def _changed(name: str, changes: dict) -> dict:
+    d = scenario_dict(name)
+    for key, value in changes.items():
+        *path, last = key.split(".")
+        node = d
+        for k in path:
+            node = node.setdefault(k, {})
+        node[last] = value
+    return d
+
+
+def test_every_gated_metric_of_the_shipped_scenarios_has_a_failing_case() -> None:
+    import yaml
+
+    used = {g["metric"] for f in SCENARIOS.rglob("*.yaml") for g in (yaml.safe_load(f.read_text()).get("gates") or [])}
+    assert used <= {c[3] for c in CASES}, sorted(used - {c[3] for c in CASES})
+
+
+@pytest.mark.parametrize(("name", "changes", "metric"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_gate_fails_a_real_failure(name: str, changes: dict, metric: str) -> None:
+    r = run(scenario_from_dict(_changed(name, changes)), out_root=None)
+    assert r.status == "completed"
+    gate = [g for g in r.gates if g["metric"] == metric]
+    assert len(gate) == 1, f"{name} has no gate on {metric}"
+    assert gate[0]["verdict"] == "FAIL" and r.verdict == "FAIL", gate[0]
+    assert gate[0]["reason"], gate[0]
+    if metric == "docking.depth":
+        assert gate[0]["reason"].startswith("not seated: tip 4.0")
+
+
+def test_unstable_controller_is_reported_unstable_with_exit_code_2(tmp_path: Path, capsys) -> None:
+    """The FR3 Khatib docking with m = 0.5 kg pins its torques at the limits from the start: the run is
+    marked ``unstable`` (verdict FAIL, the message says why), the CLI exits 2 and prints the message,
+    and re-scoring its folder gives FAIL again."""
+    import yaml
+
+    from experiments.run_docking import main
+    from telemetry.gates import score_run
+
+    d = _changed("fr3_docking", {"controller.m": 0.5, "gates": []})
+    r = run(scenario_from_dict(d), out_root=tmp_path / "a")
+    assert r.status == "unstable" and r.verdict == "FAIL"
+    assert r.message.startswith("unstable: 100 % of the control steps") and "sustained saturation" in r.message
+    assert r.metrics["safety.max_saturation_window"] == 100.0
+    assert score_run(r.run_dir)[0] == "FAIL"
+    f = tmp_path / "unstable.yaml"
+    f.write_text(yaml.safe_dump(d))
+    assert main(["--scenario", str(f), "--out", str(tmp_path / "b"), "--no-progress"]) == 2
+    out = capsys.readouterr().out
+    assert "status     unstable" in out and "message    unstable:" in out and "verdict    FAIL" in out
+    # the same scenario with its normal gains is stable
+    assert run(scenario_from_dict(scenario_dict("fr3_docking")), out_root=None).status == "completed"
