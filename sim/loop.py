@@ -270,7 +270,8 @@ class StepObserver(Protocol):
     the one per-step seam of :func:`simulate`. Implementations live in :mod:`telemetry.live`.
 
     Attributes:
-        every: call :meth:`step` every this many control steps (an integer ≥ 1).
+        every: call :meth:`step` every this many control steps (an integer ≥ 1; read after
+            :meth:`start`).
         stop_reason: how a True from :meth:`step` is reported (e.g. ``"viewer closed"``).
     """
 
@@ -406,10 +407,11 @@ def simulate(
     status, message = "completed", ""
     watch, watch_every = step_observer, 0
     if watch is not None:
+        watch.start(setup, tel)  # may set ``every`` from the setup (e.g. a frame rate → steps)
         watch_every = int(watch.every)
         if watch_every < 1:
+            watch.finish("error")
             raise ValueError(f"step_observer.every must be an integer >= 1, got {watch.every!r}")
-        watch.start(setup, tel)
     clock = time.perf_counter
     t_phys = t_dyn = t_ctrl = t_tel = t_tool = 0.0
     t_wall0 = time.perf_counter()

@@ -115,12 +115,20 @@ class Observers:
         if not members:
             raise DockbenchError("Observers needs at least one observer")
         self.members = list(members)
-        self.every = math.gcd(*[int(m.every) for m in self.members])
+        self.every = 1
         self.stop_reason = "stopped"
 
     def start(self, setup: Any, tel: Any) -> None:
-        for m in self.members:
-            m.start(setup, tel)
+        started = []
+        try:
+            for m in self.members:
+                m.start(setup, tel)
+                started.append(m)
+        except BaseException:
+            for m in started:
+                m.finish("error")
+            raise
+        self.every = math.gcd(*[int(m.every) for m in self.members])
 
     def step(self, i: int, t: float) -> bool:
         for m in self.members:
@@ -146,17 +154,18 @@ class Pacer:
     Args:
         speed: real-time factor to hold (1 = real time, 0.5 = half speed); a run slower than that
             is not slowed further.
-        every: control steps between two checks.
+        every: control steps between two checks, or
+        check_hz: checks per wall-clock second (``every`` follows at start).
         clock, sleep: injectable for tests (default ``time.perf_counter``, ``time.sleep``).
     """
 
     stop_reason = "paced run stopped"
 
-    def __init__(self, speed: float = 1.0, every: int = 1, *, clock: Callable[[], float] = time.perf_counter,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, speed: float = 1.0, every: int = 1, *, check_hz: float | None = None,
+                 clock: Callable[[], float] = time.perf_counter, sleep: Callable[[float], None] = time.sleep) -> None:
         if not (math.isfinite(speed) and speed > 0):
             raise DockbenchError(f"--speed must be a finite number > 0, got {speed}")
-        self.speed, self.every = float(speed), int(every)
+        self.speed, self.every, self.check_hz = float(speed), int(every), check_hz
         self.clock, self.sleep = clock, sleep
         self._t0: float | None = None
         self._wall0 = 0.0
@@ -166,6 +175,8 @@ class Pacer:
         """Largest lag behind the paced schedule [s] (the run was slower than ``speed``)."""
 
     def start(self, setup: Any, tel: Any) -> None:
+        if self.check_hz is not None:  # checks per wall second → steps
+            self.every = every_steps(self.check_hz / self.speed, setup.scenario.sim.control_period)
         self._t0 = None
 
     def step(self, i: int, t: float) -> bool:
@@ -215,7 +226,8 @@ class MailboxStream:
 
     Args:
         sink: the :class:`Sink`.
-        every: control steps between two rows offered to the sink.
+        every: control steps between two rows offered to the sink, or
+        rate_hz: rows per simulated second (``every`` follows from the control period at start).
         policy: ``latest`` (never blocks the loop) or ``all`` (every row, the loop waits when the ring
             is full); see the module docstring.
         max_rate_hz: ``latest`` only: at most this many rows per wall-clock second (None = no bound).
@@ -227,13 +239,16 @@ class MailboxStream:
 
     stop_reason = "stream stopped"
 
-    def __init__(self, sink: Any, every: int, *, policy: str = "latest", max_rate_hz: float | None = None,
-                 capacity: int = 256, name: str = "dockbench-stream") -> None:
+    def __init__(self, sink: Any, every: int | None = None, *, rate_hz: float | None = None, policy: str = "latest",
+                 max_rate_hz: float | None = None, capacity: int = 256, name: str = "dockbench-stream") -> None:
+        if (every is None) == (rate_hz is None):
+            raise DockbenchError("MailboxStream needs exactly one of every (steps) and rate_hz (per simulated second)")
         if policy not in ("latest", "all"):
             raise DockbenchError(f"mailbox policy {policy!r}; allowed: latest, all")
         if max_rate_hz is not None and not (math.isfinite(max_rate_hz) and max_rate_hz > 0):
             raise DockbenchError(f"max_rate_hz must be > 0, got {max_rate_hz}")
-        self.sink, self.every, self.policy = sink, int(every), policy
+        self.sink, self.policy, self.rate_hz = sink, policy, rate_hz
+        self.every = int(every) if every is not None else 1
         self.max_rate_hz = max_rate_hz
         self.capacity = 1 if policy == "latest" else max(1, int(capacity))
         self.name = name
@@ -243,6 +258,8 @@ class MailboxStream:
 
     # loop thread -------------------------------------------------------------------------------------
     def start(self, setup: Any, tel: Any) -> None:
+        if self.rate_hz is not None:
+            self.every = every_steps(self.rate_hz, setup.scenario.sim.control_period)
         self.layout = RowLayout(tel)
         self._block = tel.block
         self._ring = np.empty((self.capacity, self.layout.width))
