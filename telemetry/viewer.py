@@ -3,7 +3,7 @@ while the loop runs, paced to real time or ``speed`` × real time.
 
 The target and the tool are drawn see-through (:data:`TARGET_ALPHA`, :data:`TOOL_ALPHA`) and contact
 markers get metric sizes (:data:`CONTACT_MARKER_RADIUS`); these settings change the rendering only. Drawn on top of the model: MuJoCo's contact points and contact-force arrows (``mjVIS_CONTACTPOINT``,
-``mjVIS_CONTACTFORCE``; arrow length ``model.vis.map.force`` m/N), the reference pose of the step
+``mjVIS_CONTACTFORCE``; :data:`FORCE_ARROW_M_PER_N` long per newton), the reference pose of the step
 (a frame of three arrows, x red, y green, z blue, :data:`REFERENCE_AXIS_LENGTH` long, and a small
 sphere at ``ee_pos_des``), the goal pose as a thinner frame, and a text line with t, the speed and
 the contact force. Closing the window ends the run (status ``interrupted``, reason ``viewer
@@ -52,7 +52,9 @@ CONTACT_MARKER_HEIGHT = 0.0005
 CONTACT_FORCE_RGBA = (1.0, 0.2, 0.8, 1.0)
 """Colour of the contact force arrows (magenta: visible against the tool and the target)."""
 FORCE_ARROW_RADIUS = 0.0015
-"""Shaft radius of a contact force arrow [m] (its length is ``model.vis.map.force`` m/N)."""
+"""Shaft radius of a contact force arrow [m]."""
+FORCE_ARROW_M_PER_N = 0.005
+"""Length of a contact force arrow per newton [m/N] (20 N → 10 cm)."""
 _AXIS_RGBA = ((0.9, 0.15, 0.15, 1.0), (0.15, 0.8, 0.15, 1.0), (0.2, 0.35, 1.0, 1.0))
 
 Launcher = Callable[[mujoco.MjModel, mujoco.MjData], Any]
@@ -233,6 +235,7 @@ class RunViewer:
         m.vis.scale.contactheight = CONTACT_MARKER_HEIGHT / size
         m.vis.scale.forcewidth = FORCE_ARROW_RADIUS / size
         m.vis.rgba.contactforce[:] = CONTACT_FORCE_RGBA
+        m.vis.map.force = FORCE_ARROW_M_PER_N * float(m.stat.meanmass)  # MuJoCo divides by meanmass
         self.handle = self.launch(m, d)
         h = self.handle
         with h.lock():
