@@ -420,7 +420,8 @@ def rerun_columns(rec: Any, ch: Mapping[str, np.ndarray], names: Sequence[str]) 
     reference frames, F/T and truth force arrows at the EE) in one column batch each."""
     rr = require("rerun", "rerun", "Rerun export")
     t = np.asarray(ch["t"], dtype=float)
-    idx = [rr.TimeColumn(TIMELINE, duration=t)]
+    # whole nanoseconds, rounded (Rerun would truncate float seconds: 1.025 s → 1.024999999 s)
+    idx = [rr.TimeColumn(TIMELINE, duration=np.rint(t * 1e9).astype(np.int64).astype("timedelta64[ns]"))]
     n = len(t)
     for name in names:
         a = np.asarray(ch[name], dtype=float).reshape(n, -1)
