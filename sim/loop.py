@@ -321,7 +321,7 @@ def simulate(
     duration = setup.duration if duration is None else duration
     n_steps = int(math.floor(duration / T_c + 1e-9)) + 1
     ctrl = setup.controller
-    extra = {f"ctrl_{n}": "" for n in ctrl.diag_names}
+    extra = {f"ctrl_{n}": ctrl.diag_units.get(n, "") for n in ctrl.diag_names}
     runtime = setup.runtime
     # The EE pose and the desired rotation are copied raw each step (a contiguous 4×4 and 3×3, part of
     # the one row copy); ee_pos, ee_quat and ee_quat_des are derived from them once the run ends
