@@ -131,7 +131,8 @@ def type_hash(s: Struct) -> str:
     """The REP-2011 type hash of ``s``: ``RIHS01_`` + SHA-256 of the JSON (separators ``", "`` and
     ``": "``, keys in the order of ``type_description_interfaces``) of the type's description and its
     sorted referenced descriptions."""
-    desc = {"type_description": _type_desc(s), "referenced_type_descriptions": [_type_desc(d) for d in s.dependencies()]}
+    desc = {"type_description": _type_desc(s),
+            "referenced_type_descriptions": [_type_desc(d) for d in s.dependencies()]}
     text = json.dumps(desc, skipkeys=False, ensure_ascii=True, indent=None, separators=(", ", ": "), sort_keys=False)
     return "RIHS01_" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -2,7 +2,8 @@
 while the loop runs, paced to real time or ``speed`` × real time.
 
 The target and the tool are drawn see-through (:data:`TARGET_ALPHA`, :data:`TOOL_ALPHA`) and contact
-markers get metric sizes (:data:`CONTACT_MARKER_RADIUS`); these settings change the rendering only. Drawn on top of the model: MuJoCo's contact points and contact-force arrows (``mjVIS_CONTACTPOINT``,
+markers get metric sizes (:data:`CONTACT_MARKER_RADIUS`); these settings change the rendering only.
+Drawn on top of the model: MuJoCo's contact points and contact-force arrows (``mjVIS_CONTACTPOINT``,
 ``mjVIS_CONTACTFORCE``; :data:`FORCE_ARROW_M_PER_N` long per newton), the reference pose of the step
 (a frame of three arrows, x red, y green, z blue, :data:`REFERENCE_AXIS_LENGTH` long, and a small
 sphere at ``ee_pos_des``), the goal pose as a thinner frame, and a text line with t, the speed and

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 
 from bridges import msgs, ros2
 from bridges.cdr import CdrError
@@ -162,7 +162,8 @@ def test_mcap_holds_the_run_in_ros2_messages(loaded, run_dir, tmp_path):
         q = [[d.pose.orientation.w, d.pose.orientation.x, d.pose.orientation.y, d.pose.orientation.z] for d in ds]
         return np.array(p), np.array(q)
 
-    for topic, pk, qk in (("/dockbench/ee_pose", "ee_pos", "ee_quat"), ("/dockbench/ee_pose_des", "ee_pos_des", "ee_quat_des")):
+    for topic, pk, qk in (("/dockbench/ee_pose", "ee_pos", "ee_quat"),
+                          ("/dockbench/ee_pose_des", "ee_pos_des", "ee_quat_des")):
         p, q = pose(topic)
         np.testing.assert_array_equal(p, ch[pk])
         np.testing.assert_array_equal(q, ch[qk])
@@ -252,9 +253,12 @@ def _rrd_columns(path: Path) -> dict[str, dict[str, np.ndarray]]:
     result = {}
     for ent, cols in out.items():
         res = {}
-        order = np.argsort(np.asarray([x.value if hasattr(x, "value") else x for x in cols["t"]])) if "t" in cols else None
+        def plain(x):
+            return x.value if hasattr(x, "value") else x
+
+        order = np.argsort(np.asarray([plain(x) for x in cols["t"]])) if "t" in cols else None
         for k, v in cols.items():
-            arr = np.array([x.value if hasattr(x, "value") else x for x in v], dtype=object if k.startswith("static") else None)
+            arr = np.array([plain(x) for x in v], dtype=object if k.startswith("static") else None)
             res[k] = arr[order] if order is not None and not k.startswith("static") else arr
         result[ent] = res
     return result

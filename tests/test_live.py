@@ -16,7 +16,7 @@ from bridges.ros2 import InProcessBus, InProcessTransport
 from sim.errors import DockbenchError
 from sim.loop import build, run, simulate
 from sim.scenario import load_scenario, scenario_from_dict
-from telemetry.live import MailboxStream, Observers, Pacer, RowLayout, Ros2Sink, every_steps
+from telemetry.live import MailboxStream, Observers, Pacer, Ros2Sink, RowLayout, every_steps
 from telemetry.run import Run, first_difference
 from telemetry.viewer import (
     CONTACT_FORCE_RGBA,
@@ -412,6 +412,30 @@ def test_ros2_live_topics_carry_the_recorded_numbers(scenario):
             i, w = step_of(m), m["wrench"]
             assert m["header"]["frame_id"] == "ee"
             assert [w["force"][c] for c in "xyz"] + [w["torque"][c] for c in "xyz"] == ch[key][i].tolist()
+
+
+def test_ros2_live_other_topics_use_the_export_table(scenario):
+    """A non-default topic set goes through telemetry.export.ros_topics (the MCAP table): the twist
+    and the contact counts of each step, and the world-aligned truth wrench, as exported."""
+    from telemetry.export import CONTACTS, world_aligned
+
+    got: dict[str, list] = {"ee_twist": [], "contacts": [], "wrench/truth_world": []}
+    with InProcessTransport(bus=InProcessBus()) as t:
+        for topic, mt in (("ee_twist", msgs.TWIST_STAMPED), ("contacts", CONTACTS),
+                          ("wrench/truth_world", msgs.WRENCH_STAMPED)):
+            t.create_subscription(f"/dockbench/{topic}", got[topic].append, msg_type=mt)
+        sink = Ros2Sink(t, stamp="sim", topics=tuple(got))
+        tel, *_ = simulate(build(scenario), DURATION, step_observer=MailboxStream(sink, every=50, policy="all"))
+    ch = tel.channels()
+    steps = list(range(0, tel.n, 50))
+    for m, i in zip(got["ee_twist"], steps, strict=True):
+        tw = m["twist"]
+        assert [tw["linear"][c] for c in "xyz"] + [tw["angular"][c] for c in "xyz"] == ch["ee_vel"][i].tolist()
+        assert m["header"]["frame_id"] == "ee_world_aligned"
+    assert [m["tool_contacts"] for m in got["contacts"]] == ch["contact_count"][steps].tolist()
+    ww = world_aligned(ch["wrench_truth_body"][steps], ch["ee_quat"][steps])
+    for m, w in zip(got["wrench/truth_world"], ww, strict=True):
+        assert [m["wrench"]["force"][c] for c in "xyz"] == w[:3].tolist()
 
 
 def test_run_docking_cli_with_live_options(tmp_path, capsys):

@@ -287,7 +287,8 @@ def test_rclpy_typed_messages_round_trip():
     from bridges import msgs
 
     pose = {"header": {"stamp": {"sec": 1, "nanosec": 2}, "frame_id": "world"},
-            "pose": {"position": {"x": 0.1, "y": 0.2, "z": 0.3}, "orientation": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0}}}
+            "pose": {"position": {"x": 0.1, "y": 0.2, "z": 0.3},
+                     "orientation": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0}}}
     wrench = {"header": {"stamp": {"sec": 3, "nanosec": 4}, "frame_id": "ee"},
               "wrench": {"force": {"x": 1.0, "y": -2.0, "z": 3.5}, "torque": {"x": 0.1, "y": 0.2, "z": -0.3}}}
     got: dict[str, list] = {"pose": [], "wrench": []}
