@@ -69,6 +69,8 @@ def format_summary(result, scenario) -> str:
         f"status     {result.status}   simulated {tm.get('sim_s', 0):.3f} s in {tm.get('wall_s', 0):.2f} s "
         f"wall  →  {tm.get('real_time_factor', 0):.1f}× real time{_kernel_note(result.meta)}"
     )
+    if result.status == "interrupted" and result.message:
+        lines.append(f"           {result.message}")
     from telemetry.metrics import HEADLINE_METRICS, METRICS
 
     keys = (*HEADLINE_METRICS, "tracking.pos_peak", "tracking.rot_rms_deg", "safety.saturation_ratio")

@@ -274,11 +274,11 @@ class RunViewer:
         f = float(np.linalg.norm(self._truth[i, :3]))
         with h.lock():
             self.draw(h.user_scn, i)
-            if hasattr(h, "set_texts"):
-                speed = f"{self.speed:g}× real time" if self.speed else "unpaced"
-                h.set_texts((None, None, "dockbench",
-                             f"t = {t:.3f} s ({speed}); contact truth |f| = {f:.2f} N, "
-                             f"{int(self._contacts[i])} tool contacts"))
+        if hasattr(h, "set_texts"):  # outside the lock: the passive viewer's set_texts takes it itself
+            speed = f"{self.speed:g}x real time" if self.speed else "unpaced"
+            h.set_texts((None, None, "dockbench",
+                         f"t = {t:.3f} s ({speed}); contact truth |f| = {f:.2f} N, "
+                         f"{int(self._contacts[i])} tool contacts"))
         h.sync()
         self.frames += 1
         return False
