@@ -15,7 +15,9 @@ Out-of-range SDK bytes are clamped to 0..255 and out-of-range angles clipped to 
 hand module does for every command source. A message is rejected whole (the goal is unchanged) when
 names and positions differ in length, a name is unknown or repeated, a value is NaN/Inf, an unnamed SDK
 command has more than 20 values, or a nominal command has no names. Rejections are counted per reason
-and logged once per reason.
+and logged once per reason. With ``nonfinite="open"`` (the Isaac variant's behaviour, ``--on-nonfinite
+open``) a message with a NaN/Inf value instead commands the ``open`` preset (counted as
+``not_finite_reset_open``).
 
 State out: ``/sim/mujoco/g20/left/joint_state`` at ``rate_hz`` (50 Hz default): the 21 joint names of the
 spec, ``position`` [rad], ``velocity`` [rad/s], empty ``effort``, stamped with the wall-clock time of
@@ -175,6 +177,11 @@ class G20RosStats:
     state_topic: str
 
 
+NONFINITE_POLICIES: tuple[str, ...] = ("reject", "open")
+"""What a command with a NaN/Inf value does: ``reject`` it whole (goal unchanged), or command the
+``open`` preset (the Isaac variant's reset to open)."""
+
+
 class G20RosNode:
     """Subscribes the command topic and publishes the state topic for a :class:`HandBridge`.
 
@@ -192,7 +199,11 @@ class G20RosNode:
         nominal_topic: str | None = None,
         sim_state_topic: str | None = None,
         rate_hz: float = DEFAULT_RATE_HZ,
+        nonfinite: str = "reject",
     ) -> None:
+        if nonfinite not in NONFINITE_POLICIES:
+            raise DockbenchError(f"nonfinite policy {nonfinite!r}; allowed: {', '.join(NONFINITE_POLICIES)}")
+        self.nonfinite = nonfinite
         try:
             self.mode = G20Mode(mode)
         except ValueError:
@@ -243,6 +254,13 @@ class G20RosNode:
             if not res.accepted:  # the bridge's own validation (should not happen after ours)
                 raise RejectedCommand("bridge_refused", res.reason)
         except RejectedCommand as exc:
+            if exc.kind == "not_finite" and self.nonfinite == "open":
+                res = self.bridge.command_preset("open")
+                self._reject("not_finite_reset_open", f"{exc}; commanded the open preset instead")
+                if res.accepted:
+                    with self._lock:
+                        self._accepted += 1
+                return
             self._reject(exc.kind, str(exc))
             return
         with self._lock:
@@ -320,6 +338,7 @@ def run_g20_ros2(
     stop_event: threading.Event | None = None,
     max_steps: int | None = None,
     on_step: Callable[[], bool] | None = None,
+    nonfinite: str = "reject",
 ) -> G20RosStats:
     """Run the G20 bridge on ROS 2 topics until ``stop_event`` is set (or ``max_steps``, or Ctrl-C).
 
@@ -340,6 +359,8 @@ def run_g20_ros2(
         max_steps: stop after this many bridge steps.
         on_step: called in the stepping thread after every step (e.g. to sync a viewer under its
             lock); returning ``False`` stops the run.
+        nonfinite: a NaN/Inf command is ``reject``-ed or resets the goal to ``open``
+            (:data:`NONFINITE_POLICIES`).
 
     Returns:
         :class:`G20RosStats` of the session.
@@ -348,7 +369,7 @@ def run_g20_ros2(
         DockbenchError: bad mode, rate or topic combination; TransportError from the transport.
     """
     node = G20RosNode(bridge, transport, mode=mode, cmd_topic=cmd_topic, nominal_topic=nominal_topic,
-                      sim_state_topic=sim_state_topic, rate_hz=rate_hz)
+                      sim_state_topic=sim_state_topic, rate_hz=rate_hz, nonfinite=nonfinite)
     stop = stop_event if stop_event is not None else threading.Event()
     dt = bridge.dt
     node.start()

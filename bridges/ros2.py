@@ -25,6 +25,13 @@ The rest of dockbench talks to a :class:`Transport` and a plain :class:`JointSta
                  message goes through the pure-Python CDR codec (:mod:`bridges.cdr`), so receivers
                  never alias the sender's data and the codec is exercised on every test message.
 
+Message types: by default an endpoint carries ``sensor_msgs/msg/JointState`` as the :class:`JointState`
+record. ``create_publisher(..., msg_type=T)`` / ``create_subscription(..., msg_type=T)`` with a
+:class:`bridges.msgs.Struct` (e.g. ``msgs.POSE_STAMPED``, ``msgs.WRENCH_STAMPED``) carry that type
+instead, as nested dicts (:mod:`bridges.msgs`), on every backend: the type's CDR codec in process,
+a cyclonedds ``IdlStruct`` built from the same schema (with its REP-2011 type hash in USER_DATA), or
+the ``rclpy`` message class of that name.
+
 ``auto`` tries ``rclpy`` (any exception counts as "not available": an unsourced ROS install fails with
 library errors, not ``ImportError``), then ``cyclonedds``. The two DDS stacks are never loaded into one
 process on purpose.
@@ -140,6 +147,177 @@ class JointState:
                    d["frame_id"])
 
 
+class _JointStateCodec:
+    """The default endpoint type: :class:`JointState` records (the hand-written codec of bridges.cdr)."""
+
+    type_name = ROS_TYPE_NAME
+    dds_name = DDS_TYPE_NAME
+    user_data = USER_DATA
+
+    def check(self, msg: Any) -> None:
+        if not isinstance(msg, JointState):
+            raise TransportError(f"publish() takes a bridges.ros2.JointState, got {type(msg).__name__}")
+
+    def to_cdr(self, msg: JointState) -> bytes:
+        return msg.to_cdr()
+
+    def from_cdr(self, payload: bytes) -> JointState:
+        return JointState.from_cdr(payload)
+
+    def cyclone_type(self, c: dict) -> type:
+        return c["JointState_"]
+
+    def to_cyclone(self, c: dict, msg: JointState) -> Any:
+        return c["JointState_"](
+            c["Header_"](c["Time_"](msg.stamp_sec, msg.stamp_nanosec), msg.frame_id),
+            list(msg.name), list(msg.position), list(msg.velocity), list(msg.effort),
+        )
+
+    def from_cyclone(self, s: Any) -> JointState:
+        h = s.header
+        return JointState(s.name, s.position, s.velocity, s.effort, h.stamp.sec, h.stamp.nanosec, h.frame_id)
+
+    def rclpy_class(self) -> type:
+        from sensor_msgs.msg import JointState as Msg
+
+        return Msg
+
+    def to_rclpy(self, cls: type, msg: JointState) -> Any:
+        m = cls()
+        m.header.stamp.sec = msg.stamp_sec
+        m.header.stamp.nanosec = msg.stamp_nanosec
+        m.header.frame_id = msg.frame_id
+        m.name = list(msg.name)
+        m.position = list(msg.position)
+        m.velocity = list(msg.velocity)
+        m.effort = list(msg.effort)
+        return m
+
+    def from_rclpy(self, m: Any) -> JointState:
+        return JointState(m.name, m.position, m.velocity, m.effort, m.header.stamp.sec, m.header.stamp.nanosec,
+                          m.header.frame_id)
+
+
+class _StructCodec:
+    """Endpoints of a :class:`bridges.msgs.Struct` type: messages are nested dicts."""
+
+    def __init__(self, struct_type: Any) -> None:
+        from bridges import msgs
+
+        self._msgs = msgs
+        self.type = struct_type
+        self.type_name = struct_type.name
+        self.dds_name = struct_type.dds_name
+        self.user_data = f"typehash={struct_type.type_hash()};".encode("ascii")
+
+    def check(self, msg: Any) -> None:
+        if not isinstance(msg, dict):
+            raise TransportError(f"publish() on a {self.type_name} topic takes a dict of its fields "
+                                 f"(bridges.msgs), got {type(msg).__name__}")
+
+    def to_cdr(self, msg: dict) -> bytes:
+        return self._msgs.encode(self.type, msg)
+
+    def from_cdr(self, payload: bytes) -> dict:
+        return self._msgs.decode(self.type, payload)
+
+    def cyclone_type(self, c: dict) -> type:
+        return c["struct"](self.type)
+
+    def to_cyclone(self, c: dict, msg: dict) -> Any:
+        def build(s: Any, v: dict) -> Any:
+            args = []
+            for f in s.fields:
+                x = v.get(f.name)
+                if not isinstance(f.type, str):
+                    cls = c["struct"](f.type)
+                    x = [build(f.type, e) for e in (x or [])] if f.sequence else build(f.type, x or {})
+                elif f.sequence:
+                    x = list(x or [])
+                elif x is None:
+                    x = "" if f.type == "string" else 0
+                args.append(x)
+            cls = c["struct"](s)
+            return cls(*args)
+
+        return build(self.type, msg)
+
+    def from_cyclone(self, sample: Any) -> dict:
+        def walk(s: Any, v: Any) -> dict:
+            out = {}
+            for f in s.fields:
+                x = getattr(v, f.name)
+                if not isinstance(f.type, str):
+                    x = [walk(f.type, e) for e in x] if f.sequence else walk(f.type, x)
+                elif f.sequence:
+                    x = list(x)
+                out[f.name] = x
+            return out
+
+        return walk(self.type, sample)
+
+    def rclpy_class(self) -> type:
+        import importlib
+
+        pkg, sub, base = self.type_name.split("/")
+        return getattr(importlib.import_module(f"{pkg}.{sub}"), base)
+
+    def to_rclpy(self, cls: type, msg: dict) -> Any:
+        import importlib
+
+        def cls_of(s: Any) -> type:
+            pkg, sub, base = s.name.split("/")
+            return getattr(importlib.import_module(f"{pkg}.{sub}"), base)
+
+        def fill(s: Any, m: Any, v: dict) -> Any:
+            for f in s.fields:
+                if f.name not in v:
+                    continue
+                x = v[f.name]
+                if not isinstance(f.type, str):
+                    if f.sequence:
+                        setattr(m, f.name, [fill(f.type, cls_of(f.type)(), e) for e in x])
+                    else:
+                        fill(f.type, getattr(m, f.name), x)
+                elif f.sequence:
+                    setattr(m, f.name, list(x))
+                else:
+                    setattr(m, f.name, float(x) if f.type == "float64" else x)
+            return m
+
+        return fill(self.type, cls(), msg)
+
+    def from_rclpy(self, m: Any) -> dict:
+        def walk(s: Any, v: Any) -> dict:
+            out = {}
+            for f in s.fields:
+                x = getattr(v, f.name)
+                if not isinstance(f.type, str):
+                    x = [walk(f.type, e) for e in x] if f.sequence else walk(f.type, x)
+                elif f.sequence:
+                    x = list(x)
+                out[f.name] = x
+            return out
+
+        return walk(self.type, m)
+
+
+JOINT_STATE_CODEC = _JointStateCodec()
+
+
+def codec_for(msg_type: Any) -> Any:
+    """The codec of an endpoint type: None → :class:`JointState` records; a :class:`bridges.msgs.Struct`
+    → dicts of that type."""
+    if msg_type is None:
+        return JOINT_STATE_CODEC
+    from bridges.msgs import Struct
+
+    if not isinstance(msg_type, Struct):
+        raise TransportError(f"msg_type must be a bridges.msgs.Struct (e.g. msgs.POSE_STAMPED) or None "
+                             f"(JointState records), got {type(msg_type).__name__}")
+    return _StructCodec(msg_type)
+
+
 class Reliability(str, enum.Enum):
     """DDS reliability kind."""
 
@@ -251,19 +429,19 @@ Callback = Callable[[JointState], None]
 
 
 class Publisher(abc.ABC):
-    """Publishes :class:`JointState` on one topic. Thread-safe."""
+    """Publishes :class:`JointState` (or the endpoint's ``msg_type``) on one topic. Thread-safe."""
 
-    def __init__(self, topic: str, qos: QoS) -> None:
+    def __init__(self, topic: str, qos: QoS, codec: Any = None) -> None:
         self.topic = topic
         self.qos = qos
+        self.codec = codec or JOINT_STATE_CODEC
         self._closed = False
 
-    def publish(self, msg: JointState) -> None:
-        """Send ``msg``; :class:`TransportError` after :meth:`close`."""
+    def publish(self, msg: Any) -> None:
+        """Send ``msg``; :class:`TransportError` after :meth:`close` or for a message of the wrong type."""
         if self._closed:
             raise TransportError(f"publisher on {self.topic} is closed")
-        if not isinstance(msg, JointState):
-            raise TransportError(f"publish() takes a bridges.ros2.JointState, got {type(msg).__name__}")
+        self.codec.check(msg)
         self._publish(msg)
 
     @abc.abstractmethod
@@ -286,9 +464,10 @@ class Publisher(abc.ABC):
 class Subscription(abc.ABC):
     """A callback subscription on one topic."""
 
-    def __init__(self, topic: str, qos: QoS) -> None:
+    def __init__(self, topic: str, qos: QoS, codec: Any = None) -> None:
         self.topic = topic
         self.qos = qos
+        self.codec = codec or JOINT_STATE_CODEC
         self._closed = False
 
     @abc.abstractmethod
@@ -322,17 +501,21 @@ class Transport(abc.ABC):
         self._closed = False
         self._warned: set[tuple[str, str]] = set()
 
-    def create_publisher(self, topic: str, qos: QoS = QOS_DEFAULT) -> Publisher:
-        """A :class:`Publisher` of JointState on the absolute ROS 2 ``topic``."""
+    def create_publisher(self, topic: str, qos: QoS = QOS_DEFAULT, msg_type: Any = None) -> Publisher:
+        """A :class:`Publisher` on the absolute ROS 2 ``topic``: of JointState records, or of
+        ``msg_type`` (a :class:`bridges.msgs.Struct`) as dicts."""
         self._check_open()
-        pub = self._create_publisher(validate_topic(topic), qos)
+        pub = self._create_publisher(validate_topic(topic), qos, codec_for(msg_type))
         self._endpoints.append(pub)
         return pub
 
-    def create_subscription(self, topic: str, callback: Callback, qos: QoS = QOS_DEFAULT) -> Subscription:
-        """Call ``callback(msg)`` for each JointState received on ``topic`` (on a backend thread)."""
+    def create_subscription(self, topic: str, callback: Callback, qos: QoS = QOS_DEFAULT,
+                            msg_type: Any = None) -> Subscription:
+        """Call ``callback(msg)`` for each message received on ``topic`` (on a backend thread): a
+        JointState record, or a dict of ``msg_type``."""
         self._check_open()
-        sub = self._create_subscription(validate_topic(topic), self._guard(topic, callback), qos)
+        sub = self._create_subscription(validate_topic(topic), self._guard(topic, callback), qos,
+                                        codec_for(msg_type))
         self._endpoints.append(sub)
         return sub
 
@@ -370,10 +553,10 @@ class Transport(abc.ABC):
         return guarded
 
     @abc.abstractmethod
-    def _create_publisher(self, topic: str, qos: QoS) -> Publisher: ...
+    def _create_publisher(self, topic: str, qos: QoS, codec: Any) -> Publisher: ...
 
     @abc.abstractmethod
-    def _create_subscription(self, topic: str, callback: Callback, qos: QoS) -> Subscription: ...
+    def _create_subscription(self, topic: str, callback: Callback, qos: QoS, codec: Any) -> Subscription: ...
 
     def _shutdown(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -403,19 +586,24 @@ class InProcessBus:
             if ep in eps:
                 eps.remove(ep)
 
-    def publisher_count(self, topic: str, reader_qos: QoS | None = None) -> int:
+    def publisher_count(self, topic: str, reader_qos: QoS | None = None, type_name: str | None = None) -> int:
         with self._lock:
             pubs = list(self._pubs.get(topic, ()))
-        return sum(1 for p in pubs if reader_qos is None or reader_qos.matches_writer(p.qos))
+        return sum(1 for p in pubs if (reader_qos is None or reader_qos.matches_writer(p.qos))
+                   and (type_name is None or p.codec.type_name == type_name))
 
-    def subscription_count(self, topic: str, writer_qos: QoS | None = None) -> int:
+    def subscription_count(self, topic: str, writer_qos: QoS | None = None, type_name: str | None = None) -> int:
         with self._lock:
             subs = list(self._subs.get(topic, ()))
-        return sum(1 for s in subs if writer_qos is None or s.qos.matches_writer(writer_qos))
+        return sum(1 for s in subs if (writer_qos is None or s.qos.matches_writer(writer_qos))
+                   and (type_name is None or s.codec.type_name == type_name))
 
-    def deliver(self, topic: str, writer_qos: QoS, payload: bytes) -> None:
+    def deliver(self, topic: str, writer_qos: QoS, payload: bytes, type_name: str = ROS_TYPE_NAME) -> None:
+        """Hand ``payload`` to every matched subscription: same topic and type, QoS compatible (DDS
+        matches endpoints by topic name and type)."""
         with self._lock:
-            subs = [s for s in self._subs.get(topic, ()) if s.qos.matches_writer(writer_qos)]
+            subs = [s for s in self._subs.get(topic, ())
+                    if s.qos.matches_writer(writer_qos) and s.codec.type_name == type_name]
         for s in subs:
             s._deliver(payload)
 
@@ -431,37 +619,37 @@ def inprocess_bus(domain_id: int) -> InProcessBus:
 
 
 class _InProcPublisher(Publisher):
-    def __init__(self, bus: InProcessBus, topic: str, qos: QoS) -> None:
-        super().__init__(topic, qos)
+    def __init__(self, bus: InProcessBus, topic: str, qos: QoS, codec: Any = None) -> None:
+        super().__init__(topic, qos, codec)
         self._bus = bus
         bus._add(bus._pubs, self)
 
-    def _publish(self, msg: JointState) -> None:
-        self._bus.deliver(self.topic, self.qos, msg.to_cdr())
+    def _publish(self, msg: Any) -> None:
+        self._bus.deliver(self.topic, self.qos, self.codec.to_cdr(msg), self.codec.type_name)
 
     def subscription_count(self) -> int:
-        return self._bus.subscription_count(self.topic, self.qos)
+        return self._bus.subscription_count(self.topic, self.qos, self.codec.type_name)
 
     def _close(self) -> None:
         self._bus._remove(self._bus._pubs, self)
 
 
 class _InProcSubscription(Subscription):
-    def __init__(self, bus: InProcessBus, topic: str, callback: Callback, qos: QoS) -> None:
-        super().__init__(topic, qos)
+    def __init__(self, bus: InProcessBus, topic: str, callback: Callback, qos: QoS, codec: Any = None) -> None:
+        super().__init__(topic, qos, codec)
         self._bus = bus
         self._callback = callback
         self._lock = threading.Lock()  # serialises callbacks like a single DDS listener thread
         bus._add(bus._subs, self)
 
     def _deliver(self, payload: bytes) -> None:
-        msg = JointState.from_cdr(payload)
+        msg = self.codec.from_cdr(payload)
         with self._lock:
             if not self._closed:
                 self._callback(msg)
 
     def publisher_count(self) -> int:
-        return self._bus.publisher_count(self.topic, self.qos)
+        return self._bus.publisher_count(self.topic, self.qos, self.codec.type_name)
 
     def _close(self) -> None:
         self._bus._remove(self._bus._subs, self)
@@ -483,11 +671,11 @@ class InProcessTransport(Transport):
         super().__init__(domain_id)
         self.bus = bus if bus is not None else inprocess_bus(self.domain_id)
 
-    def _create_publisher(self, topic: str, qos: QoS) -> Publisher:
-        return _InProcPublisher(self.bus, topic, qos)
+    def _create_publisher(self, topic: str, qos: QoS, codec: Any = None) -> Publisher:
+        return _InProcPublisher(self.bus, topic, qos, codec)
 
-    def _create_subscription(self, topic: str, callback: Callback, qos: QoS) -> Subscription:
-        return _InProcSubscription(self.bus, topic, callback, qos)
+    def _create_subscription(self, topic: str, callback: Callback, qos: QoS, codec: Any = None) -> Subscription:
+        return _InProcSubscription(self.bus, topic, callback, qos, codec)
 
 
 # ---------------------------------------------------------------------------------------------- cyclonedds
@@ -562,10 +750,23 @@ def _cyclone() -> dict[str, Any]:
             "velocity": sequence[float64], "effort": sequence[float64],
         })
 
+        prim = {"int32": int32, "uint32": uint32, "float64": float64, "string": str}
+        built: dict[str, type] = {}
+
+        def struct(s: Any) -> type:
+            """The IdlStruct class of a bridges.msgs.Struct (built once per type name)."""
+            if s.name not in built:
+                fields = {}
+                for f in s.fields:
+                    t = prim[f.type] if isinstance(f.type, str) else struct(f.type)
+                    fields[f.name] = sequence[t] if f.sequence else t
+                built[s.name] = idl_struct(s.dds_name, fields)
+            return built[s.name]
+
         _CYCLONE.update(
             Listener=Listener, Domain=Domain, DomainParticipant=DomainParticipant, DataWriter=DataWriter,
             DataReader=DataReader, Topic=Topic, Policy=Policy, Qos=Qos, duration=duration,
-            Time_=Time_, Header_=Header_, JointState_=JointState_, domains={},
+            Time_=Time_, Header_=Header_, JointState_=JointState_, domains={}, struct=struct,
         )
         return _CYCLONE
 
@@ -584,20 +785,15 @@ def _dds_delete(entity: Any) -> None:
 
 
 class _CyclonePublisher(Publisher):
-    def __init__(self, t: CycloneTransport, topic: str, qos: QoS) -> None:
-        super().__init__(topic, qos)
+    def __init__(self, t: CycloneTransport, topic: str, qos: QoS, codec: Any = None) -> None:
+        super().__init__(topic, qos, codec)
         c = t._c
         self._c = c
-        self._writer = c["DataWriter"](t._participant, t._topic(topic), t._qos(qos, writer=True))
+        self._writer = c["DataWriter"](t._participant, t._topic(topic, self.codec),
+                                       t._qos(qos, writer=True, user_data=self.codec.user_data))
 
-    def _publish(self, msg: JointState) -> None:
-        c = self._c
-        self._writer.write(
-            c["JointState_"](
-                c["Header_"](c["Time_"](msg.stamp_sec, msg.stamp_nanosec), msg.frame_id),
-                list(msg.name), list(msg.position), list(msg.velocity), list(msg.effort),
-            )
-        )
+    def _publish(self, msg: Any) -> None:
+        self._writer.write(self.codec.to_cyclone(self._c, msg))
 
     def subscription_count(self) -> int:
         return int(self._writer.get_publication_matched_status().current_count)
@@ -607,12 +803,12 @@ class _CyclonePublisher(Publisher):
 
 
 class _CycloneSubscription(Subscription):
-    def __init__(self, t: CycloneTransport, topic: str, callback: Callback, qos: QoS) -> None:
-        super().__init__(topic, qos)
+    def __init__(self, t: CycloneTransport, topic: str, callback: Callback, qos: QoS, codec: Any = None) -> None:
+        super().__init__(topic, qos, codec)
         c = t._c
         self._callback = callback
         self._lock = threading.Lock()
-        self._type = c["JointState_"]
+        self._type = self.codec.cyclone_type(c)
         sub = self
 
         class _OnData(c["Listener"]):
@@ -620,7 +816,8 @@ class _CycloneSubscription(Subscription):
                 sub._drain(reader)
 
         self._take = qos.depth
-        self._reader = c["DataReader"](t._participant, t._topic(topic), t._qos(qos, writer=False),
+        self._reader = c["DataReader"](t._participant, t._topic(topic, self.codec),
+                                       t._qos(qos, writer=False, user_data=self.codec.user_data),
                                        listener=_OnData())
         self._drain(self._reader)  # samples that arrived before the Python object existed
 
@@ -637,9 +834,7 @@ class _CycloneSubscription(Subscription):
                 for s in samples:
                     if not isinstance(s, self._type):  # InvalidSample: a writer went away (no data)
                         continue
-                    h = s.header
-                    self._callback(JointState(s.name, s.position, s.velocity, s.effort,
-                                              h.stamp.sec, h.stamp.nanosec, h.frame_id))
+                    self._callback(self.codec.from_cyclone(s))
 
     def publisher_count(self) -> int:
         return int(self._reader.get_subscription_matched_status().current_count)
@@ -699,13 +894,17 @@ class CycloneTransport(Transport):
             ) from None
         self._topics: dict[str, Any] = {}
 
-    def _topic(self, topic: str) -> Any:
+    def _topic(self, topic: str, codec: Any = None) -> Any:
+        codec = codec or JOINT_STATE_CODEC
         if topic not in self._topics:
-            self._topics[topic] = self._c["Topic"](self._participant, dds_topic_name(topic),
-                                                   self._c["JointState_"])
-        return self._topics[topic]
+            self._topics[topic] = (self._c["Topic"](self._participant, dds_topic_name(topic),
+                                                    codec.cyclone_type(self._c)), codec.type_name)
+        entity, type_name = self._topics[topic]
+        if type_name != codec.type_name:
+            raise TransportError(f"topic {topic} already carries {type_name} in this transport, not {codec.type_name}")
+        return entity
 
-    def _qos(self, qos: QoS, *, writer: bool) -> Any:
+    def _qos(self, qos: QoS, *, writer: bool, user_data: bytes = USER_DATA) -> Any:
         P = self._c["Policy"]
         rel = (P.Reliability.Reliable(self._c["duration"](milliseconds=100))
                if qos.reliability is Reliability.RELIABLE else P.Reliability.BestEffort)
@@ -713,16 +912,16 @@ class CycloneTransport(Transport):
         rep = (P.DataRepresentation(use_cdrv0_representation=True) if writer else
                P.DataRepresentation(use_cdrv0_representation=True, use_xcdrv2_representation=True))
         return self._c["Qos"](rel, P.Durability.Volatile, P.History.KeepLast(qos.depth),
-                              P.Userdata(USER_DATA), rep)
+                              P.Userdata(user_data), rep)
 
-    def _create_publisher(self, topic: str, qos: QoS) -> Publisher:
-        return _CyclonePublisher(self, topic, qos)
+    def _create_publisher(self, topic: str, qos: QoS, codec: Any = None) -> Publisher:
+        return _CyclonePublisher(self, topic, qos, codec)
 
-    def _create_subscription(self, topic: str, callback: Callback, qos: QoS) -> Subscription:
-        return _CycloneSubscription(self, topic, callback, qos)
+    def _create_subscription(self, topic: str, callback: Callback, qos: QoS, codec: Any = None) -> Subscription:
+        return _CycloneSubscription(self, topic, callback, qos, codec)
 
     def _shutdown(self) -> None:
-        for t in self._topics.values():
+        for t, _ in self._topics.values():
             _dds_delete(t)
         self._topics.clear()
         _dds_delete(self._participant)
@@ -740,21 +939,14 @@ def rclpy_available() -> tuple[bool, str]:
 
 
 class _RclpyPublisher(Publisher):
-    def __init__(self, t: RclpyTransport, topic: str, qos: QoS) -> None:
-        super().__init__(topic, qos)
+    def __init__(self, t: RclpyTransport, topic: str, qos: QoS, codec: Any = None) -> None:
+        super().__init__(topic, qos, codec)
         self._t = t
-        self._pub = t._node.create_publisher(t._Msg, topic, t._profile(qos))
+        self._cls = t._msg_class(self.codec)
+        self._pub = t._node.create_publisher(self._cls, topic, t._profile(qos))
 
-    def _publish(self, msg: JointState) -> None:
-        m = self._t._Msg()
-        m.header.stamp.sec = msg.stamp_sec
-        m.header.stamp.nanosec = msg.stamp_nanosec
-        m.header.frame_id = msg.frame_id
-        m.name = list(msg.name)
-        m.position = list(msg.position)
-        m.velocity = list(msg.velocity)
-        m.effort = list(msg.effort)
-        self._pub.publish(m)
+    def _publish(self, msg: Any) -> None:
+        self._pub.publish(self.codec.to_rclpy(self._cls, msg))
 
     def subscription_count(self) -> int:
         return int(self._pub.get_subscription_count())
@@ -764,16 +956,16 @@ class _RclpyPublisher(Publisher):
 
 
 class _RclpySubscription(Subscription):
-    def __init__(self, t: RclpyTransport, topic: str, callback: Callback, qos: QoS) -> None:
-        super().__init__(topic, qos)
+    def __init__(self, t: RclpyTransport, topic: str, callback: Callback, qos: QoS, codec: Any = None) -> None:
+        super().__init__(topic, qos, codec)
         self._t = t
+        codec = self.codec
 
         def on_msg(m: Any) -> None:
             if not self._closed:
-                callback(JointState(m.name, m.position, m.velocity, m.effort, m.header.stamp.sec,
-                                    m.header.stamp.nanosec, m.header.frame_id))
+                callback(codec.from_rclpy(m))
 
-        self._sub = t._node.create_subscription(t._Msg, topic, on_msg, t._profile(qos))
+        self._sub = t._node.create_subscription(t._msg_class(codec), topic, on_msg, t._profile(qos))
 
     def publisher_count(self) -> int:
         return int(self._t._node.count_publishers(self.topic))
@@ -832,11 +1024,18 @@ class RclpyTransport(Transport):
                          else ReliabilityPolicy.BEST_EFFORT),
         )
 
-    def _create_publisher(self, topic: str, qos: QoS) -> Publisher:
-        return _RclpyPublisher(self, topic, qos)
+    def _msg_class(self, codec: Any) -> type:
+        try:
+            return codec.rclpy_class()
+        except Exception as exc:  # noqa: BLE001 - a missing message package fails with assorted errors
+            raise TransportError(f"rclpy: message type {codec.type_name} is not importable ({exc}); install "
+                                 f"its ROS package (e.g. ros-<distro>-common-interfaces)") from None
 
-    def _create_subscription(self, topic: str, callback: Callback, qos: QoS) -> Subscription:
-        return _RclpySubscription(self, topic, callback, qos)
+    def _create_publisher(self, topic: str, qos: QoS, codec: Any = None) -> Publisher:
+        return _RclpyPublisher(self, topic, qos, codec)
+
+    def _create_subscription(self, topic: str, callback: Callback, qos: QoS, codec: Any = None) -> Subscription:
+        return _RclpySubscription(self, topic, callback, qos, codec)
 
     def _shutdown(self) -> None:
         self._executor.shutdown(timeout_sec=1.0)

@@ -82,6 +82,9 @@ class Controller(ABC):
     Config: ClassVar[type]
     type_name: ClassVar[str]
     diag_names: tuple[str, ...] = ()
+    #: unit of each diagnostic (name → unit string as in telemetry.log; missing = dimensionless); recorded
+    #: in meta.json ``channel_units`` and shown on the controller figure
+    diag_units: ClassVar[dict[str, str]] = {}
     #: whether compute() reads the LOCAL (body) Jacobian quantities of the snapshot; when False the
     #: loop's dynamics pass skips them
     needs_body_frame: ClassVar[bool] = False

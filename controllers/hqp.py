@@ -119,7 +119,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import qpsolvers
@@ -437,6 +437,10 @@ class HQPController(Controller):
     _guard_attrs = (
         "n_steps", "n_sa", "n_qp", "n_fail", "n_fail_l2", "n_relaxed_l2", "n_qp_iterations", "_warm", "_kernel_step"
     )
+    diag_units: ClassVar[dict[str, str]] = {
+        "qp_solve_time": "s", "qp_primal_residual": "rad/s²|N·m", "level1_residual": "m/s²|rad/s²",
+        "k_r_trans": "N/m", "k_r_rot": "N·m/rad", "fext_x": "N", "fext_y": "N", "fext_z": "N",
+    }
 
     def __init__(self, config: HQPConfig, plant: PlantInfo, planner: Planner | None = None):
         super().__init__(config, plant, planner)

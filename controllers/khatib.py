@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import mujoco
 import numpy as np
@@ -76,6 +76,7 @@ class KhatibController(Controller):
     Config = KhatibConfig
     diag_names = ("f_i_x", "f_i_y", "f_i_z", "frozen")
     kernel_module = "controllers._khatib_kernel"
+    diag_units: ClassVar[dict[str, str]] = {"f_i_x": "N", "f_i_y": "N", "f_i_z": "N"}
 
     def __init__(self, config: KhatibConfig, plant: PlantInfo, planner: Planner | None = None):
         super().__init__(config, plant, planner)

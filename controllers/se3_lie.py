@@ -65,7 +65,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from scipy.linalg.blas import dgemv as _dgemv
@@ -177,6 +177,8 @@ class SE3LieController(Controller):
     kernel_module = "controllers._se3_kernel"
     # the Python path rebinds these (the kernel's result views, the path flag, the desired-motion record)
     _guard_attrs = ("_MinvJt", "_y", "_from_kernel", "_desired")
+    diag_units: ClassVar[dict[str, str]] = {"lambda_vx": "m", "lambda_vy": "m", "lambda_vz": "m",
+                                            "lambda_wx": "rad", "lambda_wy": "rad", "lambda_wz": "rad"}
 
     def __init__(self, config: SE3LieConfig, plant: PlantInfo, planner: Planner | None = None):
         super().__init__(config, plant, planner)

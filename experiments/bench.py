@@ -26,6 +26,14 @@ C kernels), ``python`` (the reference paths; ``--kernels python`` measures them)
 standalone G20 hand bridge's track test (``g20_track_test``, its own small table: it has no physics
 and no floor); pass it by name to run it alone.
 
+``--live none,ros2,rerun`` measures the cost of watching a run (docs/live.md): for each run index the
+modes are run one after another (interleaved, so drifts of a shared machine hit every mode alike),
+each with its observer attached to the unprofiled pass: ``none`` (no observer: the loop as it always
+runs), ``null`` (an observer called every step that does nothing: the seam itself), ``ros2``
+(--ros2 at 50 Hz over cyclonedds with no subscriber, or the in-process bus when cyclonedds is
+missing), ``rerun`` (--rerun into a temporary .rrd at 50 Hz), ``viewer`` (the offscreen viewer at 60
+frames per wall second, unpaced: the rendering cost).
+
 Machines are shared and noisy: quote medians and ratios, never a single run.
 """
 
@@ -60,8 +68,59 @@ HAND_TRACK_TEST = "g20_track_test"
 SINGLE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def measure_once(scenario_path: str) -> dict:
-    """Run one scenario (unprofiled, then profiled) plus the floor; return the numbers."""
+LIVE_MODES = ("none", "null", "ros2", "rerun", "viewer")
+"""Observers --live can attach (module docstring)."""
+
+
+class _NullObserver:
+    every, stop_reason = 1, "null"
+
+    def start(self, setup, tel):
+        pass
+
+    def step(self, i, t):
+        return False
+
+    def finish(self, status):
+        pass
+
+
+def _live_observer(mode: str, tmp: Path):
+    """(observer, cleanup) for a --live mode."""
+    if mode == "none":
+        return None, lambda: None
+    if mode == "null":
+        return _NullObserver(), lambda: None
+    from telemetry.live import MailboxStream
+
+    if mode == "ros2":
+        from bridges.ros2 import open_transport
+
+        try:
+            transport = open_transport("cyclonedds")
+        except Exception:  # noqa: BLE001 - no cyclonedds: the in-process bus
+            transport = open_transport("inprocess")
+        from telemetry.live import Ros2Sink
+
+        obs = MailboxStream(Ros2Sink(transport), rate_hz=50.0, policy="latest", max_rate_hz=50.0)
+        return obs, transport.close
+    if mode == "rerun":
+        from telemetry.live import RerunSink
+
+        return MailboxStream(RerunSink(str(tmp / "bench.rrd")), rate_hz=50.0, policy="all"), lambda: None
+    if mode == "viewer":
+        from telemetry.viewer import RunViewer, offscreen_launcher
+
+        v = RunViewer(speed=None, launch=offscreen_launcher(width=640, height=480))
+        return v, v.close
+    raise SystemExit(f"unknown --live mode {mode!r}; known: {', '.join(LIVE_MODES)}")
+
+
+def measure_once(scenario_path: str, live: str = "none") -> dict:
+    """Run one scenario (unprofiled, then profiled) plus the floor; return the numbers. ``live``
+    attaches a --live observer (:data:`LIVE_MODES`) to the unprofiled pass."""
+    import tempfile
+
     import mujoco
 
     from sim.loop import build, contiguous_slice, kernel_paths, simulate
@@ -69,10 +128,16 @@ def measure_once(scenario_path: str) -> dict:
 
     sc = load_scenario(scenario_path)
     setup = build(sc)
-    tel, status, _, timing = simulate(setup)
+    with tempfile.TemporaryDirectory() as tmp:
+        obs, cleanup = _live_observer(live, Path(tmp))
+        try:
+            tel, status, _, timing = simulate(setup, step_observer=obs)
+        finally:
+            cleanup()
     steps = timing["steps"]
     out = {
         "scenario": sc.name,
+        "live": live,
         "status": status,
         "wall_s": timing["wall_s"],
         "sim_s": timing["sim_s"],
@@ -137,6 +202,38 @@ def measure_hand_track_test() -> dict:
 
 def _stats(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
+
+
+def run_live_bench(scenarios: list[str], runs: int, modes: list[str]) -> list[dict]:
+    """Each scenario ``runs`` times per mode, the modes interleaved run by run (fresh processes)."""
+    env = {**os.environ, **SINGLE_THREAD_ENV}
+    results = []
+    for path in scenarios:
+        samples: dict[str, list[dict]] = {m: [] for m in modes}
+        for _ in range(runs):
+            for mode in modes:
+                got = _spawn_workers(path, 1, {**env, "DOCKBENCH_BENCH_LIVE": mode})
+                samples[mode].extend(got)
+        for mode in modes:
+            if samples[mode]:
+                s0 = samples[mode][0]
+                results.append({"scenario": s0["scenario"], "live": mode, "runs": len(samples[mode]),
+                                "us_per_step": _stats([x["us_per_step"] for x in samples[mode]]),
+                                "rtf": _stats([x["rtf"] for x in samples[mode]]),
+                                "samples_us": [x["us_per_step"] for x in samples[mode]]})
+    return results
+
+
+def format_live_table(results: list[dict]) -> str:
+    """Median µs/step per mode and its ratio to ``none`` (medians of the interleaved runs)."""
+    lines = ["| scenario | live | runs | µs/step median (min–max) | RTF median | × none |", "|---|---|---|---|---|---|"]
+    base = {r["scenario"]: r["us_per_step"][0] for r in results if r["live"] == "none"}
+    for r in results:
+        med, lo, hi = r["us_per_step"]
+        ratio = f"{med / base[r['scenario']]:.3f}" if r["scenario"] in base else "–"
+        lines.append(f"| {r['scenario']} | {r['live']} | {r['runs']} | {med:.2f} ({lo:.2f}–{hi:.2f}) | "
+                     f"{r['rtf'][0]:.1f} | {ratio} |")
+    return "\n".join(lines)
 
 
 def run_bench(
@@ -295,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         help="kernel guard period(s) in control steps (0 = off); several values are measured interleaved and "
         "compared with 0 (default: as set, else 1000)",
     )
+    ap.add_argument("--live", default=None,
+                    help=f"comma-separated observer modes to compare, interleaved: {', '.join(LIVE_MODES)}")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     checks: list[int | None] | None = None
@@ -306,7 +405,25 @@ def main(argv: list[str] | None = None) -> int:
         if any(c < 0 for c in checks):
             ap.error(f"--kernel-check: whole numbers ≥ 0, got {args.kernel_check!r}")
     if args.worker:
-        print(json.dumps(measure_hand_track_test() if args.worker == HAND_TRACK_TEST else measure_once(args.worker)))
+        live = os.environ.get("DOCKBENCH_BENCH_LIVE", "none")
+        print(json.dumps(measure_hand_track_test() if args.worker == HAND_TRACK_TEST
+                         else measure_once(args.worker, live)))
+        return 0
+    if args.live:
+        modes = [m.strip() for m in args.live.split(",") if m.strip()]
+        unknown = [m for m in modes if m not in LIVE_MODES]
+        if unknown:
+            print(f"error: unknown --live mode(s) {unknown}; known: {', '.join(LIVE_MODES)}", file=sys.stderr)
+            return 1
+        scen = args.scenarios or ["scenarios/iiwa14_docking.yaml"]
+        results = run_live_bench(scen, args.runs, modes)
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=REPO).stdout.strip()
+        print(f"dockbench bench --live — commit {rev or 'unknown'}, {args.runs} runs/mode interleaved, "
+              f"BLAS single-threaded, µs per control step of the unprofiled pass")
+        print(format_live_table(results))
+        if args.json:
+            Path(args.json).write_text(json.dumps({"commit": rev, "live": results}, indent=2))
         return 0
     results = run_bench(args.scenarios or [*DEFAULT_SCENARIOS, HAND_TRACK_TEST], args.runs, args.kernels, checks)
     rev = subprocess.run(

@@ -7,6 +7,14 @@ A thin command line over :mod:`hand.bridge`. Examples::
     python -m experiments.g20_bridge --preset half_fist --headless --max-steps 500 --record out.jsonl
     python -m experiments.g20_bridge --commands cmds.jsonl --record states.jsonl --headless
     MUJOCO_GL=egl python -m experiments.g20_bridge --preset fist --max-steps 800 --snapshot fist.png
+    python -m experiments.g20_bridge --ros2 --slew-rad 0.005 --phys-per-render 4 --colliders palm+distal \
+        --on-nonfinite open --sim-state-topic /sim/g20/state      # the Isaac variant's options
+
+The options of both seed bridges are accepted (docs/hand.md puts them side by side): the MuJoCo
+seed's ``--slew-rad-s`` [rad/s] and the Isaac variant's ``--slew-rad`` [rad per physics step],
+``--phys-per-render`` (viewer frames), ``--colliders`` (which links self-collide), ``--on-nonfinite
+open`` (a NaN/Inf command resets the hand to open); the Isaac/PhysX engine itself is not part of
+dockbench.
 
 ``--commands`` replays JSON lines ``{"t": s, "sdk": [20 values]}`` or ``{"t": s, "joints": {name: rad}}``
 on the bridge clock; ``--record`` writes one JSON line per published joint state
@@ -64,6 +72,13 @@ CAMERA_ELEVATION_DEG = -12.0
 CAMERA_AZIMUTH_DEG = 180.0
 """Comparison camera azimuth [deg]."""
 
+DEFAULT_PHYS_PER_RENDER = 16
+"""Viewer: physics (bridge) steps per rendered frame; 16 × 1 ms ≈ 60 Hz."""
+
+COLLIDER_GROUPS: tuple[str, ...] = ("palm", "metacarpals", "proximal", "middle", "distal")
+"""Link groups ``--colliders`` can name: ``palm`` is the palm's collision geom, the others the
+``<finger>_<group>`` collision geoms of every finger (the thumb included)."""
+
 DEFAULT_HEADLESS_STEPS = 1000
 """Steps of a headless run without --commands or --max-steps."""
 REPLAY_TAIL_S = 1.0
@@ -77,7 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--track-test", action="store_true", help="run the MATH.md §8 track test, print PASS/FAIL")
     p.add_argument("--pd-drive", action="store_true", help="PD-drive mode (position actuators + mj_step)")
     p.add_argument("--no-collision-project", action="store_true", help="kinematic mode without projection")
-    p.add_argument("--slew-rad-s", type=float, default=5.0, help="slew limit [rad/s] (0 = jump); default 5")
+    slew = p.add_mutually_exclusive_group()
+    slew.add_argument("--slew-rad-s", type=float, default=None, help="slew limit [rad/s] (0 = jump); default 5")
+    slew.add_argument("--slew-rad", type=float, default=None,
+                      help="slew limit [rad per physics step] (Isaac variant); = --slew-rad-s × --dt")
+    p.add_argument("--phys-per-render", type=int, default=DEFAULT_PHYS_PER_RENDER,
+                   help=f"viewer: physics steps per rendered frame (default {DEFAULT_PHYS_PER_RENDER}, "
+                        f"about 60 Hz at dt = 1 ms)")
+    p.add_argument("--colliders", default="all",
+                   help="self-collision geoms: all, none, or links joined by '+' from "
+                        f"{', '.join(COLLIDER_GROUPS)} (e.g. palm+distal, the Isaac variant's preset)")
+    p.add_argument("--on-nonfinite", choices=("reject", "open"), default="reject",
+                   help="a command with NaN/Inf: reject it (default) or reset the goal to open (Isaac variant)")
     p.add_argument(
         "--dt", type=float, default=0.001, help="control period = model timestep [s]; default 0.001"
     )
@@ -109,6 +135,50 @@ def build_parser() -> argparse.ArgumentParser:
                      help="--ros2: transport auto (rclpy, else cyclonedds), rclpy, cyclonedds, inprocess")
     ros.add_argument("--ros2-rate-hz", type=float, default=50.0, help="--ros2: state publication rate [Hz]")
     return p
+
+
+def select_colliders(model: mujoco.MjModel, preset: str) -> list[str]:
+    """Keep only the hand's collision geoms (``*_col``) of the groups in ``preset`` colliding (contype
+    and conaffinity 1), switch the rest off (0); returns the names kept.
+
+    ``preset``: ``all`` (every collision geom, the model as shipped), ``none``, or groups of
+    :data:`COLLIDER_GROUPS` joined by ``+`` (``palm+distal``: the palm and the five distal links).
+
+    Raises:
+        DockbenchError: an unknown group (the message lists the known ones).
+    """
+    text = preset.strip().lower()
+    if text == "all":
+        groups = set(COLLIDER_GROUPS)
+    elif text == "none":
+        groups = set()
+    else:
+        groups = {g.strip() for g in text.split("+") if g.strip()}
+        unknown = sorted(groups - set(COLLIDER_GROUPS))
+        if unknown or not groups:
+            raise DockbenchError(f"--colliders {preset!r}: unknown group(s) {unknown or '(none given)'}; "
+                                 f"known: all, none, or {'+'.join(COLLIDER_GROUPS)} (any subset joined by '+')")
+    kept = []
+    for g in range(model.ngeom):
+        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or ""
+        if not name.endswith("_col"):
+            continue
+        stem = name[: -len("_col")]
+        group = "palm" if stem.endswith("palm") else stem.rsplit("_", 1)[-1]
+        on = group in groups
+        model.geom_contype[g] = model.geom_conaffinity[g] = 1 if on else 0
+        if on:
+            kept.append(name)
+    return kept
+
+
+def slew_rate(args: argparse.Namespace) -> float:
+    """The slew limit [rad/s] from ``--slew-rad-s`` or ``--slew-rad`` (per physics step of ``--dt``)."""
+    if args.slew_rad is not None:
+        if not (math.isfinite(args.slew_rad) and args.slew_rad >= 0):
+            raise DockbenchError(f"--slew-rad must be >= 0 rad per step, got {args.slew_rad}")
+        return args.slew_rad / args.dt
+    return 5.0 if args.slew_rad_s is None else args.slew_rad_s
 
 
 def comparison_camera(model: mujoco.MjModel, data: mujoco.MjData, cam: mujoco.MjvCamera) -> None:
@@ -166,14 +236,19 @@ def _has_display() -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.phys_per_render < 1:
+        raise DockbenchError(f"--phys-per-render must be >= 1, got {args.phys_per_render}")
     config = BridgeConfig(
         mode=DriveMode.PD if args.pd_drive else DriveMode.KINEMATIC,
-        slew_rad_s=args.slew_rad_s,
+        slew_rad_s=slew_rate(args),
         collision_project=not args.no_collision_project,
         state_rate_hz=args.state_rate_hz,
     )
     spec = load_spec(args.spec)
     bridge = HandBridge.standalone(config, spec, timestep=args.dt)
+    kept = select_colliders(bridge.model, args.colliders)
+    if args.colliders != "all":
+        log.info("self-collision geoms (%s): %s", args.colliders, ", ".join(kept) or "none")
     try:
         record = open(args.record, "w", encoding="utf-8") if args.record else None  # noqa: SIM115
     except OSError as exc:
@@ -236,7 +311,7 @@ def _drive(bridge: HandBridge, args: argparse.Namespace) -> int:
             log.warning("viewer unavailable (%s); running headless", exc)
             viewer = None
             max_steps = max_steps or DEFAULT_HEADLESS_STEPS
-    nxt, accepted, refused = 0, 0, 0
+    nxt, accepted, refused, reset_open = 0, 0, 0, 0
     worst = math.inf
     step = 0
     t0 = time.perf_counter()
@@ -244,6 +319,9 @@ def _drive(bridge: HandBridge, args: argparse.Namespace) -> int:
         while max_steps is None or step < max_steps:
             while nxt < len(commands) and commands[nxt].time <= bridge.time + 1e-12:
                 res = bridge.command(commands[nxt].command)
+                if not res.accepted and args.on_nonfinite == "open" and has_nonfinite(commands[nxt].command):
+                    res = bridge.command_preset("open")
+                    reset_open += 1
                 accepted += res.accepted
                 refused += not res.accepted
                 nxt += 1
@@ -252,10 +330,11 @@ def _drive(bridge: HandBridge, args: argparse.Namespace) -> int:
                     r = bridge.step()
                 if not viewer.is_running():
                     break
-                viewer.sync()
-                lag = bridge.time - (time.perf_counter() - t0)
-                if lag > 0:
-                    time.sleep(lag)
+                if step % args.phys_per_render == 0:
+                    viewer.sync()
+                    lag = bridge.time - (time.perf_counter() - t0)
+                    if lag > 0:
+                        time.sleep(lag)
             else:
                 r = bridge.step()
             worst = min(worst, r.min_distance)
@@ -266,7 +345,8 @@ def _drive(bridge: HandBridge, args: argparse.Namespace) -> int:
     snap = bridge.snapshot()
     print(
         f"{step} steps ({bridge.time:.3f} s, {bridge.config.mode.value}); commands accepted {accepted}, "
-        f"refused {refused}; tracking error {bridge.tracking_error:.4f} rad; "
+        f"refused {refused}" + (f" ({reset_open} NaN/Inf commands reset to open)" if reset_open else "")
+        + f"; tracking error {bridge.tracking_error:.4f} rad; "
         + (f"deepest contact {worst * 1e3:.3f} mm; " if math.isfinite(worst) else "no contact; ")
         + "final applied pose [rad]: "
         + ", ".join(f"{n}={v:.3f}" for n, v in zip(bridge.joint_names, snap.applied, strict=True))
@@ -274,8 +354,16 @@ def _drive(bridge: HandBridge, args: argparse.Namespace) -> int:
     return 0
 
 
-ROS2_VIEWER_SYNC_EVERY = 16
-"""--ros2 with a viewer: sync it every this many bridge steps (about 60 Hz at dt = 1 ms)."""
+def has_nonfinite(cmd: object) -> bool:
+    """True when an SDK list or a ``{joint: rad}`` command holds a NaN or an infinity."""
+    values = cmd.values() if isinstance(cmd, dict) else cmd if isinstance(cmd, (list, tuple)) else ()
+    for v in values:
+        try:
+            if not math.isfinite(float(v)):
+                return True
+        except (TypeError, ValueError):
+            continue
+    return False
 
 
 def _drive_ros2(bridge: HandBridge, args: argparse.Namespace) -> int:
@@ -308,7 +396,7 @@ def _drive_ros2(bridge: HandBridge, args: argparse.Namespace) -> int:
         if not viewer.is_running():
             return False
         steps += 1
-        if steps % ROS2_VIEWER_SYNC_EVERY == 0:
+        if steps % args.phys_per_render == 0:
             viewer.sync()
         return True
 
@@ -319,7 +407,7 @@ def _drive_ros2(bridge: HandBridge, args: argparse.Namespace) -> int:
             stats = run_g20_ros2(
                 bridge, transport, mode=mode, cmd_topic=args.cmd_topic, nominal_topic=args.nominal_topic,
                 sim_state_topic=args.sim_state_topic, rate_hz=args.ros2_rate_hz, max_steps=args.max_steps,
-                on_step=on_step,
+                on_step=on_step, nonfinite=args.on_nonfinite,
             )
         finally:
             if viewer is not None:

@@ -1,9 +1,13 @@
-"""Turn a run folder into figures (written into the run folder).
+"""Turn a run folder into figures (written into the run folder), or overlay several runs.
 
     python experiments/plot_telemetry.py RUN_DIR [--format png,pdf]
+    python experiments/plot_telemetry.py RUN_A RUN_B [RUN_C ...] [--out DIR]     # e.g. Khatib vs HQP
 
-The figures and their content are listed in :mod:`telemetry.plots`. Exit codes: 0 = written,
-1 = error (message printed, no traceback).
+With one run folder every figure of :data:`telemetry.plots.FIGURES` that applies is written into it.
+With several, the overlay figures (:data:`telemetry.plots.COMPARE_FIGURES`: contact force, docking
+with gate bounds, tracking error; one colour per run) go to ``--out`` (default ``./compare``). The
+figures and their content are listed in :mod:`telemetry.plots`. Exit codes: 0 = written, 1 = error
+(message printed, no traceback).
 """
 
 from __future__ import annotations
@@ -29,12 +33,23 @@ def plot_run(run_dir: str | Path, formats: str | Iterable[str] = ("png",)) -> li
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run_dir", help="a run folder (runs/<scenario>/<timestamp>)")
+    ap.add_argument("run_dir", nargs="+", help="one or more run folders (runs/<scenario>/<timestamp>)")
     ap.add_argument("--format", default="png", help="comma-separated formats: png, pdf, svg (default png)")
+    ap.add_argument("--out", default=None, help="several runs: folder for the overlay figures (default ./compare)")
     args = ap.parse_args(argv)
     try:
         t0 = time.perf_counter()
-        files = plot_run(args.run_dir, args.format)
+        if len(args.run_dir) == 1:
+            if args.out is not None:
+                from telemetry.plots import plot_run as _plot_run
+
+                files = _plot_run(args.run_dir[0], args.format, out_dir=args.out)
+            else:
+                files = plot_run(args.run_dir[0], args.format)
+        else:
+            from telemetry.plots import plot_compare
+
+            files = plot_compare(args.run_dir, args.out or "compare", args.format)
         wall = time.perf_counter() - t0
     except DockbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,6 +1,14 @@
 """Run one docking (or tracking) scenario and write its run folder.
 
     python experiments/run_docking.py --scenario scenarios/iiwa14_docking.yaml
+    python experiments/run_docking.py --scenario scenarios/iiwa14_docking.yaml --viewer --speed 0.5
+    python experiments/run_docking.py --scenario scenarios/iiwa14_docking.yaml --rerun live.rrd
+    python experiments/run_docking.py --scenario scenarios/iiwa14_docking.yaml --ros2 --speed 1
+
+Watching a run (docs/live.md): ``--viewer`` opens MuJoCo's viewer paced to real time (``--speed``);
+closing it ends the run, whose folder is still written. ``--rerun [TARGET]`` streams to Rerun (no
+TARGET: spawn a viewer; ``*.rrd``: a file; ``rerun+http://…``: a running viewer). ``--ros2`` publishes
+joint states, EE and reference poses and the F/T and truth wrenches on ROS 2 topics.
 
 Exit codes: 0 = all gates pass, 2 = a gate fails, the run is unstable (sustained torque saturation or a
 velocity runaway, telemetry/gates.py) or incomplete, 1 = error (the message is printed without a
@@ -62,6 +70,8 @@ def format_summary(result, scenario) -> str:
         f"status     {result.status}   simulated {tm.get('sim_s', 0):.3f} s in {tm.get('wall_s', 0):.2f} s "
         f"wall  →  {tm.get('real_time_factor', 0):.1f}× real time{_kernel_note(result.meta)}"
     )
+    if result.status == "interrupted" and result.message:
+        lines.append(f"           {result.message}")
     from telemetry.metrics import HEADLINE_METRICS, METRICS
 
     keys = (*HEADLINE_METRICS, "tracking.pos_peak", "tracking.rot_rms_deg", "safety.saturation_ratio")
@@ -108,6 +118,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--plot", action="store_true", help="write figures into the run folder at the end")
     ap.add_argument("--video", default=None, help="render a video of the run to this .mp4/.gif path")
+    live = ap.add_argument_group("watching the run (docs/live.md)")
+    live.add_argument("--viewer", action="store_true",
+                      help="MuJoCo viewer (needs a display); closing it ends the run, its folder is written")
+    live.add_argument("--speed", type=float, default=None,
+                      help="pace the run to this × real time (default 1 with --viewer, unpaced otherwise)")
+    live.add_argument("--rerun", nargs="?", const="spawn", default=None, metavar="TARGET",
+                      help="stream to Rerun: no TARGET = spawn a viewer, FILE.rrd, or a rerun+http:// URL")
+    live.add_argument("--ros2", action="store_true",
+                      help="publish joint states, EE/reference poses and F/T/truth wrenches on ROS 2 topics")
+    live.add_argument("--ros2-backend", default="auto", help="--ros2 transport: auto, rclpy, cyclonedds, inprocess")
+    live.add_argument("--ros2-prefix", default="/dockbench", help="--ros2 topic prefix (default /dockbench)")
+    live.add_argument("--live-rate-hz", type=float, default=50.0,
+                      help="--rerun/--ros2 samples per simulated second, and at most per wall second (default 50)")
     args = ap.parse_args(argv)
 
     from sim.loop import run
@@ -123,12 +146,17 @@ def main(argv: list[str] | None = None) -> int:
         progress = None if args.no_progress or not sys.stderr.isatty() else _progress_bar(sys.stderr)
         if args.kernel_check is not None and args.kernel_check < 0:
             raise ScenarioError(f"must be ≥ 0 (0 turns the guard off), got {args.kernel_check}", key="--kernel-check")
-        result = run(
-            scenario, out_root=args.out, duration=args.duration, progress=progress, kernel_check=args.kernel_check
-        )
-        if progress is not None:
-            sys.stderr.write("\n")
-        print(format_summary(result, scenario))
+        from experiments.live_cli import LiveSession, check_args
+
+        check_args(args)
+        with LiveSession(args, scenario) as live:
+            result = run(scenario, out_root=args.out, duration=args.duration, progress=progress,
+                         kernel_check=args.kernel_check, step_observer=live.observer)
+            if progress is not None:
+                sys.stderr.write("\n")
+            print(format_summary(result, scenario))
+            live.report()
+            live.hold()
         if args.plot and result.run_dir is not None:
             from experiments.plot_telemetry import plot_run
 

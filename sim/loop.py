@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import mujoco
 import numpy as np
@@ -285,12 +285,37 @@ def _coalesce(sources: list[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
+class StepObserver(Protocol):
+    """Something that watches the loop while it runs (the viewer, a live Rerun or ROS 2 stream):
+    the one per-step seam of :func:`simulate`. Implementations live in :mod:`telemetry.live`.
+
+    Attributes:
+        every: call :meth:`step` every this many control steps (an integer ≥ 1; read after
+            :meth:`start`).
+        stop_reason: how a True from :meth:`step` is reported (e.g. ``"viewer closed"``).
+    """
+
+    every: int
+    stop_reason: str
+
+    def start(self, setup: Setup, tel: Telemetry) -> None:
+        """Called once before the first step, with the run's setup and its (empty) telemetry."""
+
+    def step(self, i: int, t: float) -> bool:
+        """Step ``i`` (time ``t`` [s]) is recorded (``tel.block[i]``; ``setup.data`` holds the state at
+        ``t``); return True to end the run."""
+
+    def finish(self, status: str) -> None:
+        """Called once when the loop ends, whatever the reason (``completed``, ``interrupted``, ...)."""
+
+
 def simulate(
     setup: Setup,
     duration: float | None = None,
     progress: Callable[[float, float], None] | None = None,
     profile: bool = False,
     kernel_check: int | None = None,
+    step_observer: StepObserver | None = None,
 ) -> tuple[Telemetry, str, str, dict[str, float]]:
     """Run the control loop. Returns (telemetry, status, message, timing).
 
@@ -302,6 +327,12 @@ def simulate(
     first step and then every ``kernel_check`` steps (default :func:`sim.kernels.check_every`; 0 = off);
     what it saw is left in ``setup.guard``. A guarded run equals the unguarded one bit for bit unless a
     kernel disagrees, in which case that component runs its Python reference from that step on.
+
+    ``step_observer`` (:class:`StepObserver`, e.g. the viewer or a live stream from
+    :mod:`telemetry.live`) is called every ``step_observer.every`` control steps, after the step's
+    telemetry row is recorded and before the plant steps; it returns True to end the run early
+    (status ``interrupted``, e.g. the viewer window was closed). Without one the loop pays a single
+    ``is not None`` test per step.
     """
     sc = setup.scenario
     m, d = setup.asm.model, setup.data
@@ -310,7 +341,7 @@ def simulate(
     duration = setup.duration if duration is None else duration
     n_steps = int(math.floor(duration / T_c + 1e-9)) + 1
     ctrl = setup.controller
-    extra = {f"ctrl_{n}": "" for n in ctrl.diag_names}
+    extra = {f"ctrl_{n}": ctrl.diag_units.get(n, "") for n in ctrl.diag_names}
     runtime = setup.runtime
     # The EE pose and the desired rotation are copied raw each step (a contiguous 4×4 and 3×3, part of
     # the one row copy); ee_pos, ee_quat and ee_quat_des are derived from them once the run ends
@@ -398,6 +429,13 @@ def simulate(
     next_check = 0 if every > 0 and "compiled" in kernel_paths(setup).values() else -1
 
     status, message = "completed", ""
+    watch, watch_every = step_observer, 0
+    if watch is not None:
+        watch.start(setup, tel)  # may set ``every`` from the setup (e.g. a frame rate → steps)
+        watch_every = int(watch.every)
+        if watch_every < 1:
+            watch.finish("error")
+            raise ValueError(f"step_observer.every must be an integer >= 1, got {watch.every!r}")
     clock = time.perf_counter
     t_phys = t_dyn = t_ctrl = t_tel = t_tool = 0.0
     t_wall0 = time.perf_counter()
@@ -447,6 +485,9 @@ def simulate(
                 if runtime is not None:
                     runtime.record(i, tel.arrays)
             tel.n = i + 1
+            if watch is not None and i % watch_every == 0 and watch.step(i, t):
+                status, message = "interrupted", f"{watch.stop_reason} at t = {t:.4f} s (step {i})"
+                break
             if profile:
                 c3 = clock()
                 t_tel += c3 - c2
@@ -481,6 +522,9 @@ def simulate(
             f"numerical failure at t = {i * T_c:.4f} s (step {i}): {exc}; the state was "
             f"q = {np.array2string(d.qpos[qs], precision=3)}; telemetry up to this step is kept"
         )
+    finally:
+        if watch is not None:
+            watch.finish(status)
     if record:
         _derive_pose_channels(tel)
         substeps.fill(tel.arrays, tel.n)
@@ -554,6 +598,7 @@ def run(
     progress: Callable[[float, float], None] | None = None,
     setup: Setup | None = None,
     kernel_check: int | None = None,
+    step_observer: StepObserver | None = None,
 ) -> RunResult:
     """Build, simulate, score and (if ``out_root``) write the run folder.
 
@@ -564,12 +609,15 @@ def run(
         progress: callback(t, duration) for progress bars.
         kernel_check: the kernel guard's period in control steps (0 = off; default
             :func:`sim.kernels.check_every`, i.e. ``$DOCKBENCH_KERNEL_CHECK`` or 1000).
+        setup: a prebuilt :func:`build` result (default: built from ``scenario``).
+        step_observer: watches the loop while it runs (:class:`StepObserver`: viewer, live streams).
     """
     if setup is None:
         setup = build(scenario)
     if duration is not None and duration <= 0:
         raise ScenarioError(f"duration must be > 0, got {duration}", key="--duration")
-    tel, status, message, timing = simulate(setup, duration, progress, kernel_check=kernel_check)
+    tel, status, message, timing = simulate(setup, duration, progress, kernel_check=kernel_check,
+                                            step_observer=step_observer)
     meta = _meta(setup, timing, status, tel)
     channels = tel.channels()
     metrics = compute_metrics(channels, meta) if tel.n > 0 else {}

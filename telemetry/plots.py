@@ -13,6 +13,11 @@ orientation_error         angle of R_d Rᵀ [deg]
 contact_force             ‖f‖ and axial force [N], F/T vs contact truth on the same axes; contacts
 joint_torques             applied (and commanded) torque per joint [N·m] with the ±τ_max limits
 path                      planned vs actual path in 3D [mm] and the speed profile [mm/s]
+docking                   (mating targets) depth, lateral offset [mm] and tilt [deg] of the tip in the
+                          true target frame over time, with the scenario's gate bounds, the final
+                          window the gates average over, and the window means with their verdicts
+controller                (runs with ``ctrl_*`` channels) the controller's diagnostic channels, one
+                          panel per group of channels with a common prefix, in their recorded units
 hand                      G20 hand (only runs with ``hand_goal``): active-joint angles goal vs applied
                           [rad]; max_j |applied − goal| [rad], log scale, with the preset
                           tolerance; self-penetration [mm] with its tolerance and the projected /
@@ -20,7 +25,13 @@ hand                      G20 hand (only runs with ``hand_goal``): active-joint 
 ========================  ==================================================================
 
 A figure whose channels the run does not have is left out (:func:`figures_for`): ``hand`` needs the
-G20 hand's ``hand_*`` channels (``hand.effector.HandRuntime``).
+G20 hand's ``hand_*`` channels (``hand.effector.HandRuntime``), ``docking`` a mating target,
+``controller`` at least one ``ctrl_*`` channel.
+
+Several runs on shared axes (:data:`COMPARE_FIGURES`, :func:`plot_compare`,
+``plot_telemetry.py RUN_A RUN_B …``): ``compare_contact_force`` (‖f‖ and axial force of the contact
+truth), ``compare_docking`` (depth, lateral, tilt with the first run's gate bounds) and
+``compare_tracking`` (position error), one colour per run.
 """
 
 from __future__ import annotations
@@ -45,21 +56,28 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from sim.errors import DockbenchError  # noqa: E402
 from telemetry.metrics import (  # noqa: E402
+    MATING_TARGETS,
     axial_force,
     is_mating_target,
     orientation_error_deg,
     position_error,
+    quat_to_matrix,
 )
 from telemetry.run import Run  # noqa: E402
 
 #: Figure names, in the order :func:`plot_run` writes them (those the run has channels for:
 #: :func:`figures_for`).
 FIGURES: tuple[str, ...] = (
-    "tracking", "tracking_error", "orientation_error", "contact_force", "joint_torques", "path", "hand",
+    "tracking", "tracking_error", "orientation_error", "contact_force", "joint_torques", "path", "docking",
+    "controller", "hand",
 )
 
-#: Figures drawn only when the run has this channel (all others: every run).
+#: Figures drawn only when the run has this channel (all others: every run; ``docking`` and
+#: ``controller`` have their own tests in :func:`figures_for`).
 REQUIRES: dict[str, str] = {"hand": "hand_goal"}
+
+#: Overlay figures of several runs (:func:`plot_compare`).
+COMPARE_FIGURES: tuple[str, ...] = ("compare_contact_force", "compare_docking", "compare_tracking")
 
 #: Output formats matplotlib writes here.
 FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
@@ -296,6 +314,145 @@ def fig_path(run: Run) -> Figure:
     return fig
 
 
+# ---------------------------------------------------------------------------------------- docking
+def has_docking(run: Run) -> bool:
+    """True when the run has a mating target (the docking layer of :mod:`telemetry.metrics`)."""
+    return run.meta.get("T_world_target") is not None and is_mating_target(run.meta.get("target_type"))
+
+
+def docking_series(ch: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Per-step depth and lateral offset [m] of the tip and tilt [deg] of the tool axis in the TRUE
+    target frame D, the quantities whose final-window means are ``docking.depth``, ``.lateral`` and
+    ``.tilt_deg`` (same formulas as :func:`telemetry.metrics.compute_metrics`):
+
+    depth = −z of R_Dᵀ (p − o_D), lateral = ‖(x, y)‖ of it, tilt = ∠(z_tool, −z_D) via atan2.
+    """
+    T = np.asarray(meta["T_world_target"], dtype=float)
+    p_in_D = (ch["ee_pos"] - T[:3, 3]) @ T[:3, :3]
+    z_tool = quat_to_matrix(ch["ee_quat"])[:, :, 2]
+    minus_z = -T[:3, 2]
+    tilt = np.arctan2(np.linalg.norm(np.cross(z_tool, minus_z), axis=1), z_tool @ minus_z)
+    return {"depth": -p_in_D[:, 2], "lateral": np.linalg.norm(p_in_D[:, :2], axis=1), "tilt_deg": np.degrees(tilt)}
+
+
+def _gates(run: Run) -> list[dict[str, Any]]:
+    return list((run.meta.get("scenario") or {}).get("gates") or [])
+
+
+def _gate_verdicts(run: Run) -> dict[str, dict[str, Any]]:
+    return {g["metric"]: g for g in (run.summary.get("gates") or []) if isinstance(g, dict) and "metric" in g}
+
+
+_DOCKING_PANELS = (
+    ("depth", "docking.depth", 1e3, "insertion depth [mm]"),
+    ("lateral", "docking.lateral", 1e3, "lateral offset [mm]"),
+    ("tilt_deg", "docking.tilt_deg", 1.0, "tilt [deg]"),
+)
+_GATE = dict(color="C3", lw=1.0, ls="--", zorder=4)
+_WINDOW = dict(color="0.5", alpha=0.12, lw=0, zorder=0)
+
+
+def fig_docking(run: Run) -> Figure:
+    """Depth, lateral offset [mm] and tilt [deg] over time with the gate bounds (dashed), the final
+    window the gate averages over (grey) and the window mean with its verdict."""
+    from telemetry.metrics import DEFAULT_WINDOW, final_window_mask
+
+    ch, t = run.channels, run.t
+    if not has_docking(run):
+        raise DockbenchError(f"{run.path}: the docking figure needs a mating target (target type "
+                             f"{run.meta.get('target_type')!r}; mating: {', '.join(MATING_TARGETS)})")
+    series = docking_series(ch, run.meta)
+    gates = _gates(run)
+    verdicts = _gate_verdicts(run)
+    fig, axes = plt.subplots(3, 1, figsize=(WIDTH, 5.6), sharex=True, layout="constrained")
+    for ax, (key, metric, scale, label) in zip(axes, _DOCKING_PANELS, strict=True):
+        y = scale * series[key]
+        ax.plot(t, y, label=label.split(" [")[0], **_ACTUAL)
+        mine = [g for g in gates if g.get("metric") == metric]
+        window = next((float(g["window"]) for g in mine if g.get("window")), DEFAULT_WINDOW)
+        mask = final_window_mask(t, window)
+        ax.axvspan(float(t[mask][0]), float(t[-1]), **_WINDOW)
+        mean = float(np.mean(y[mask]))
+        ax.plot([t[mask][0], t[-1]], [mean, mean], color="k", lw=1.6, zorder=5)
+        lo_hi = []
+        for g in mine:
+            for bound in ("min", "max"):
+                if g.get(bound) is not None:
+                    v = scale * float(g[bound])
+                    ax.axhline(v, **_GATE)
+                    ax.text(float(t[0]), v, f" gate {bound} {v:g}", va="bottom", ha="left", fontsize=7, color="C3")
+                    lo_hi.append(v)
+        verdict = verdicts.get(metric, {}).get("verdict", "")
+        unit = label.split("[")[1].rstrip("]")
+        ax.text(0.99, 0.96, f"window mean {mean:.4g} {unit}" + (f"  {verdict}" if verdict else ""),
+                transform=ax.transAxes, ha="right", va="top", fontsize=8,
+                color={"PASS": "C2", "FAIL": "C3"}.get(verdict, "0.2"),
+                bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="0.8", alpha=0.9))
+        lo = min([float(np.nanmin(y))] + lo_hi)
+        hi = max([float(np.nanmax(y))] + lo_hi)
+        span = max(hi - lo, 1e-6)
+        ax.set_ylim(lo - 0.08 * span, hi + 0.25 * span)
+        ax.set_ylabel(label)
+    axes[0].legend(handles=[Line2D([], [], **_ACTUAL), Line2D([], [], **_GATE), Line2D([], [], color="k", lw=1.6),
+                            Patch(facecolor="0.5", alpha=0.25)],
+                   labels=["tip in target frame", "gate bound", "window mean", "gate window"],
+                   loc="lower right", ncols=2, fontsize=7)
+    _finish_time_axes(axes, run)
+    fig.suptitle(f"Docking: tip in the true target frame, with the gates\n{_title(run)}")
+    return fig
+
+
+# ---------------------------------------------------------------------------------------- controller
+def controller_channels(run: Run) -> list[str]:
+    """The run's ``ctrl_*`` channels in recorded order."""
+    return [n for n in run.channels if n.startswith("ctrl_")]
+
+
+def _groups(names: Sequence[str]) -> list[list[str]]:
+    """Channels grouped by their name without the last ``_part`` when that part is a single axis or
+    component letter (``f_i_x, f_i_y, f_i_z`` → one group; ``qp_status`` alone)."""
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        stem, _, last = n[len("ctrl_"):].rpartition("_")
+        key = stem if stem and last in ("x", "y", "z", "vx", "vy", "vz", "wx", "wy", "wz") else n
+        groups.setdefault(key, []).append(n)
+    return list(groups.values())
+
+
+def fig_controller(run: Run) -> Figure:
+    """The controller's diagnostic channels (``ctrl_*``), grouped by common prefix, with their units."""
+    names = controller_channels(run)
+    if not names:
+        raise DockbenchError(f"{run.path}: the controller figure needs ctrl_* channels; the run has none")
+    groups = _groups(names)
+    ch, t = run.channels, run.t
+    ncols = 2 if len(groups) > 3 else 1
+    nrows = (len(groups) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH, 1.5 * nrows + 1.0), sharex=True, layout="constrained",
+                             squeeze=False)
+    flat = axes.ravel()
+    controller = ((run.meta.get("scenario") or {}).get("controller") or {}).get("type", "?")
+    for ax, group in zip(flat, groups, strict=False):
+        for k, n in enumerate(group):
+            ax.plot(t, ch[n], lw=1.0, color=f"C{k}", label=n[len("ctrl_"):])
+        unit = run.units.get(group[0], "") or "–"
+        stem = group[0][len("ctrl_"):] if len(group) == 1 else group[0][len("ctrl_"):].rpartition("_")[0]
+        ax.set_ylabel(f"{stem} [{unit}]", fontsize=7)
+        if len(group) > 1:
+            ax.legend(loc="upper left", ncols=len(group), fontsize=7)
+        shade_segments(ax, run)
+        ax.set_xlim(float(t[0]), float(t[-1]))
+    for ax in flat[len(groups):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("t [s]")
+    if len(groups) % ncols:
+        axes[-2, -1].set_xlabel("t [s]")
+        axes[-2, -1].xaxis.set_tick_params(labelbottom=True)
+    fig.suptitle(f"Controller diagnostics ({controller}: {len(names)} ctrl_* channels)\n{_title(run)}")
+    return fig
+
+
 # ---------------------------------------------------------------------------------------- hand (G20)
 HAND_CHANNELS: tuple[str, ...] = (
     "hand_goal", "hand_applied", "hand_penetration", "hand_projected", "hand_fell_back",
@@ -475,13 +632,24 @@ _BUILDERS = {
     "contact_force": fig_contact_force,
     "joint_torques": fig_joint_torques,
     "path": fig_path,
+    "docking": fig_docking,
+    "controller": fig_controller,
     "hand": fig_hand,
 }
 
 
+def _applies(run: Run, name: str) -> bool:
+    if name == "docking":
+        return has_docking(run)
+    if name == "controller":
+        return bool(controller_channels(run))
+    return REQUIRES.get(name) is None or REQUIRES[name] in run.channels
+
+
 def figures_for(run: Run) -> tuple[str, ...]:
-    """The figures of :data:`FIGURES` that ``run`` has the channels for (:data:`REQUIRES`)."""
-    return tuple(n for n in FIGURES if REQUIRES.get(n) is None or REQUIRES[n] in run.channels)
+    """The figures of :data:`FIGURES` that ``run`` has the data for (:data:`REQUIRES`, a mating target
+    for ``docking``, ``ctrl_*`` channels for ``controller``)."""
+    return tuple(n for n in FIGURES if _applies(run, n))
 
 
 def make_figures(run: Run, names: Iterable[str] | None = None) -> dict[str, Figure]:
@@ -503,7 +671,7 @@ def make_figures(run: Run, names: Iterable[str] | None = None) -> dict[str, Figu
                 need = REQUIRES.get(name)
                 if need is not None and need not in run.channels:
                     raise DockbenchError(f"{run.path}: figure {name!r} needs the channel {need!r}")
-                out[name] = _BUILDERS[name](run)
+                out[name] = _BUILDERS[name](run)  # docking / controller raise their own message
     except BaseException:
         for fig in out.values():
             plt.close(fig)
@@ -571,4 +739,137 @@ def plot_run(
                     paths.append(path)
             finally:
                 plt.close(fig)
+    return paths
+
+
+# ---------------------------------------------------------------------------------------- several runs
+def run_label(run: Run) -> str:
+    """``scenario (controller)`` — the legend entry of a run in the overlay figures."""
+    controller = ((run.meta.get("scenario") or {}).get("controller") or {}).get("type", "?")
+    return f"{run.name} ({controller})"
+
+
+def _labels(runs: Sequence[Run]) -> list[str]:
+    labels = [run_label(r) for r in runs]
+    if len(set(labels)) < len(labels):  # the same scenario twice: add the folder name
+        labels = [f"{lab} {r.path.name}" for lab, r in zip(labels, runs, strict=True)]
+    if len(set(labels)) < len(labels):  # still equal: number them in the given order
+        labels = [f"{lab} #{k + 1}" for k, lab in enumerate(labels)]
+    return labels
+
+
+def _compare_title(runs: Sequence[Run]) -> str:
+    return f"{len(runs)} runs: " + ", ".join(_labels(runs))
+
+
+def fig_compare_contact_force(runs: Sequence[Run]) -> Figure:
+    """‖f‖ and axial force of the contact truth [N] of every run on shared axes."""
+    fig, axes = plt.subplots(2, 1, figsize=(WIDTH, 4.4), sharex=True, layout="constrained")
+    for k, (r, lab) in enumerate(zip(runs, _labels(runs), strict=True)):
+        tr = r.channels["wrench_truth_world"]
+        axes[0].plot(r.t, np.linalg.norm(tr[:, :3], axis=1), color=f"C{k}", lw=1.1, label=lab)
+        axes[1].plot(r.t, axial_force(tr, r.meta), color=f"C{k}", lw=1.1)
+    axes[0].set_ylabel("‖f_ext‖ truth [N]")
+    axes[1].set_ylabel(f"axial f_ext truth ({_axis_name(runs[0])}) [N]")
+    axes[1].axhline(0.0, color="0.5", lw=0.6)
+    axes[0].legend(loc="upper left", fontsize=7)
+    axes[-1].set_xlabel("t [s]")
+    axes[0].set_xlim(0.0, max(float(r.t[-1]) for r in runs))
+    fig.suptitle(f"Contact force (contact truth), world axes\n{_compare_title(runs)}")
+    return fig
+
+
+def fig_compare_docking(runs: Sequence[Run]) -> Figure:
+    """Depth, lateral [mm], tilt [deg] of every docking run, with the first run's gate bounds."""
+    docking = [r for r in runs if has_docking(r)]
+    if not docking:
+        raise DockbenchError("compare_docking needs at least one run with a mating target")
+    fig, axes = plt.subplots(3, 1, figsize=(WIDTH, 5.4), sharex=True, layout="constrained")
+    labels = dict(zip([id(r) for r in runs], _labels(runs), strict=True))
+    for k, r in enumerate(runs):
+        if not has_docking(r):
+            continue
+        series = docking_series(r.channels, r.meta)
+        for ax, (key, _, scale, _) in zip(axes, _DOCKING_PANELS, strict=True):
+            ax.plot(r.t, scale * series[key], color=f"C{k}", lw=1.1, label=labels[id(r)])
+    for ax, (_, metric, scale, label) in zip(axes, _DOCKING_PANELS, strict=True):
+        for g in _gates(docking[0]):
+            if g.get("metric") == metric:
+                for bound in ("min", "max"):
+                    if g.get(bound) is not None:
+                        ax.axhline(scale * float(g[bound]), **_GATE)
+        ax.set_ylabel(label)
+    axes[0].legend(loc="upper left", fontsize=7)
+    axes[-1].set_xlabel("t [s]")
+    axes[0].set_xlim(0.0, max(float(r.t[-1]) for r in runs))
+    fig.suptitle(f"Docking (dashed: gate bounds of {run_label(docking[0])})\n{_compare_title(runs)}")
+    return fig
+
+
+def fig_compare_tracking(runs: Sequence[Run]) -> Figure:
+    """‖p − p_d‖ [mm] of every run, log scale."""
+    fig, ax = plt.subplots(1, 1, figsize=(WIDTH, 3.0), layout="constrained")
+    for k, (r, lab) in enumerate(zip(runs, _labels(runs), strict=True)):
+        ax.plot(r.t, _positive_or_nan(1e3 * position_error(r.channels)), color=f"C{k}", lw=1.1, label=lab)
+    ax.set_yscale("log")
+    ax.set_ylabel("position error ‖p − p_d‖ [mm]")
+    ax.set_xlabel("t [s]")
+    ax.legend(loc="lower right", fontsize=7)
+    ax.set_xlim(0.0, max(float(r.t[-1]) for r in runs))
+    fig.suptitle(f"EE position tracking error\n{_compare_title(runs)}")
+    return fig
+
+
+_COMPARE_BUILDERS = {
+    "compare_contact_force": fig_compare_contact_force,
+    "compare_docking": fig_compare_docking,
+    "compare_tracking": fig_compare_tracking,
+}
+
+
+def compare_figures_for(runs: Sequence[Run]) -> tuple[str, ...]:
+    """The overlay figures that apply (``compare_docking`` needs one docking run)."""
+    return tuple(n for n in COMPARE_FIGURES if n != "compare_docking" or any(has_docking(r) for r in runs))
+
+
+def make_compare_figures(runs: Sequence[Run], names: Iterable[str] | None = None) -> dict[str, Figure]:
+    """Build the overlay figures of several loaded runs (caller closes them)."""
+    for r in runs:
+        if len(r.t) == 0:
+            raise DockbenchError(f"{r.path}: the run has no recorded steps; nothing to plot")
+    names = compare_figures_for(runs) if names is None else tuple(names)
+    out: dict[str, Figure] = {}
+    try:
+        with plt.rc_context(STYLE):
+            for name in names:
+                if name not in _COMPARE_BUILDERS:
+                    raise DockbenchError(f"unknown overlay figure {name!r}; known: {', '.join(COMPARE_FIGURES)}")
+                out[name] = _COMPARE_BUILDERS[name](runs)
+    except BaseException:
+        for fig in out.values():
+            plt.close(fig)
+        raise
+    return out
+
+
+def plot_compare(run_dirs: Sequence[str | Path], out_dir: str | Path,
+                 formats: str | Iterable[str] = ("png",)) -> list[Path]:
+    """Overlay figures of several run folders, written into ``out_dir``; returns the paths."""
+    if len(run_dirs) < 2:
+        raise DockbenchError(f"overlaying runs needs at least two run folders, got {len(run_dirs)}")
+    fmts = parse_formats(formats)
+    runs = [Run.load(d) for d in run_dirs]
+    dest = Path(out_dir)
+    dest.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    figs = make_compare_figures(runs)
+    try:
+        for name, fig in figs.items():
+            for fmt in fmts:
+                path = dest / f"{name}.{fmt}"
+                _atomic_savefig(fig, path, fmt)
+                paths.append(path)
+    finally:
+        for fig in figs.values():
+            plt.close(fig)
     return paths

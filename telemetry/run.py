@@ -141,6 +141,52 @@ class Run:
         recorded = self.summary.get("scenario") or (self.meta.get("scenario") or {}).get("name")
         return str(recorded or self.path.parent.name)
 
+    def to_frame(self, channels: list[str] | None = None) -> Any:
+        """The telemetry as a pandas DataFrame: one row per control step, indexed by ``t`` [s], one
+        column per channel component named ``<channel>`` (scalars) or ``<channel>.<part>`` (joint
+        names for q, v and the torques; x/y/z; w/x/y/z for quaternions; fx…nz for wrenches; the hand's
+        joint names). ``df.attrs["units"]`` maps each column to its unit.
+
+        Args:
+            channels: which channels (default all, in :data:`telemetry.log.CHANNELS` order).
+
+        Raises:
+            DockbenchError: an unknown channel; pandas not installed (the message gives the install
+                command of the ``notebook`` extra).
+        """
+        from sim.extras import require
+        from telemetry.export import channel_labels
+
+        pd = require("pandas", "notebook", "Run.to_frame()")
+        names = _canonical_order(set(self.channels)) if channels is None else list(channels)
+        for n in names:
+            if n not in self.channels:
+                self.channel(n)  # raises with the list of channels
+        hand = (self.meta.get("tool_summary") or {}).get("joint_names") or []
+        cols: dict[str, np.ndarray] = {}
+        units: dict[str, str] = {}
+        n_rows = len(self.t)
+        for name in names:
+            if name == "t":
+                continue
+            a = np.asarray(self.channels[name])
+            flat = a.reshape(n_rows, -1) if a.ndim > 1 else a[:, None]
+            width = flat.shape[1]
+            if name.startswith("hand_") and len(hand) == width:
+                labels = [str(x) for x in hand]
+            else:
+                labels = channel_labels(name, width, self.joint_names)
+            unit = self.units.get(name, "")
+            parts = unit.split("|") if "|" in unit else [unit]
+            for k in range(width):
+                col = name if a.ndim == 1 else f"{name}.{labels[k]}"
+                cols[col] = flat[:, k]
+                units[col] = parts[min(k // 3, len(parts) - 1)] if len(parts) > 1 else unit
+        df = pd.DataFrame(cols, index=pd.Index(np.asarray(self.t), name="t"))
+        df.attrs["units"] = units
+        df.attrs["run"] = str(self.path)
+        return df
+
     @classmethod
     def load(cls, path: str | Path) -> Run:
         """Read a run folder written by :func:`sim.loop.run`.

@@ -24,8 +24,8 @@ from telemetry.plots import (
 from telemetry.run import Run, write_json
 from tests.test_metrics import DT, SEGMENTS, N, write_synthetic_run
 
-#: the figures of every run (the synthetic run has no hand channels)
-BASE_FIGURES = tuple(n for n in FIGURES if n != "hand")
+#: the figures of the synthetic run (a drogue target, no controller diagnostics, no hand channels)
+BASE_FIGURES = tuple(n for n in FIGURES if n not in ("hand", "controller"))
 
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF", "svg": b"<?xml"}
 
@@ -37,7 +37,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_plot_run_writes_every_figure_in_every_format(run_dir: Path) -> None:
     files = plot_run(run_dir, formats=("png", "pdf"))
-    assert len(files) == 2 * len(BASE_FIGURES) == 12
+    assert len(files) == 2 * len(BASE_FIGURES) == 14
     assert [f.name for f in files] == [f"{n}.{ext}" for n in BASE_FIGURES for ext in ("png", "pdf")]
     for f in files:
         assert f.parent == run_dir and f.is_file()
@@ -168,7 +168,8 @@ def hand_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_hand_figure_content(hand_dir: Path) -> None:
     run = Run.load(hand_dir)
-    assert figures_for(run) == FIGURES and FIGURES[-1] == "hand"
+    # a synthetic hand run: drogue target, no controller channels
+    assert figures_for(run) == (*BASE_FIGURES, "hand") and FIGURES[-1] == "hand"
     np.testing.assert_allclose(hand_command_times(run), HAND_COMMANDS, atol=1e-9)  # schedule times
     fig = make_figures(run, ["hand"])["hand"]
     try:
@@ -215,13 +216,13 @@ def test_hand_figure_only_for_hand_runs(tmp_path: Path, run_dir: Path) -> None:
                              duration=0.3).run_dir
     assert hand_run is not None and probe_run is not None
 
-    files = plot_run(hand_run)
-    assert [f.name for f in files] == [f"{n}.png" for n in FIGURES]  # 7: the six + hand
+    files = plot_run(hand_run)  # a tracking run (no target: no docking figure), with controller channels
+    assert [f.name for f in files] == [f"{n}.png" for n in FIGURES if n != "docking"]
     assert (hand_run / "hand.png").stat().st_size > 5_000
     np.testing.assert_allclose(hand_command_times(Run.load(hand_run)), [0.1], atol=1e-9)
 
     files = plot_run(probe_run)
-    assert [f.name for f in files] == [f"{n}.png" for n in BASE_FIGURES]  # 6: no hand figure
+    assert [f.name for f in files] == [f"{n}.png" for n in FIGURES if n not in ("docking", "hand")]
     assert not (probe_run / "hand.png").exists()
     with pytest.raises(DockbenchError, match="needs the channel 'hand_goal'"):
         make_figures(Run.load(run_dir), ["hand"])
@@ -267,3 +268,122 @@ def test_compare_tables(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert float(rows[0]["docking.depth [m]"]) == expected["docking.depth"]  # full precision, SI
     assert main([str(root), "--metrics", "docking.dept"]) == 1
     assert "unknown metric(s) docking.dept" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- docking, controller
+def _docking_run(tmp_path: Path, depth_min: float, verdict: str = "PASS", ctrl: bool = True) -> Path:
+    """The synthetic run with docking gates in its scenario (and controller channels with units)."""
+    import json
+
+    from telemetry.log import atomic_save_npz
+
+    folder = write_synthetic_run(tmp_path / f"dock_{depth_min}")
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["scenario"]["gates"] = [{"metric": "docking.depth", "min": depth_min},
+                                 {"metric": "docking.lateral", "max": 0.002, "window": 0.5},
+                                 {"metric": "docking.tilt_deg", "max": 1.0}]
+    if ctrl:
+        with np.load(folder / "telemetry.npz") as z:
+            ch = {k: z[k] for k in z.files}
+        n = len(ch["t"])
+        ch.update(ctrl_f_i_x=np.linspace(0, 1, n), ctrl_f_i_y=np.zeros(n), ctrl_f_i_z=-np.ones(n),
+                  ctrl_frozen=(np.arange(n) > n // 2).astype(float))
+        atomic_save_npz(folder / "telemetry.npz", ch)
+        meta["channel_units"] = {"ctrl_f_i_x": "N", "ctrl_f_i_y": "N", "ctrl_f_i_z": "N", "ctrl_frozen": ""}
+    write_json(folder / "meta.json", meta)
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["gates"] = [{"metric": "docking.depth", "verdict": verdict, "value": 0.0, "min": depth_min, "max": None}]
+    write_json(folder / "summary.json", summary)
+    return folder
+
+
+def test_docking_series_window_means_are_the_docking_metrics(run_dir: Path) -> None:
+    """The figure's per-step depth / lateral / tilt use the metrics' formulas on every row; their
+    final-window means are the gated metrics (the same values averaged: equal to ≤ n·ε relative,
+    n = 1000 window samples, so rtol 1e-12)."""
+    from telemetry.metrics import compute_metrics, final_window_mask
+    from telemetry.plots import docking_series
+
+    run = Run.load(run_dir)
+    m = compute_metrics(run.channels, run.meta)
+    series = docking_series(run.channels, run.meta)
+    mask = final_window_mask(run.t, 1.0)
+    for key in ("depth", "lateral", "tilt_deg"):
+        np.testing.assert_allclose(np.mean(series[key][mask]), m[f"docking.{key}"], rtol=1e-12, atol=1e-15)
+
+
+def test_docking_figure_draws_the_gates_and_the_verdict(tmp_path: Path) -> None:
+    run = Run.load(_docking_run(tmp_path, depth_min=0.07, verdict="FAIL"))
+    assert "docking" in figures_for(run) and "controller" in figures_for(run)
+    fig = make_figures(run, ["docking"])["docking"]
+    try:
+        depth_ax, lat_ax, tilt_ax = fig.axes[:3]
+        _assert_units("docking", fig)
+
+        def hlines(ax):
+            return sorted({round(float(ln.get_ydata()[0]), 9) for ln in ax.lines
+                           if len(set(np.asarray(ln.get_ydata(), dtype=float))) == 1 and ln.get_linestyle() == "--"})
+
+        assert hlines(depth_ax) == [70.0]  # mm
+        assert hlines(lat_ax) == [2.0]
+        assert hlines(tilt_ax) == [1.0]
+        texts = [t.get_text() for t in depth_ax.texts]
+        assert any("window mean" in t and "FAIL" in t for t in texts), texts
+        # the lateral gate's own 0.5 s window is the shaded span
+        span = [p for p in lat_ax.patches if p.get_facecolor()[0] == pytest.approx(0.5)]
+        assert span, "no window span"
+        x0 = span[-1].get_x()
+        assert float(run.t[-1]) - x0 == pytest.approx(0.5, abs=2 * DT)
+    finally:
+        plt.close(fig)
+
+
+def test_controller_figure_groups_channels_with_units(tmp_path: Path) -> None:
+    run = Run.load(_docking_run(tmp_path, depth_min=0.05))
+    fig = make_figures(run, ["controller"])["controller"]
+    try:
+        visible = [ax for ax in fig.axes if ax.get_visible()]
+        assert [ax.get_ylabel() for ax in visible] == ["f_i [N]", "frozen [–]"]
+        data = [[ln for ln in ax.lines if not ln.get_label().startswith("_")] for ax in visible]  # not the markers
+        assert [len(x) for x in data] == [3, 1]
+        assert [ln.get_label() for ln in data[0]] == ["f_i_x", "f_i_y", "f_i_z"]
+        _assert_units("controller", fig)
+    finally:
+        plt.close(fig)
+
+
+def test_figures_that_do_not_apply_say_why(run_dir: Path, tmp_path: Path) -> None:
+    run = Run.load(run_dir)
+    with pytest.raises(DockbenchError, match="ctrl_\\* channels; the run has none"):
+        make_figures(run, ["controller"])
+    plate = Run.load(write_synthetic_run(tmp_path / "plate", target_type="plate"))
+    assert "docking" not in figures_for(plate)
+    with pytest.raises(DockbenchError, match="needs a mating target"):
+        make_figures(plate, ["docking"])
+
+
+def test_overlay_of_several_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from telemetry.plots import COMPARE_FIGURES, make_compare_figures, plot_compare
+
+    a = _docking_run(tmp_path / "a", depth_min=0.07)
+    b = _docking_run(tmp_path / "b", depth_min=0.07)
+    runs = [Run.load(a), Run.load(b)]
+    figs = make_compare_figures(runs)
+    try:
+        assert list(figs) == list(COMPARE_FIGURES)
+        force_ax = figs["compare_contact_force"].axes[0]
+        labels = [ln.get_label() for ln in force_ax.lines]
+        assert len(labels) == 2 and len(set(labels)) == 2  # the same scenario twice: told apart
+        dock = figs["compare_docking"].axes[0]
+        assert len([ln for ln in dock.lines if ln.get_linestyle() == "-"]) == 2
+        for name, fig in figs.items():
+            _assert_units(name, fig)
+    finally:
+        for fig in figs.values():
+            plt.close(fig)
+    out = tmp_path / "overlay"
+    assert plot_cli([str(a), str(b), "--out", str(out), "--format", "png,svg"]) == 0
+    assert sorted(f.name for f in out.iterdir()) == sorted(f"{n}.{e}" for n in COMPARE_FIGURES for e in ("png", "svg"))
+    assert "6 figures" in capsys.readouterr().out
+    with pytest.raises(DockbenchError, match="at least two run folders"):
+        plot_compare([a], out)
