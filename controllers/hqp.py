@@ -1107,7 +1107,9 @@ class HQPController(Controller):
         used = set(exact + resid + [names.index(n) for n in self.guard_skip_diag])
         return exact, resid, [i for i in range(len(names)) if i not in used]
 
-    def roundoff_bounds(self, snap: Snapshot, ref: Reference, cmd: Command) -> dict[str, tuple[float, float]]:
+    def roundoff_bounds(
+        self, snap: Snapshot, ref: Reference, cmd: Command, rows: bool = True
+    ) -> dict[str, tuple[float, float]]:
         """(S, κ) of the round-off bound of each quantity of the last step (sim/kernels.py: |Δ| ≤ GUARD_C · n ε
         κ S), from this controller's own intermediates (call right after its step): two correct evaluations
         that sum in another order (the compiled kernel: Jacobi instead of LAPACK's dsyevd, plain loops
@@ -1135,7 +1137,7 @@ class HQPController(Controller):
         * ``diag_values`` (α, K_r, F_ext of the diagnostics): S = (1 + max |r|) max |value|, κ = 1.
         * ``lb``, ``ub`` (the box: k2 (q_lim − q) − k2 Δ q̇ and (±q̇_max − q̇)/Δ): S = max(k2 (|q_min| + |q_max| +
           |q|) + k2 Δ |q̇| + (q̇_max + |q̇|)/Δ), κ = 1; ``h`` (τ_max − m ∓ offset, m = f + d|q̇|): S = max(τ_max + f +
-          d|q̇|) + the offset's S, κ = 1.
+          d|q̇|) + the offset's S, κ = 1 (only with ``rows``: the guard does not compare the rows).
         """
         p, sol = self.prob, self.sol
         a, mag = np.abs, kernels.magnitude
@@ -1163,19 +1165,10 @@ class HQPController(Controller):
         m_inf = float(a(M).sum(axis=1).max())
         ff = mag(self.ff.out) if self.ff.active else 0.0
         lever = 1.0 + mag(snap.T_world_sensor[:3, 3] - snap.p_ee_in_world)
-        plant = self.plant
-        s_box = mag(
-            self._k2 * (a(plant.q_min) + a(plant.q_max) + a(snap.q))
-            + self._two_over_D * a(snap.v)
-            + (plant.v_max + a(snap.v)) * self._inv_D
-        )
         s_offset = mag(a(snap.h) + a(J).T @ a(p.F_ext))
         split = kernels.split_bound
         s_q = split(q_solve, kappa, q_plain)
         r = {
-            "lb": (s_box, 1.0),
-            "ub": (s_box, 1.0),
-            "h": (mag(a(self._tau_lim) + self._ff_f + self._ff_d * a(snap.v)) + s_offset, 1.0),
             "Lambda_inv": (mag(a(J) @ a(snap.Minv) @ a(J).T), 1.0),
             "MinvJt": (mag(a(snap.Minv) @ a(J).T), 1.0),
             "Lambda": (mag(L), kappa),
@@ -1196,12 +1189,21 @@ class HQPController(Controller):
             "level1_residual": split(b_solve, kappa, mag(a(J) @ a(sol.qdd)) + b_plain),
             "diag_values": (lever * mag(cmd.diag[self._diag_groups[2]]), 1.0),
         }
+        if rows:
+            plant = self.plant
+            s_box = mag(
+                self._k2 * (a(plant.q_min) + a(plant.q_max) + a(snap.q))
+                + self._two_over_D * a(snap.v)
+                + (plant.v_max + a(snap.v)) * self._inv_D
+            )
+            r["lb"] = r["ub"] = (s_box, 1.0)
+            r["h"] = (mag(a(self._tau_lim) + self._ff_f + self._ff_d * a(snap.v)) + s_offset, 1.0)
         return r
 
     def _guard_bounds(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Bounds:
         """S and κ of τ, q̈*, the task rows and the diagnostics (:meth:`roundoff_bounds`; the status and
         active count are exact, S = 0)."""
-        r = self.roundoff_bounds(snap, ref, cmd)
+        r = self.roundoff_bounds(snap, ref, cmd, rows=False)
         return [r["tau"], r["qdd"], r["task_rows"], (0.0, 1.0), r["level1_residual"], r["diag_values"]]
 
     compute = Controller.compute_with_kernel

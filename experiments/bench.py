@@ -17,7 +17,7 @@ the same states (the run's applied torques are replayed open-loop, which reprodu
 and its contacts exactly, since the loop is deterministic);
 ``loop/floor`` is the unprofiled µs per step divided by the floor's. ``guard`` is the kernel guard's period
 (``--kernel-check N``: each compiled kernel checked against its Python reference on the first step and
-every N steps, 0 = off; sim/kernels.py); ``--kernel-check 0,1000`` measures both settings with their
+every N steps, 0 = off; sim/kernels.py); ``--kernel-check 0,5000`` measures both settings with their
 runs interleaved (run 1 of each, then run 2 of each, …), so that the machine's load drifts through both
 alike, and prints the median ratio of their real-time factors. The last column says which
 implementation ran the snapshot kinematics, the controller and the wrench pipeline: ``compiled`` (the
@@ -390,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar="N[,N...]",
         help="kernel guard period(s) in control steps (0 = off); several values are measured interleaved and "
-        "compared with 0 (default: as set, else 1000)",
+        "compared with 0 (default: as set, else 5000)",
     )
     ap.add_argument("--live", default=None,
                     help=f"comma-separated observer modes to compare, interleaved: {', '.join(LIVE_MODES)}")

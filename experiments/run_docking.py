@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar="N",
         help="check each compiled kernel against its Python reference on the first step and every N steps "
-        "(0 = off; default $DOCKBENCH_KERNEL_CHECK or 1000; docs/architecture.md, 'The kernel guard')",
+        "(0 = off; default $DOCKBENCH_KERNEL_CHECK or 5000; docs/architecture.md, 'Compiled kernels')",
     )
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--plot", action="store_true", help="write figures into the run folder at the end")

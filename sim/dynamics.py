@@ -456,7 +456,7 @@ class Dynamics:
         w = s.manipulability
         self._kinematics_python()
         ratio, bad = kernels.compare(
-            "dynamics", "sim._dynamics_kernel", self.model.nv, got, self._guard_values(), self._guard_bounds()
+            "dynamics", "sim._dynamics_kernel", self.model.nv, got, self._guard_values(), self._guard_bounds
         )
         if bad is None:
             for a, copy in kept:

@@ -608,7 +608,7 @@ def run(
         duration: override of the run length [s] (a run shorter than the planner is INCOMPLETE).
         progress: callback(t, duration) for progress bars.
         kernel_check: the kernel guard's period in control steps (0 = off; default
-            :func:`sim.kernels.check_every`, i.e. ``$DOCKBENCH_KERNEL_CHECK`` or 1000).
+            :func:`sim.kernels.check_every`, i.e. ``$DOCKBENCH_KERNEL_CHECK`` or 5000).
         setup: a prebuilt :func:`build` result (default: built from ``scenario``).
         step_observer: watches the loop while it runs (:class:`StepObserver`: viewer, live streams).
     """

@@ -365,7 +365,7 @@ class WrenchPipeline:
         count, zeroed = st.contact_count, self._zeroed
         self._update_python(d, T_world_ee)
         ratio, bad = kernels.compare(
-            "wrench", "sim._wrench_kernel", 6, got, self._guard_values(), self._guard_bounds(T_world_ee)
+            "wrench", "sim._wrench_kernel", 6, got, self._guard_values(), lambda: self._guard_bounds(T_world_ee)
         )
         if bad is None:
             st.buf[:] = got[0][1]

@@ -213,11 +213,18 @@ def test_compare_allows_the_bound_and_not_one_step_beyond_it() -> None:
         if not ok:
             assert bad.quantity == "tau" and bad.index == 1 and bad.kernel_value == y[1] and bad.python_value == -2.0
             assert math.isclose(bad.bound, bound) and ratio > 1.0
-    # κ < 1 never tightens the bound; S = 0 means exact
+    # κ < 1 never tightens the bound; S = 0 leaves the value's own round-off GUARD_C · n ε max |x| as the floor
+    floor = kernels.GUARD_C * n * kernels.EPS * 3.0
     _, bad = kernels.compare("c", "k", n, [("a", x + 1e-300)], [("a", x)], [(0.0, 1.0)])
     assert bad is None  # x + 1e-300 == x
     _, bad = kernels.compare("c", "k", n, [("a", x + 1.0)], [("a", x)], [(0.0, 0.5)])
-    assert bad is not None and bad.bound == 0.0
+    assert bad is not None and bad.bound == floor
+    # within the floor the bounds are not evaluated at all; beyond it they are
+    calls = []
+    assert kernels.compare("c", "k", n, [("a", x * (1 + 1e-15))], [("a", x)], lambda: calls.append(1) or [(1.0, 1.0)])[1] is None
+    assert calls == []
+    kernels.compare("c", "k", n, [("a", x + 1e-9)], [("a", x)], lambda: calls.append(1) or [(1.0, 1.0)])
+    assert calls == [1]
 
 
 def test_compare_treats_nan_on_both_sides_as_equal_and_on_one_side_as_a_mismatch() -> None:
