@@ -232,7 +232,8 @@ class Controller(ABC):
         self._compute_python(snap, ref, wrench, cmd)
         want = self._guard_values(snap, ref, wrench, cmd)
         ratio, bad = kernels.compare(
-            "controller", self.kernel_module, self.plant.nv, got, want, lambda: self._guard_bounds(snap, ref, wrench, cmd)
+            "controller", self.kernel_module, self.plant.nv, got, want,
+            lambda: self._guard_bounds(snap, ref, wrench, cmd),
         )
         if bad is None:
             for a, copy in zip(arrays, after, strict=True):

@@ -267,7 +267,8 @@ def run_bench(
             if not samples:
                 continue
             agg = {
-                "scenario": samples[0]["scenario"], "file": path, "runs": len(samples), "kernels": samples[0]["kernels"],
+                "scenario": samples[0]["scenario"], "file": path, "runs": len(samples),
+                "kernels": samples[0]["kernels"],
                 "kernel_check": samples[0]["kernel_check"] if c is None else c,
                 "rtf_samples": [s["rtf"] for s in samples],
             }

@@ -411,7 +411,11 @@ class Dynamics:
     def _guard_values(self) -> kernels.Values:
         """The kinematic outputs the guard compares (copies)."""
         s = self.snap
-        out = [("T_world_ee", s.T_world_ee.copy()), ("J_ee_lwa", s.J_ee_lwa.copy()), ("twist_ee_lwa", s.twist_ee_lwa.copy())]
+        out = [
+            ("T_world_ee", s.T_world_ee.copy()),
+            ("J_ee_lwa", s.J_ee_lwa.copy()),
+            ("twist_ee_lwa", s.twist_ee_lwa.copy()),
+        ]
         if self.body_frame:
             out += [("J_ee_body", s.J_ee_body.copy()), ("twist_ee_body", s.twist_ee_body.copy())]
         if self.sensor_pose:
@@ -452,7 +456,8 @@ class Dynamics:
             return 0.0, None
         s = self.snap
         got = self._guard_values()
-        kept = [(a, a.copy()) for a in (s.J_v_h, s.J_ee_body, s.twist_ee_lwa, s.twist_ee_body, s.T_world_ee, s.T_world_sensor)]
+        outputs = (s.J_v_h, s.J_ee_body, s.twist_ee_lwa, s.twist_ee_body, s.T_world_ee, s.T_world_sensor)
+        kept = [(a, a.copy()) for a in outputs]
         w = s.manipulability
         self._kinematics_python()
         ratio, bad = kernels.compare(

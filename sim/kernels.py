@@ -174,7 +174,9 @@ def describe(paths: dict[str, str]) -> str:
 
 def source_path(name: str) -> Path:
     """The C source of kernel module ``name`` (``controllers._se3_kernel`` → controllers/_se3_kernel.c)."""
-    return ROOT / manifest.KERNELS[name][0] if name in manifest.KERNELS else ROOT.joinpath(*name.split(".")).with_suffix(".c")
+    if name in manifest.KERNELS:
+        return ROOT / manifest.KERNELS[name][0]
+    return ROOT.joinpath(*name.split(".")).with_suffix(".c")
 
 
 def reference_paths(name: str) -> tuple[str, ...]:

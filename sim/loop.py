@@ -31,13 +31,13 @@ import numpy as np
 
 from controllers.base import CONTROLLERS, Controller, PlantInfo
 from planners.base import PLANNERS, Planner, PlannerContext, Reference
+from sim import kernels
 from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR, Assembly, assemble
 from sim.dynamics import Dynamics
 from sim.errors import ScenarioError, SimulationDiverged
 from sim.ik import solve_ik
 from sim.interfaces import ToolRuntime, rpy_to_matrix
 from sim.lie import mat2quat_batch
-from sim import kernels
 from sim.scenario import Scenario
 from sim.wrench import PEAK_CHANNELS, SubstepContact, WrenchPipeline
 from telemetry.gates import detect_instability, evaluate_gates

@@ -17,7 +17,9 @@ from __future__ import annotations
 from sim import kernels
 
 
-def assert_within_bound(component: str, n: int, got: kernels.Values, want: kernels.Values, bounds: kernels.Bounds) -> float:
+def assert_within_bound(
+    component: str, n: int, got: kernels.Values, want: kernels.Values, bounds: kernels.Bounds
+) -> float:
     """Assert the kernel's values ``got`` agree with the reference's ``want`` within ``bounds``; returns
     the largest |Δ| / bound (for reports)."""
     ratio, bad = kernels.compare(component, "test", n, got, want, bounds)

@@ -54,7 +54,8 @@ def _slack_margin(ctrl: HQPController, snap, ref) -> float:
     """How far from zero the smallest slack must be for its sign to be beyond round-off: the bounds of
     q̈*, M q̈* and the rows (GUARD_C · n ε κ S each)."""
     b = ctrl.roundoff_bounds(snap, ref, ctrl.make_command())
-    return sum(kernels.GUARD_C * ctrl.nv * kernels.EPS * max(k, 1.0) * S for S, k in (b[n] for n in ("qdd_closed", "Mx", "lb", "h")))
+    unit = kernels.GUARD_C * ctrl.nv * kernels.EPS
+    return sum(unit * max(k, 1.0) * S for S, k in (b[n] for n in ("qdd_closed", "Mx", "lb", "h")))
 
 # Tolerances: the round-off bound GUARD_C · n ε κ S of HQPController.roundoff_bounds (tests/roundoff.py) for
 # the fast paths against the straightforward numpy forms (which sum in another order: np.linalg.eigh vs

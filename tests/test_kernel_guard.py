@@ -221,9 +221,13 @@ def test_compare_allows_the_bound_and_not_one_step_beyond_it() -> None:
     assert bad is not None and bad.bound == floor
     # within the floor the bounds are not evaluated at all; beyond it they are
     calls = []
-    assert kernels.compare("c", "k", n, [("a", x * (1 + 1e-15))], [("a", x)], lambda: calls.append(1) or [(1.0, 1.0)])[1] is None
+    def bounds():
+        calls.append(1)
+        return [(1.0, 1.0)]
+
+    assert kernels.compare("c", "k", n, [("a", x * (1 + 1e-15))], [("a", x)], bounds)[1] is None
     assert calls == []
-    kernels.compare("c", "k", n, [("a", x + 1e-9)], [("a", x)], lambda: calls.append(1) or [(1.0, 1.0)])
+    kernels.compare("c", "k", n, [("a", x + 1e-9)], [("a", x)], bounds)
     assert calls == [1]
 
 
@@ -241,7 +245,7 @@ def test_compare_treats_nan_on_both_sides_as_equal_and_on_one_side_as_a_mismatch
 
 def _copy_sources(dst: Path) -> None:
     """The kernels' C sources, shared headers and Python references under ``dst`` (a fake package root)."""
-    for name, (src, refs) in manifest.KERNELS.items():
+    for src, refs in manifest.KERNELS.values():
         for rel in (src, *refs):
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dst / rel)

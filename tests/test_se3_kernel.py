@@ -44,7 +44,8 @@ _KMOD, _WHY = kernels.status(SE3)
 pytestmark = pytest.mark.skipif(_KMOD is None, reason=f"{_WHY}; {kernels.BUILD_HINT}")
 
 # Tolerance table (the only tolerances used in this module besides the guard's bound, tests/roundoff.py)
-TOL_FREE_RUN = 1e-11  # telemetry of the two paths' runs before the first contact (absolute; measured ≤ 7.3e-14 on 3 BLAS paths)
+#: telemetry of the two paths' runs before the first contact (absolute; measured ≤ 7.3e-14 on 3 BLAS paths)
+TOL_FREE_RUN = 1e-11
 TOL_SEATED = 1e-5  # final EE position of the two paths' runs after contact [m] (measured ≤ 3.6e-8 on 3 BLAS paths)
 
 SEED = 23
@@ -88,7 +89,8 @@ def _compare(py: SE3LieController, ck: SE3LieController, cmd_py, cmd_ck, snap, r
         s_law = py._guard_bounds(snap, ref, w, cmd_py)[1]
         assert_within_bound("controller", 18, [("lam_ddot", ck.lam_ddot)], [("lam_ddot", py.lam_ddot)], [s_law])
     assert_within_bound(
-        "controller", py.plant.nv, [("q_ddot_ref", ck.q_ddot_ref)], [("q_ddot_ref", py.q_ddot_ref)], _qdd_bound(py, snap)
+        "controller", py.plant.nv, [("q_ddot_ref", ck.q_ddot_ref)], [("q_ddot_ref", py.q_ddot_ref)],
+        _qdd_bound(py, snap),
     )
 
 
