@@ -132,44 +132,21 @@ static int jacobi6(double A[6][6], double V[6][6], double mu[6]) {
  * ∇w / w (controllers/hqp.py ManipulabilityGradient) from the LWA Jacobian J (6 × nv, row-major)
  * ------------------------------------------------------------------------------------------------ */
 
-/* g = ∇w / w: P = (J Jᵀ)⁻¹ J (Cholesky of J Jᵀ, upper as dposv), then per joint i
+/* g = ∇w / w: P = (J Jᵀ)⁻¹ J (kernel_cholesky of J Jᵀ), then per joint i
  *   g_i = Jv_i · Σ_{k≤i} C_k + Jω_i · Σ_{k>i} U_k,  C_k = Pv_k × Jω_k,  U_k = Jv_k × Pv_k + Jω_k × Pω_k.
  * P (6 × nv) is work memory. Returns 0, or 1 when J Jᵀ is not positive definite (nothing meaningful in g). */
 static int grad_w(const double *J, int nv, double *P, double *g) {
-    double U[6][6];
+    double L[36]; /* J Jᵀ in its lower triangle, then its Cholesky factor */
     for (int a = 0; a < 6; a++)
         for (int b = a; b < 6; b++) {
             double s = 0.0;
             for (int i = 0; i < nv; i++) s += J[a * nv + i] * J[b * nv + i];
-            U[a][b] = s;
+            L[6 * b + a] = s;
         }
-    double inv[6]; /* 1 / U_jj */
-    for (int j = 0; j < 6; j++) { /* J Jᵀ = Uᵀ U in place (upper) */
-        double s = U[j][j];
-        for (int k = 0; k < j; k++) s -= U[k][j] * U[k][j];
-        if (!(s > 0.0)) return 1;
-        double ujj = sqrt(s);
-        U[j][j] = ujj;
-        inv[j] = 1.0 / ujj;
-        for (int i = j + 1; i < 6; i++) {
-            double t = U[j][i];
-            for (int k = 0; k < j; k++) t -= U[k][j] * U[k][i];
-            U[j][i] = t * inv[j];
-        }
-    }
-    /* P = (Uᵀ U)⁻¹ J: Uᵀ Z = J, then U P = Z, all columns at once (row by row) */
-    for (int i = 0; i < 6; i++)
-        for (int c = 0; c < nv; c++) {
-            double s = J[i * nv + c];
-            for (int k = 0; k < i; k++) s -= U[k][i] * P[k * nv + c];
-            P[i * nv + c] = s * inv[i];
-        }
-    for (int i = 5; i >= 0; i--)
-        for (int c = 0; c < nv; c++) {
-            double s = P[i * nv + c];
-            for (int k = i + 1; k < 6; k++) s -= U[i][k] * P[k * nv + c];
-            P[i * nv + c] = s * inv[i];
-        }
+    if (kernel_cholesky(L, 6, KERNEL_POSITIVE)) return 1;
+    /* P = (J Jᵀ)⁻¹ J, all nv columns */
+    memcpy(P, J, (size_t)(6 * nv) * sizeof(double));
+    kernel_cholesky_solve(L, 6, P, nv);
     /* lower part: Jv_i · Σ_{k≤i} C_k (joints ascending) */
     double s0 = 0.0, s1 = 0.0, s2 = 0.0;
     for (int i = 0; i < nv; i++) {

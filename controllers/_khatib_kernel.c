@@ -140,28 +140,8 @@ static PyObject *KhatibKernel_step(KhatibKernel *self, PyObject *Py_UNUSED(ignor
     for (int i = 0; i < 6; i++) y[i] = (u[i] - djdq[i]) + dn * LiR[36 + i];
     /* Cholesky Λ⁻¹ = L Lᵀ (lower), a pivot below min_pivot = singular → status 1, nothing written */
     memcpy(L, LiR, 36 * sizeof(double));
-    for (int j = 0; j < 6; j++) {
-        double d = L[7 * j];
-        for (int c = 0; c < j; c++) d -= L[6 * j + c] * L[6 * j + c];
-        if (!(d >= self->min_pivot)) return PyLong_FromLong(1);
-        d = sqrt(d);
-        L[7 * j] = d;
-        for (int i = j + 1; i < 6; i++) {
-            double s = L[6 * i + j];
-            for (int c = 0; c < j; c++) s -= L[6 * i + c] * L[6 * j + c];
-            L[6 * i + j] = s / d;
-        }
-    }
-    for (int i = 0; i < 6; i++) { /* L z = rhs */
-        double s = y[i];
-        for (int c = 0; c < i; c++) s -= L[6 * i + c] * y[c];
-        y[i] = s / L[7 * i];
-    }
-    for (int i = 5; i >= 0; i--) { /* Lᵀ y = z */
-        double s = y[i];
-        for (int c = i + 1; c < 6; c++) s -= L[6 * c + i] * y[c];
-        y[i] = s / L[7 * i];
-    }
+    if (kernel_cholesky(L, 6, self->min_pivot)) return PyLong_FromLong(1);
+    kernel_cholesky_solve(L, 6, y, 1);
     /* τ = Jᵀ y − d_null q̇ + h  (rows 0–5 of J_v_h are J, row 6 q̇, row 7 h) */
     for (int c = 0; c < nv; c++) {
         double s = 0.0;

@@ -665,7 +665,7 @@ static PyObject *SE3Kernel_step(SE3Kernel *self, PyObject *Py_UNUSED(ignored)) {
     if (st) return PyLong_FromLong(st);
     const double *dVref = res + R_DVREF;
 
-    /* joint space: M⁻¹J_bᵀ (nv × 6), Λ_b⁻¹ = J_b M⁻¹ J_bᵀ (upper triangle, what LAPACK's dposv reads) */
+    /* joint space: M⁻¹J_bᵀ (nv × 6), Λ_b⁻¹ = J_b M⁻¹ J_bᵀ (one triangle: the factorisation reads one) */
     const double *Jb = p[B_JB], *Minv = p[B_MINV], *M = p[B_M];
     const Py_ssize_t j_rs = self->rs[B_JB], j_cs = self->cs[B_JB];
     const Py_ssize_t mi_rs = self->rs[B_MINV], mi_cs = self->cs[B_MINV], m_rs = self->rs[B_M], m_cs = self->cs[B_M];
@@ -676,12 +676,12 @@ static PyObject *SE3Kernel_step(SE3Kernel *self, PyObject *Py_UNUSED(ignored)) {
             for (int j = 0; j < nv; j++) s += Minv[i * mi_rs + j * mi_cs] * Jb[k * j_rs + j * j_cs];
             MinvJt[6 * i + k] = s;
         }
-    double U[6][6];
+    double L[36]; /* Λ_b⁻¹ in its lower triangle, then its Cholesky factor */
     for (int a = 0; a < 6; a++)
         for (int b = a; b < 6; b++) {
             double s = 0.0;
             for (int i = 0; i < nv; i++) s += Jb[a * j_rs + i * j_cs] * MinvJt[6 * i + b];
-            U[a][b] = s;
+            L[6 * b + a] = s;
         }
     /* rhs = V̇_ref − J̇_b q̇ + d_null V */
     const double dn = self->d_null, *djdq = p[B_DJDQ];
@@ -691,29 +691,9 @@ static PyObject *SE3Kernel_step(SE3Kernel *self, PyObject *Py_UNUSED(ignored)) {
     } else {
         for (int r = 0; r < 6; r++) y[r] = dVref[r] - djdq[r];
     }
-    /* Cholesky Λ_b⁻¹ = Uᵀ U in place (upper, as dpotrf 'U'): a pivot ≤ 0 or NaN → not SPD, nothing written */
-    for (int j = 0; j < 6; j++) {
-        double s = U[j][j];
-        for (int k = 0; k < j; k++) s -= U[k][j] * U[k][j];
-        if (!(s > 0.0)) return PyLong_FromLong(ST_NOT_SPD);
-        double ujj = sqrt(s);
-        U[j][j] = ujj;
-        for (int i = j + 1; i < 6; i++) {
-            double t = U[j][i];
-            for (int k = 0; k < j; k++) t -= U[k][j] * U[k][i];
-            U[j][i] = t / ujj;
-        }
-    }
-    for (int i = 0; i < 6; i++) { /* Uᵀ z = rhs */
-        double s = y[i];
-        for (int k = 0; k < i; k++) s -= U[k][i] * y[k];
-        y[i] = s / U[i][i];
-    }
-    for (int i = 5; i >= 0; i--) { /* U y = z */
-        double s = y[i];
-        for (int k = i + 1; k < 6; k++) s -= U[i][k] * y[k];
-        y[i] = s / U[i][i];
-    }
+    /* Cholesky Λ_b⁻¹ = L Lᵀ: a pivot ≤ 0 or NaN → not SPD (as dpotrf), nothing written */
+    if (kernel_cholesky(L, 6, KERNEL_POSITIVE)) return PyLong_FromLong(ST_NOT_SPD);
+    kernel_cholesky_solve(L, 6, y, 1);
     /* τ = h − d_null M q̇ + J_bᵀ (y − F_body) */
     const double *h = p[B_H], *qd = p[B_V];
     double *tau = self->work;

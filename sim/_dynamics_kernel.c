@@ -17,6 +17,7 @@
  * mju_cholFactor. The products differ from BLAS/MuJoCo in summation order only (≈1e-16 relative).
  */
 #include "_kernel_util.h"
+#include "_kernel_math.h"
 #include <math.h>
 
 enum { B_JW, B_RE, B_PE, B_RS, B_PS, B_JVH, B_JB, B_TWL, B_TWB, B_TE, B_TS, NBUF };
@@ -88,7 +89,7 @@ static PyObject *DynamicsKernel_step(DynamicsKernel *self, PyObject *Py_UNUSED(i
         tl[r] = s;
         if (self->body_frame) tb[r] = sb;
     }
-    /* w = sqrt(det(J Jᵀ)) = product of the Cholesky diagonal of J Jᵀ */
+    /* w = sqrt(det(J Jᵀ)) = product of the Cholesky diagonal of J Jᵀ; a pivot below 1e-300 (rank < 6) or NaN: 0 */
     double A[36];
     for (int r = 0; r < 6; r++)
         for (int c = 0; c <= r; c++) {
@@ -96,20 +97,9 @@ static PyObject *DynamicsKernel_step(DynamicsKernel *self, PyObject *Py_UNUSED(i
             for (int j = 0; j < nv; j++) s += J[r * nv + j] * J[c * nv + j];
             A[6 * r + c] = s;
         }
+    if (kernel_cholesky(A, 6, 1e-300)) return PyFloat_FromDouble(0.0);
     double w = 1.0;
-    for (int j = 0; j < 6; j++) {
-        double d = A[7 * j];
-        for (int c = 0; c < j; c++) d -= A[6 * j + c] * A[6 * j + c];
-        if (d < 1e-300) return PyFloat_FromDouble(0.0); /* rank < 6 */
-        d = sqrt(d);
-        A[7 * j] = d;
-        w *= d;
-        for (int i = j + 1; i < 6; i++) {
-            double s = A[6 * i + j];
-            for (int c = 0; c < j; c++) s -= A[6 * i + c] * A[6 * j + c];
-            A[6 * i + j] = s / d;
-        }
-    }
+    for (int j = 0; j < 6; j++) w *= A[7 * j];
     return PyFloat_FromDouble(w);
 }
 

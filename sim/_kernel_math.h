@@ -1,7 +1,8 @@
 /*
- * Shared by the control-law kernels (controllers/_khatib_kernel.c, controllers/_se3_kernel.c): float
- * code that has one Python reference, ported operation for operation (compiled without fused
- * multiply-add, setup.py), so its results equal the Python ones bit for bit.
+ * Shared by the kernels (controllers/_khatib_kernel.c, _se3_kernel.c, _hqp_kernel.c, sim/_dynamics_kernel.c):
+ * the rotation log and the joint feedforward (float code that has one Python reference, ported operation
+ * for operation, compiled without fused multiply-add, setup.py, so its results equal the Python ones bit
+ * for bit), and the one small Cholesky factorisation every kernel's linear algebra uses.
  */
 #ifndef DOCKBENCH_KERNEL_MATH_H
 #define DOCKBENCH_KERNEL_MATH_H
@@ -68,6 +69,46 @@ static inline void kernel_feedforward(int mode, int damping, double eps, const d
         o = o * f[i];
         if (damping) o = o + d[i] * qd[i];
         tau[i] = tau[i] + o;
+    }
+}
+
+/* Cholesky factor A = L Lᵀ of a symmetric positive definite n × n matrix A (row-major; only the lower
+ * triangle is read), L written over that lower triangle (the diagonal holds L_jj). The one pivot rule of
+ * every kernel: the factorisation fails, returning 1 with A partly overwritten, when a pivot
+ * d_j = A_jj − Σ_{c<j} L_jc² is not ≥ min_pivot, NaN included; a caller passes its threshold (a positive
+ * number; KERNEL_POSITIVE, the smallest positive double, means "positive definite", as LAPACK's dpotrf).
+ * Sums run over c ascending; off-diagonal entries are divided by L_jj. Returns 0 on success. */
+#define KERNEL_POSITIVE 4.9406564584124654e-324
+static inline int kernel_cholesky(double *A, int n, double min_pivot) {
+    for (int j = 0; j < n; j++) {
+        double d = A[(n + 1) * j];
+        for (int c = 0; c < j; c++) d -= A[n * j + c] * A[n * j + c];
+        if (!(d >= min_pivot)) return 1;
+        d = sqrt(d);
+        A[(n + 1) * j] = d;
+        for (int i = j + 1; i < n; i++) {
+            double s = A[n * i + j];
+            for (int c = 0; c < j; c++) s -= A[n * i + c] * A[n * j + c];
+            A[n * i + j] = s / d;
+        }
+    }
+    return 0;
+}
+
+/* X ← (L Lᵀ)⁻¹ X with L from kernel_cholesky (n × n), for the m columns of the n × m row-major X (m = 1: a
+ * vector): L Z = X by forward substitution, then Lᵀ X = Z backward, each entry divided by L_ii. */
+static inline void kernel_cholesky_solve(const double *L, int n, double *X, int m) {
+    for (int k = 0; k < m; k++) {
+        for (int i = 0; i < n; i++) {
+            double s = X[m * i + k];
+            for (int c = 0; c < i; c++) s -= L[n * i + c] * X[m * c + k];
+            X[m * i + k] = s / L[(n + 1) * i];
+        }
+        for (int i = n - 1; i >= 0; i--) {
+            double s = X[m * i + k];
+            for (int c = i + 1; c < n; c++) s -= L[n * c + i] * X[m * c + k];
+            X[m * i + k] = s / L[(n + 1) * i];
+        }
     }
 }
 

@@ -406,7 +406,8 @@ class Dynamics:
         # binding overhead than numpy/LAPACK at 6×7); a zero pivot (rank < 6) means w = 0
         JJt = self._JJt
         _mulMatMatT(JJt, s.J_ee_lwa, s.J_ee_lwa)
-        s.manipulability = math.prod(JJt.diagonal().tolist()) if _cholFactor(JJt, 1e-300) == 6 else 0.0
+        w = math.prod(JJt.diagonal().tolist()) if _cholFactor(JJt, 1e-300) == 6 else 0.0
+        s.manipulability = w if w == w else 0.0  # a NaN Jacobian: 0, as the kernel's pivot rule (NaN fails)
 
     def _guard_values(self) -> kernels.Values:
         """The kinematic outputs the guard compares (copies)."""

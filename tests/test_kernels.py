@@ -354,8 +354,11 @@ def test_dynamics_kernel_fills_the_snapshot_as_the_python_path(scene: str) -> No
         # the kernel's Jacobians, twists and w against Pinocchio's frame Jacobians, BLAS products and MuJoCo's
         # Cholesky: within the guard's bound (Dynamics._guard_bounds states S and κ)
         assert_within_bound("dynamics", fast.model.nv, fast._guard_values(), slow._guard_values(), slow._guard_bounds())
-    # at a singular configuration (rank < 6) both give w = 0
+    # at a singular configuration (rank < 6) both give w = 0, and at a NaN state too (the one pivot rule of
+    # sim/_kernel_math.h: a pivot not ≥ the threshold, NaN included, fails the factorisation)
     q = np.zeros(setup.plant.nv)
+    assert fast.update(q, v).manipulability == slow.update(q, v).manipulability == 0.0
+    q = np.full(setup.plant.nv, np.nan)
     assert fast.update(q, v).manipulability == slow.update(q, v).manipulability == 0.0
 
 
