@@ -6,7 +6,8 @@ A *kernel* is one component's per-step arithmetic written in C: the Khatib and S
 the HQP's closed-form step (``controllers/_khatib_kernel.c``, ``controllers/_se3_kernel.c``,
 ``controllers/_hqp_kernel.c``), the F/T pipeline
 (``sim/_wrench_kernel.c``) and the snapshot's kinematic part (``sim/_dynamics_kernel.c``); the binding
-helpers they share are in ``sim/_kernel_util.h``, the shared float code (rotation log, feedforward) in
+helpers they share are in ``sim/_kernel_util.h``, the shared float code (rotation log, feedforward, the one
+small Cholesky factorisation with its one pivot rule) in
 ``sim/_kernel_math.h``. It is *bound* once to the preallocated arrays it reads and writes
 (snapshot, reference, wrench state, command: their buffers never move during a run), so a step is one
 call with no arguments.
