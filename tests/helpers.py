@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,6 +21,31 @@ TOL = {
     "virtual_power_abs": 1e-10,
     "task_acc_abs": 1e-6,
 }
+
+
+#: float64 machine epsilon (2.2e-16); round-off bounds in the tests are written as c·ε·(scale).
+EPS = float(np.finfo(float).eps)
+
+
+def assert_within(actual, desired, bound, err_msg: str = "") -> None:
+    """|actual − desired| ≤ bound elementwise, ``bound`` a scalar or an array broadcastable to the
+    values (a stated round-off bound, e.g. c·ε·|A||x| per entry). Non-finite values must match exactly
+    (NaN where NaN). A failure reports the worst |Δ|/bound and where it is."""
+    a = np.asarray(actual, dtype=float)
+    b = np.asarray(desired, dtype=float)
+    a, b, bound = np.broadcast_arrays(a, b, np.asarray(bound, dtype=float))
+    finite = np.isfinite(a) & np.isfinite(b)
+    np.testing.assert_array_equal(a[~finite], b[~finite], err_msg=f"non-finite entries differ {err_msg}")
+    diff = np.abs(a - b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(finite, np.where(diff > 0, diff / bound, 0.0), 0.0)
+    if not np.all(ratio <= 1.0):
+        i = np.unravel_index(int(np.argmax(ratio)), ratio.shape) if ratio.ndim else ()
+        raise AssertionError(
+            f"|Δ| exceeds the bound {err_msg}: worst |Δ|/bound = {float(ratio[i]):.3g} at {i} "
+            f"(actual {float(a[i])!r}, desired {float(b[i])!r}, bound {float(bound[i]):.3g}); "
+            f"{int(np.sum(ratio > 1.0))} of {ratio.size} entries out"
+        )
 
 
 def scenario_dict(name: str) -> dict:
