@@ -15,6 +15,7 @@ import pytest
 import scipy.linalg
 
 from sim import lie
+from tests.helpers import TOL
 
 # Tolerance table (the only tolerances used in this module). ε = 2.2e-16 is the float64 machine epsilon.
 # Round-off tolerances are stated bounds (c·ε·scale, constant named) at least 10× above the worst case
@@ -507,12 +508,8 @@ def test_so3_log_floats_at_pi_equals_so3_log():
 def test_mat2quat_batch_equals_mujoco_row_by_row() -> None:
     """The vectorised mju_mat2Quat (telemetry quaternions) against MuJoCo's own, every branch:
     random rotations, rotations by π and just under π about each axis (w ≈ 0: the x, y, z branches),
-    the identity.
-
-    Bound: each side forms a component from ≤ 4 sums, a sqrt (the pivot is ≥ ½), a division and a
-    normalisation (numpy's norm reduction vs MuJoCo's C loop, possibly FMA-contracted): ≤ 8ε per
-    component and side for |q| = 1, so |Δ| ≤ 16ε ≈ 3.6e-15; measured ≤ 1ε. A wrong branch formula gives
-    errors of order 1."""
+    the identity. Tolerance: tests/helpers.py TOL["quat_vs_mujoco_abs"] (its bound; measured ≤ 1ε here).
+    """
     import mujoco
 
     from sim.lie import mat2quat_batch, so3_exp
@@ -531,4 +528,4 @@ def test_mat2quat_batch_equals_mujoco_row_by_row() -> None:
     ref = np.zeros_like(q)
     for i in range(len(R)):
         mujoco.mju_mat2Quat(ref[i], R[i])
-    np.testing.assert_allclose(q, ref, rtol=0, atol=16 * EPS)
+    np.testing.assert_allclose(q, ref, rtol=0, atol=TOL["quat_vs_mujoco_abs"])
