@@ -1,5 +1,8 @@
 """Kinematic mirror: name mapping, frame rules, wait-for-both, hold-last, duplicate publishers,
-offscreen render rate, load errors, the mock source."""
+offscreen render rate, load errors, the mock source.
+
+The exact comparisons (assert_array_equal) are copies: accepted joint positions are written into qpos
+verbatim, a rejected or held frame leaves qpos / xpos untouched, and qpos addresses are integers."""
 
 from __future__ import annotations
 
