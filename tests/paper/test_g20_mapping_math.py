@@ -53,7 +53,7 @@ def test_tables_match_math(spec):
     assert [c.direction for c in spec.channels] == DIR_MATH
     assert {c.channel: c.joint for c in spec.channels if c.joint} == CHANNEL_JOINT_MATH
     assert {c.channel: c.divisor for c in spec.channels if c.angle_of} == TIP_DIVISOR_MATH
-    assert spec.channels[1].arc_max == 1.22 and spec.channels[5].arc_max == 1.47
+    assert spec.channels[1].arc_max == 1.22 and spec.channels[5].arc_max == 1.47  # exact: parsed decimals
 
 
 def test_range_to_arc_is_the_clamped_lerp(spec):
