@@ -146,7 +146,7 @@ def test_bad_messages_are_rejected_whole_counted_and_logged_once(spec, caplog, m
             node.on_command(msg)
     after = bridge.snapshot()
     assert after.goal_seq == before.goal_seq
-    np.testing.assert_array_equal(after.goal, before.goal)
+    np.testing.assert_array_equal(after.goal, before.goal)  # exact: a rejected message writes nothing
     stats = node.stats()
     assert (stats.received, stats.accepted, stats.rejected) == (3, 0, 3)
     assert dict(stats.rejected_by_reason) == {kind: 3}
@@ -226,6 +226,9 @@ def test_command_to_state_latency_over_cyclonedds_between_processes(spec):
     print(f"\nG20 over cyclonedds (2 processes): command -> state publish median "
           f"{s['publish_median_ms']:.2f} ms, "
           f"p99 {s['publish_p99_ms']:.2f} ms; -> state received median {s['receive_median_ms']:.2f} ms")
-    # bounded by the 50 Hz state timer (20 ms) + one 1 ms bridge step + transport
-    assert 0.0 < statistics.median(res.to_publish) < 0.030
-    assert max(res.to_receive) < 0.060
+    # Every trial answered (measure_command_latency raises when the bridge does not within 2 s), each
+    # state after its command. The latency itself (≈ the 50 Hz state timer, 20 ms, + one 1 ms bridge step
+    # + transport) is printed, not asserted: a wall-clock bound fails on a loaded machine (no timed
+    # assertions in tests).
+    assert len(res.to_publish) == len(res.to_receive) == 12
+    assert statistics.median(res.to_publish) > 0.0 and min(res.to_receive) > 0.0

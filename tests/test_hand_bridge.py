@@ -97,14 +97,14 @@ def test_penetrating_start_restarts_from_last_safe(spec):
     bad = dict(thumb_into_palm_goal(spec))
     b.reset(bad)  # penetrating: last_safe stays OPEN
     snap = b.snapshot()
-    np.testing.assert_allclose(snap.last_safe, open_pose, atol=0)
+    np.testing.assert_array_equal(snap.last_safe, open_pose)  # exact: a copy
     r = b.step()
     assert r.projected and not r.fell_back
     assert r.min_distance >= -PEN_TOL
     snap = b.snapshot()
     others = np.setdiff1d(np.arange(21), idx(spec, THUMB))
     np.testing.assert_allclose(snap.applied[others], snap.goal[others], atol=EXACT)
-    np.testing.assert_allclose(snap.last_safe, snap.applied, atol=0)
+    np.testing.assert_array_equal(snap.last_safe, snap.applied)  # exact: a copy
 
 
 def arm_with_hand_and_obstacle() -> tuple[mujoco.MjModel, mujoco.MjData]:
@@ -136,7 +136,7 @@ def test_attached_model_with_prefix(spec):
     b.step()
     expected = sdk_to_joint_positions(spec.preset("half_fist"), spec)
     np.testing.assert_allclose(d.qpos[adr], [expected[n] for n in spec.joint_names], atol=EXACT)
-    np.testing.assert_allclose(d.qpos[m.joint("arm_j").qposadr[0]], 0.3, atol=0)  # arm untouched
+    assert d.qpos[m.joint("arm_j").qposadr[0]] == 0.3  # arm untouched (exact: never written)
     with pytest.raises(
         ModelError, match=r"hand joints missing from the model \(prefix 'robot/'\): robot/thumb_cmc_pitch"
     ):
@@ -156,7 +156,7 @@ def test_fallback_to_last_safe_when_nothing_is_safe(spec):
     r = b.step()
     assert r.projected and r.fell_back
     assert r.min_distance < -PEN_TOL  # still in the obstacle: nothing better was found
-    np.testing.assert_allclose(b.snapshot().applied, safe_pose, atol=0)
+    np.testing.assert_array_equal(b.snapshot().applied, safe_pose)  # exact: the safe pose is copied back
 
     m2, d2 = arm_with_hand_and_obstacle()
     b2 = HandBridge(m2, d2, spec, BridgeConfig(hand_hand_only=True), prefix="hand/")
@@ -227,7 +227,7 @@ def test_rejected_commands_keep_the_pose(spec, caplog):
     assert b.rejected_count == len(BAD_COMMANDS)
     assert sum("hand command rejected" in r.message for r in caplog.records) == len(BAD_COMMANDS)
     after = b.snapshot()
-    np.testing.assert_allclose(after.goal, before.goal, atol=0)
+    np.testing.assert_array_equal(after.goal, before.goal)  # exact: a rejected command writes nothing
     assert not b.command_preset("no_such_preset").accepted
     for _ in range(400):
         b.step()
@@ -246,7 +246,7 @@ def test_name_commands_partial_update_and_clipping(spec):
     np.testing.assert_allclose([g1[k], g1[kd]], [0.5, 0.445], atol=1e-12)
     mask = np.ones(21, bool)
     mask[[k, kd]] = False
-    np.testing.assert_allclose(g1[mask], g0[mask], atol=0)  # other joints keep their goal
+    np.testing.assert_array_equal(g1[mask], g0[mask])  # other joints keep their goal (exact: not written)
     res = b.command_joints({"index_pip": 5.0, "thumb_cmc_roll": -1.0})
     assert set(res.clipped_joints) == {"index_pip", "index_dip", "thumb_cmc_roll"}
     g2 = b.snapshot().goal

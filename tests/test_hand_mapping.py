@@ -113,7 +113,7 @@ def test_open_and_half_fist_presets(spec):
 def test_short_command_padded_with_255(spec):
     sdk = validate_sdk_values([0, 10], spec)
     assert sdk.padded == 18 and sdk.clamped == ()
-    np.testing.assert_allclose(sdk.values, [0, 10] + [255] * 18, atol=0)
+    np.testing.assert_array_equal(sdk.values, [0, 10] + [255] * 18)  # exact: clamped to the integer bounds
     q = sdk_to_joint_positions([0], spec)
     np.testing.assert_allclose(q["thumb_cmc_pitch"], 0.91, atol=ATOL)
     np.testing.assert_allclose(q["index_mcp_pitch"], 0.0, atol=ATOL)
@@ -124,7 +124,7 @@ def test_short_command_padded_with_255(spec):
 def test_out_of_range_values_are_clamped_and_reported(spec):
     sdk = validate_sdk_values([300, -5, 128.5], spec)
     assert sdk.clamped == (0, 1)
-    np.testing.assert_allclose(sdk.values[:3], [255, 0, 128.5], atol=0)
+    np.testing.assert_array_equal(sdk.values[:3], [255, 0, 128.5])  # exact: clamped / passed through
     q = sdk_to_joint_positions([300, -5], spec)
     np.testing.assert_allclose([q["thumb_cmc_pitch"], q["index_mcp_pitch"]], [0.0, 1.22], atol=ATOL)
     assert not sdk.values.flags.writeable
@@ -158,7 +158,7 @@ def test_complete_mimic_never_overwrites(spec):
     given = {"thumb_mcp": 0.5, "index_pip": 1.0, "index_dip": 0.3}
     out = complete_mimic(given, spec)
     np.testing.assert_allclose(out["thumb_ip"], 0.51, atol=1e-12)
-    np.testing.assert_allclose(out["index_dip"], 0.3, atol=0)  # given value kept
+    assert out["index_dip"] == 0.3  # given value kept (exact: not recomputed)
     assert "middle_dip" not in out  # driver absent -> mimic absent
     assert given == {"thumb_mcp": 0.5, "index_pip": 1.0, "index_dip": 0.3}  # input untouched
     # complete set: every mimic equals ratio * driver

@@ -53,9 +53,8 @@ def test_joint_table_21_hinges_16_active(model, spec):
     for a in range(model.nu):
         joint = model.joint(model.actuator_trnid[a, 0]).name
         assert model.actuator(a).name == joint + "_pos"
-        np.testing.assert_allclose(
-            model.actuator_ctrlrange[a], model.jnt_range[model.joint(joint).id], atol=0
-        )
+        # exact: the generator writes the joint's range as the ctrlrange (the same decimals)
+        np.testing.assert_array_equal(model.actuator_ctrlrange[a], model.jnt_range[model.joint(joint).id])
     assert {model.joint(model.actuator_trnid[a, 0]).name for a in range(model.nu)} == set(spec.active_names)
 
 
@@ -68,15 +67,15 @@ def test_mimic_equalities_match_spec(model, spec):
         j = spec.joint(follower)
         assert j.mimic_of == driver
         np.testing.assert_allclose(model.eq_data[e, :5], [0, j.ratio, 0, 0, 0], atol=ATOL_EXACT)
-    np.testing.assert_allclose(spec.joint("thumb_ip").ratio, 1.02, atol=0)
-    np.testing.assert_allclose(spec.joint("index_dip").ratio, 0.89, atol=0)
+    assert spec.joint("thumb_ip").ratio == 1.02  # exact: decimals parsed from the spec
+    assert spec.joint("index_dip").ratio == 0.89
 
 
 def test_limits_and_sdk_ranges_fit_the_model(model, spec):
     rng = {model.joint(j).name: model.jnt_range[j] for j in range(model.njnt)}
-    np.testing.assert_allclose(rng["thumb_cmc_roll"], [0.0, 1.47], atol=0)
+    np.testing.assert_array_equal(rng["thumb_cmc_roll"], [0.0, 1.47])  # exact: decimals written in the XML
     for f in FINGERS:
-        np.testing.assert_allclose(rng[f"{f}_mcp_pitch"], [0.0, 1.22], atol=0)
+        np.testing.assert_array_equal(rng[f"{f}_mcp_pitch"], [0.0, 1.22])
         # mimic range = ratio * driver range
         np.testing.assert_allclose(rng[f"{f}_dip"], 0.89 * rng[f"{f}_pip"], atol=1e-4)
     np.testing.assert_allclose(rng["thumb_ip"], 1.02 * rng["thumb_mcp"], atol=1e-4)
@@ -191,9 +190,8 @@ def test_attach_with_prefix_keeps_units_and_names():
     parent.attach(mujoco.MjSpec.from_string(default_model_xml()), prefix="hand/", site=parent.site("flange"))
     m = parent.compile()
     standalone = load_model()
-    np.testing.assert_allclose(
-        m.joint("hand/thumb_cmc_roll").range, standalone.joint("thumb_cmc_roll").range, atol=0
-    )
+    # exact: the same XML compiled twice
+    np.testing.assert_array_equal(m.joint("hand/thumb_cmc_roll").range, standalone.joint("thumb_cmc_roll").range)
     np.testing.assert_allclose(m.joint("j1").range, np.deg2rad([-90, 90]), atol=ATOL_EXACT)
     assert (m.nexclude, m.neq, m.nu) == (28, 5, 16)
     assert m.actuator("hand/index_pip_pos").id >= 0

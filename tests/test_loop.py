@@ -15,7 +15,7 @@ from sim.loop import build, run, simulate
 from sim.scenario import scenario_from_dict
 from telemetry.log import CHANNELS
 from telemetry.run import Run
-from tests.helpers import SCENARIOS, scenario_dict
+from tests.helpers import SCENARIOS, TOL, scenario_dict
 
 
 def _short(name: str = "iiwa14_docking", duration: float = 0.3, **sim) -> dict:
@@ -52,7 +52,7 @@ def test_max_torque_clips_and_counts_saturation() -> None:
     assert r.telemetry["saturated"].any()
     cmd = r.telemetry["tau_cmd"]
     sat = np.any(np.abs(cmd) > 5.0, axis=1)
-    np.testing.assert_array_equal(sat, r.telemetry["saturated"])
+    np.testing.assert_array_equal(sat, r.telemetry["saturated"])  # exact: the same comparison on the same floats
 
 
 def test_control_period_multiple_of_timestep() -> None:
@@ -124,7 +124,7 @@ def test_cli_exit_codes(tmp_path: Path, capsys) -> None:
 def test_same_scenario_twice_is_bit_identical() -> None:
     a = run(scenario_from_dict(_short(duration=0.2)), out_root=None).telemetry
     b = run(scenario_from_dict(_short(duration=0.2)), out_root=None).telemetry
-    for k in a:
+    for k in a:  # exact: the same operations on the same inputs in one process
         np.testing.assert_array_equal(a[k], b[k], err_msg=f"channel {k} differs")
 
 
@@ -185,7 +185,7 @@ def test_coalesce_merges_adjacent_views_and_keeps_the_row() -> None:
     merged = _coalesce(parts)
     assert len(merged) == 5  # buf[0:5] | other[0:2] | buf[5:6] | buf[7:10] (gap at 6) | other[2:4]
     assert np.shares_memory(merged[0], buf) and merged[0].size == 5
-    np.testing.assert_array_equal(np.concatenate(merged), np.concatenate(parts))
+    np.testing.assert_array_equal(np.concatenate(merged), np.concatenate(parts))  # exact: views of the same data
 
 
 def test_pose_channels_derived_after_the_run_equal_the_per_step_conversion() -> None:
@@ -203,10 +203,12 @@ def test_pose_channels_derived_after_the_run_equal_the_per_step_conversion() -> 
     for i in (0, tel.n // 2, tel.n - 1):
         dyn.update(tel.q[i], tel.v[i])
         oMf = dyn.data.oMf[dyn.ee_frame]
-        np.testing.assert_allclose(tel.ee_pos[i], oMf.translation, rtol=0, atol=1e-15)
+        # exact: the recorded pose is a copy of Pinocchio's oMf from the same update on the same q, q̇
+        np.testing.assert_array_equal(tel.ee_pos[i], oMf.translation)
         q_ref = np.zeros(4)
         mujoco.mju_mat2Quat(q_ref, np.ascontiguousarray(oMf.rotation).ravel())
-        np.testing.assert_allclose(tel.ee_quat[i], q_ref, rtol=0, atol=1e-15)  # vectorised mju_mat2Quat
+        # vectorised mju_mat2Quat vs MuJoCo's (bound in tests/helpers.py)
+        np.testing.assert_allclose(tel.ee_quat[i], q_ref, rtol=0, atol=TOL["quat_vs_mujoco_abs"])
     np.testing.assert_allclose(np.linalg.norm(tel.ee_quat[: tel.n], axis=1), 1.0, atol=1e-12)
     np.testing.assert_allclose(np.linalg.norm(tel.ee_quat_des[: tel.n], axis=1), 1.0, atol=1e-12)
 
@@ -223,9 +225,9 @@ def test_sensor_pose_only_for_controllers_that_need_it() -> None:
         assert setup.dynamics.sensor_pose is filled
         oMf = setup.dynamics.data.oMf[setup.dynamics.sensor_frame]
         if filled:
-            np.testing.assert_allclose(snap.T_world_sensor[:3, 3], oMf.translation, atol=0)
+            np.testing.assert_array_equal(snap.T_world_sensor[:3, 3], oMf.translation)  # exact: a copy of oMf
         else:
-            np.testing.assert_array_equal(snap.T_world_sensor, np.eye(4))
+            np.testing.assert_array_equal(snap.T_world_sensor, np.eye(4))  # exact: never written
 
 
 def test_world_drift_skipped_only_for_the_body_frame_se3_law() -> None:

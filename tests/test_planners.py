@@ -115,9 +115,9 @@ def test_planners_hold_after_duration_and_segments_are_contiguous(name):
         np.testing.assert_allclose(getattr(a, field), getattr(b, field), atol=1e-12)
     np.testing.assert_allclose(np.r_[b.vel, b.acc, b.omega, b.alpha], 0.0, atol=1e-12)
     segs = p.segments
-    assert segs[0].t0 == 0.0
+    assert segs[0].t0 == 0.0  # exact: a literal
     for s0, s1 in zip(segs, segs[1:], strict=False):
-        assert s0.t1 == s1.t0
+        assert s0.t1 == s1.t0  # exact: the same breakpoint float
     # the evaluated record is finite everywhere
     for t in np.linspace(-1.0, p.duration + 1.0, 57):
         p.evaluate(t, a)
@@ -139,11 +139,11 @@ def test_se3_topp_start_at_predock_has_zero_length_approach():
         T_world_start=T_start, T_world_goal=ctx.T_world_goal, approach_axis_world=ctx.approach_axis_world
     )
     p = cls(parse_config(cls.Config, {}), ctx)
-    assert p.durations[0] == 0.0
+    assert p.durations[0] == 0.0  # exact: a zero screw has no profile and the literal duration 0
     np.testing.assert_allclose(p.durations[1], 1 / 0.2 + 0.2 / 0.5, rtol=1e-12)  # 0.1 m at 0.02 / 0.05
     T, V, _ = p.motion(0.0)
     np.testing.assert_allclose(T, T_start, atol=1e-12)
-    np.testing.assert_allclose(V, 0.0, atol=0)
+    np.testing.assert_array_equal(V, 0.0)  # exact: V = ξ ṡ with ṡ(0) = 0
 
 
 def test_motion_reference_update_is_allocation_stable():
@@ -173,4 +173,4 @@ def test_se3_topp_motion_at_the_evaluated_time_is_the_same_motion():
         for tq in (t, t + 0.013):
             a, b = fresh.motion(tq), cached.motion(tq)
             for x, y in zip(a, b, strict=True):
-                assert np.array_equal(x, y), (t, tq)
+                assert np.array_equal(x, y), (t, tq)  # exact: the same function on the same t

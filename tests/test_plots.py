@@ -189,13 +189,13 @@ def test_hand_figure_content(hand_dir: Path) -> None:
         # (2) log axis, the error floored (never 0) and the 0.02 rad line
         assert error.get_yscale() == "log"
         err_line = next(ln for ln in error.lines if len(ln.get_xdata()) == N)
-        assert np.min(err_line.get_ydata()) == HAND_ERROR_FLOOR
+        assert np.min(err_line.get_ydata()) == HAND_ERROR_FLOOR  # exact: the floor is a max() with it
         assert np.max(err_line.get_ydata()) == pytest.approx(1.0 - 5.0 * DT)  # one slew step in
-        assert any(list(ln.get_ydata()) == [0.02, 0.02] for ln in error.lines)
+        assert any(list(ln.get_ydata()) == [0.02, 0.02] for ln in error.lines)  # exact: literals
         # (3) penetration in mm with the 0.5 mm line; 2 projected + 1 fell-back spans + 2 segments
         pen_line = next(ln for ln in penetration.lines if len(ln.get_xdata()) == N)
         assert np.max(pen_line.get_ydata()) == pytest.approx(0.3)
-        assert any(list(ln.get_ydata()) == [0.5, 0.5] for ln in penetration.lines)
+        assert any(list(ln.get_ydata()) == [0.5, 0.5] for ln in penetration.lines)  # exact: literals
         assert len(penetration.patches) == len(PROJECTED) + 1 + len(SEGMENTS)
         legend = [txt.get_text() for txt in penetration.get_legend().get_texts()]
         assert "projected (52 steps)" in legend and "fell back (1 step)" in legend
@@ -265,7 +265,8 @@ def test_compare_tables(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     with csv_path.open() as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 1
-    assert float(rows[0]["docking.depth [m]"]) == expected["docking.depth"]  # full precision, SI
+    # exact: full precision, SI (repr → float round-trips every float64)
+    assert float(rows[0]["docking.depth [m]"]) == expected["docking.depth"]
     assert main([str(root), "--metrics", "docking.dept"]) == 1
     assert "unknown metric(s) docking.dept" in capsys.readouterr().err
 

@@ -82,6 +82,7 @@ def test_primitive_geometry_only_and_names(urdf_text, model):
 def test_limits_and_inertials_are_the_s1_values(model):
     for side in "lr":
         ranges = np.array([model.joint(f"{side}_joint{k}").range for k in range(1, 8)])
+        # exact: the decimals written in the URDF (decimal → float parsing is correctly rounded)
         np.testing.assert_array_equal(ranges, np.stack([-np.array(LIMITS), LIMITS], axis=1))
         masses = [model.body(f"{side}_link{k}").mass[0] for k in range(1, 8)]
         np.testing.assert_allclose(masses, MASSES, rtol=1e-12)

@@ -23,15 +23,21 @@ import numpy as np
 import pytest
 import yaml
 
-# Tolerance table (the only tolerances used in this module).
+# Tolerance table (the only tolerances used in this module). These compare model DATA, not computations:
+# decimal → float parsing is correctly rounded on every machine, so "verbatim" numbers agree exactly
+# (measured: bit for bit) and a 1e-12 tolerance only admits MuJoCo's own normalisations; the exact
+# comparisons (assert_array_equal) are unit axes, gears and zeros written as integers in the XML.
 TOL_EXACT = 1e-12  # numbers written verbatim in the XML (pos, COM, ranges, limits, dynamics)
-TOL_QUAT = 1e-12  # body quats after MuJoCo's normalisation
+TOL_QUAT = 1e-12  # body quats after MuJoCo's normalisation (one division by a norm: ≤ 2ε)
 TOL_INERTIA = 1e-9  # kg m^2, full tensor rebuilt from body_inertia + body_iquat
 TOL_MASS_SUM = 1e-9  # kg, sum of the masses as written
 TOL_FK_EXACT = 1e-9  # m, iiwa flange at q = 0 (exact rational kinematics)
 TOL_FK_FACTS = 1e-4  # m, FR3 flange at "ready" as rounded in the facts (0.3069, 0, 0.5903)
-TOL_FK_STORED = 1e-6  # m, home_site_pos_in_world written in limits.yaml (9 decimals)
-TOL_PIN = 1e-10  # MuJoCo vs Pinocchio (same MJCF) mass matrix / gravity / FK
+TOL_FK_STORED = 1e-6  # m, home_site_pos_in_world written in limits.yaml (9 decimals). NOTE: iiwa14's
+#   stored x (0.549659781) is 9.3e-7 off the model's FK (0.549660706): a stale value, not round-off (the
+#   FK is deterministic to ~1e-15); the tolerance admits it, 9 decimals alone would allow 5e-10
+TOL_PIN = 1e-10  # MuJoCo vs Pinocchio (same MJCF) mass matrix / gravity / FK: both ≲ 8·γ_3 relative
+#   (7-link chains, either may contract to FMA), ≈ 1e-13 on |g| ≈ 50 N·m; measured ≤ 8.8e-13
 MIN_DOWN_DOT = 0.999  # flange z . (-world z) at the home pose
 MIN_LIMIT_MARGIN = 0.1  # rad, home pose distance to the joint limits
 
@@ -380,6 +386,8 @@ def test_limits_yaml_matches_model(models, limits, robot):
 
 def test_iiwa_velocity_limits_in_degrees(limits):
     entry = limits["iiwa14"]
+    # the YAML stores the rad/s values to 12 decimals (≤ 5e-13 rounding; measured 3.7e-13); deg2rad is an
+    # elementwise product, correctly rounded
     np.testing.assert_allclose(np.deg2rad(entry["velocity_limit_deg_s"]), entry["velocity_limit_rad_s"],
                                rtol=0, atol=1e-12)
 

@@ -1,8 +1,14 @@
-"""MATH.md §2 joint dissipation feedforward, both modes, against the formulas."""
+"""MATH.md §2 joint dissipation feedforward, both modes, against the formulas.
+
+The formulas below are the same numpy elementwise operations as the implementation (divide, tanh,
+multiply, add); the only freedom is numpy's SIMD tanh, which may take another loop (e.g. for a
+different array length) and differ by ≤ 4 ulp. Bound per joint: 8ε·(f + |d q̇|) (tanh ≤ 4 ulp plus
+the product and the sum); measured: bit for bit. A wrong mode, factor or sign is O(1) and fails."""
 
 import numpy as np
 
 from controllers.feedforward import DissipationFeedforward
+from tests.helpers import EPS, assert_within
 
 
 def test_torque_mode_formula() -> None:
@@ -12,8 +18,9 @@ def test_torque_mode_formula() -> None:
     v = np.array([0.3, -0.2, 0.1])
     tau_pre = np.array([0.2, -5.0, -3.0])
     expected = f * np.tanh(tau_pre / np.where(f > 0, f / 2, 1.0)) + d * v
-    np.testing.assert_allclose(ff.compute(v, tau_pre), expected, rtol=1e-15)
-    assert ff.compute(v, tau_pre)[1] == 0.21 * -0.2  # f = 0: no friction term, no NaN
+    assert_within(ff.compute(v, tau_pre), expected, 8 * EPS * (f + np.abs(d * v)))
+    # f = 0: no friction term, no NaN. Exact: 0·tanh(·) = 0 and 0 + d q̇ is the same IEEE product
+    assert ff.compute(v, tau_pre)[1] == 0.21 * -0.2
 
 
 def test_velocity_mode_formula() -> None:
@@ -21,7 +28,7 @@ def test_velocity_mode_formula() -> None:
     d = np.array([0.21, 0.0])
     ff = DissipationFeedforward(f, d, "velocity")
     v = np.array([0.004, -1.0])
-    np.testing.assert_allclose(ff.compute(v, np.zeros(2)), f * np.tanh(v / 0.01) + d * v, rtol=1e-15)
+    assert_within(ff.compute(v, np.zeros(2)), f * np.tanh(v / 0.01) + d * v, 8 * EPS * (f + np.abs(d * v)))
 
 
 def test_off_and_inactive() -> None:
@@ -29,7 +36,7 @@ def test_off_and_inactive() -> None:
     assert not ff.active
     off = DissipationFeedforward(np.ones(3), np.ones(3), "off")
     assert not off.active
-    np.testing.assert_array_equal(off.compute(np.ones(3), np.ones(3)), 0.0)
+    np.testing.assert_array_equal(off.compute(np.ones(3), np.ones(3)), 0.0)  # exact: zeros are written
 
 
 def test_torque_mode_keys_on_the_torque_without_gravity() -> None:
@@ -43,8 +50,14 @@ def test_torque_mode_keys_on_the_torque_without_gravity() -> None:
     tau_task = np.array([0.2, -0.3, 0.05])
     g = np.array([40.0, -25.0, 3.0])
     at_zero_g = ff.compute(v, tau_task).copy()
+    # exact: τ − 0 = τ, then the same operations
     np.testing.assert_array_equal(ff.compute(v, tau_task, np.zeros(3)), at_zero_g)
-    np.testing.assert_allclose(ff.compute(v, tau_task + g, g), at_zero_g, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(ff.compute(v, tau_task + g, g), f * np.tanh(tau_task / (f / 2)) + d * v, rtol=1e-12)
+    # (τ + g) − g recovers τ to ≤ ½ε|τ + g| (one rounding of τ + g); the tanh argument scales that by 2/f,
+    # tanh′ ≤ 1 and the factor f undoes it: τ_ff moves by ≤ ε|τ + g| (≈ 9e-15 at 40 N·m; measured 5e-15,
+    # the same on every IEEE machine). Tolerance 16× that, plus the 8ε(f + |d q̇|) of the formula; a
+    # missing g subtraction is O(f) = 1 N·m.
+    bound = 16 * EPS * np.abs(tau_task + g) + 8 * EPS * (f + np.abs(d * v))
+    assert_within(ff.compute(v, tau_task + g, g), at_zero_g, bound)
+    assert_within(ff.compute(v, tau_task + g, g), f * np.tanh(tau_task / (f / 2)) + d * v, 2 * bound)
     # keyed on τ_pre alone, gravity would saturate the tanh at +f / −f / +f
     np.testing.assert_allclose(ff.compute(v, tau_task + g) - d * v, f * np.sign(g), rtol=1e-9)

@@ -24,4 +24,7 @@ def test_virtual_power_invariance() -> None:
         V_E_body = np.concatenate([R.T @ v_E, R.T @ omega])
         P_E = V_E_body @ F_E
         P_S = v_S @ w_world_S[:3] + omega @ w_world_S[3:]
+        # round-off: ≤ ~20 roundings (3×3 products, cross products, two 6-term dot products) on terms of
+        # size ≤ ~30 (unit-normal wrenches and twists, |p| ≤ ~3): ≲ 20·ε·30 ≈ 1e-13; a wrong lever arm or
+        # transpose changes P by O(1)
         np.testing.assert_allclose(P_E, P_S, rtol=0, atol=1e-10)

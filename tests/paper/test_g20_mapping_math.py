@@ -13,7 +13,7 @@ from hand.bridge import BridgeConfig, HandBridge, run_track_test
 from hand.mapping import complete_mimic, range_to_arc, sdk_to_joint_positions
 from hand.spec import load_spec
 
-EXACT = 1e-12  # [rad] closed-form identities
+EXACT = 1e-12  # [rad] closed-form identities: one or two scalar roundings on angles ≤ 2 rad (≤ 1e-15)
 SEED = 20
 
 # MATH.md §8, written out: DIR = [-1 x6, +1 x4, -1, 0 x4, -1 x5]; MAX[1] = 1.22; MAX[5] = 1.47
@@ -53,7 +53,7 @@ def test_tables_match_math(spec):
     assert [c.direction for c in spec.channels] == DIR_MATH
     assert {c.channel: c.joint for c in spec.channels if c.joint} == CHANNEL_JOINT_MATH
     assert {c.channel: c.divisor for c in spec.channels if c.angle_of} == TIP_DIVISOR_MATH
-    assert spec.channels[1].arc_max == 1.22 and spec.channels[5].arc_max == 1.47
+    assert spec.channels[1].arc_max == 1.22 and spec.channels[5].arc_max == 1.47  # exact: parsed decimals
 
 
 def test_range_to_arc_is_the_clamped_lerp(spec):
@@ -95,7 +95,7 @@ def test_mimic_identities_and_no_overwrite(spec):
     for f in ("index", "middle", "ring", "pinky"):
         np.testing.assert_allclose(q[f"{f}_dip"], 0.89 * q[f"{f}_pip"], atol=EXACT)
     given = dict(drivers, thumb_ip=-0.7)
-    np.testing.assert_allclose(complete_mimic(given, spec)["thumb_ip"], -0.7, atol=0)
+    assert complete_mimic(given, spec)["thumb_ip"] == -0.7  # exact: the given value is kept, not recomputed
 
 
 def test_missing_channels_default_to_255(spec):

@@ -84,7 +84,7 @@ def test_friction_integral_freezes_on_contact() -> None:
     for _ in range(100):
         ctrl.compute(snap, ref, w, cmd)
     assert ctrl.frozen
-    np.testing.assert_array_equal(ctrl.F_I, f_before)
+    np.testing.assert_array_equal(ctrl.F_I, f_before)  # exact: a frozen integral is not updated at all
     # clamp at ±10 N
     w.ext_world[:] = 0.0
     ctrl.reset(snap, ref)

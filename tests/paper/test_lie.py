@@ -15,15 +15,37 @@ import pytest
 import scipy.linalg
 
 from sim import lie
+from tests.helpers import TOL
 
-# Tolerance table (the only tolerances used in this module).
-TOL_ROUNDTRIP = 1e-12  # exp/log round trips, identities evaluated in closed form
-TOL_PIN = 1e-12  # agreement with Pinocchio's implementation of the same map
-TOL_PIN_JAC = 1e-7  # Pinocchio's Jexp6/Jlog6 truncate their Taylor branch (~1.5e-8 error at θ = 1e-3)
-TOL_SERIES = 1e-12  # dexp against its defining series Σ (−ad)^k/(k+1)! summed in float64
-TOL_FD = 1e-7  # central finite differences, step H_FD (error ~ H² · third derivative)
-TOL_SWITCH = 1e-12  # series / closed-form branches on both sides of the switch angle
-TOL_FUSED = 1e-14  # fused evaluation (se3_jacobian_coeffs, DexpSE3, *_floats) vs the separate functions
+# Tolerance table (the only tolerances used in this module). ε = 2.2e-16 is the float64 machine epsilon.
+# Round-off tolerances are stated bounds (c·ε·scale, constant named) at least 10× above the worst case
+# measured on five BLAS / SIMD code paths (OpenBLAS SkylakeX, Haswell, Sandybridge and default kernels;
+# numpy's SIMD dispatch narrowed to its baseline); rtol = 0 throughout, so the tolerance written is the
+# one applied. Truncation tolerances (Pinocchio's series, finite differences, Taylor remainders) bound a
+# deterministic model error, the same on every CPU.
+EPS = float(np.finfo(float).eps)
+TOL_ROUNDTRIP = 1e-12  # round trips / closed-form identities on entries ≤ ~3: each side is a few 3×3 or
+#   6×6 products (≤ γ_6 = 6ε relative each) and libm sin/cos/atan2 (≤ 1 ulp): ≤ ~100ε ≈ 2e-14; measured
+#   ≤ 4e-15. Still catches a wrong closed-form coefficient (≥ 1e-9 at θ = 1e-3).
+TOL_PIN = 1e-12  # Pinocchio's implementation of the same closed forms: same bound (its C++ may contract
+#   to FMA on another CPU; that changes round-off only)
+TOL_PIN_JAC = 1e-6  # Pinocchio's Jexp6/Jlog6 truncate their Taylor branch (~1.5e-8 error at θ = 1e-3,
+#   ≤ 3.1e-8 over ANGLES): a truncation error in Pinocchio, not round-off (30× headroom). The left/right
+#   convention is pinned by the finite-difference tests, which Pinocchio's truncation does not enter.
+TOL_SERIES = 1e-12  # dexp against its defining series Σ (−ad)^k/(k+1)!: 60 terms of 6×6 products,
+#   ≤ 60·γ_6·‖ad‖-weighted ≈ 1e-13 for θ ≤ π; measured ≤ 6e-16
+TOL_FD = 1e-7  # central differences with step H_FD: truncation H²/6·|f‴| plus round-off ε|f|/H
+#   (≈ 2e-11); measured ≤ 3.1e-8 (dexp_dot near π, |f‴| ~ 1e3)
+C_SWITCH = 256  # series vs closed form at the switch θ = 1.5, in units of ε·max(1, |f|): the closed
+#   form's cancellation (3β − α loses ~25×, the derivative chain of dexp_dot ~5× more) times ~10
+#   roundings per entry; measured ≤ 7 (after the step across the switch, bounded separately)
+C_FUSED = 32  # fused evaluation (DexpSE3 products, *_floats) vs the matrices and the separate
+#   functions, in units of ε·(|D||y|) (the magnitude of the product's terms): the BLAS product adds
+#   ≤ γ_6, each rank-one-form entry ≤ ~12 roundings, both sides counted; measured ≤ 1.8. A wrong term
+#   in a fused formula is ≥ 1e-3 relative, 10¹¹× above this.
+TOL_LAPACK = 1e-10  # np.linalg.inv (LAPACK getri, ≤ c·n·ε·κ with n = 6, κ(Ad) ≤ ~1e2 for these poses)
+#   and scipy.linalg.expm (Padé 13 with scaling and squaring, relative backward error ≤ ~ε·‖A‖·2^s): both
+#   ≲ 1e-12; measured ≤ 2.2e-15
 H_FD = 1e-5
 
 SEED = 20240611
@@ -75,13 +97,14 @@ def _random_pose(rng: np.random.Generator) -> np.ndarray:
 def test_hat_vee_roundtrip_and_cross_product():
     rng = np.random.default_rng(SEED)
     w, x = rng.normal(size=3), rng.normal(size=3)
-    np.testing.assert_allclose(lie.so3_hat(w) @ x, np.cross(w, x), atol=TOL_ROUNDTRIP)
-    np.testing.assert_allclose(lie.so3_vee(lie.so3_hat(w)), w, atol=TOL_ROUNDTRIP)
+    np.testing.assert_allclose(lie.so3_hat(w) @ x, np.cross(w, x), atol=TOL_ROUNDTRIP, rtol=0)
+    np.testing.assert_allclose(lie.so3_vee(lie.so3_hat(w)), w, atol=TOL_ROUNDTRIP, rtol=0)
     xi = rng.normal(size=6)
     X = lie.se3_hat(xi)
-    np.testing.assert_allclose(X[:3, 3], xi[:3], atol=0)  # linear part first
-    np.testing.assert_allclose(X[3], 0.0, atol=0)
-    np.testing.assert_allclose(lie.se3_vee(X), xi, atol=TOL_ROUNDTRIP)
+    # exact: se3_hat copies the entries and writes literal zeros (no arithmetic)
+    np.testing.assert_array_equal(X[:3, 3], xi[:3])  # linear part first
+    np.testing.assert_array_equal(X[3], 0.0)
+    np.testing.assert_allclose(lie.se3_vee(X), xi, atol=TOL_ROUNDTRIP, rtol=0)
 
 
 # ------------------------------------------------------------------------------------ exp / log
@@ -91,16 +114,16 @@ def test_hat_vee_roundtrip_and_cross_product():
 def test_so3_exp_log_roundtrip(xi):
     phi = xi[3:]
     R = lie.so3_exp(phi)
-    np.testing.assert_allclose(R @ R.T, np.eye(3), atol=TOL_ROUNDTRIP)
-    np.testing.assert_allclose(np.linalg.det(R), 1.0, atol=TOL_ROUNDTRIP)
-    np.testing.assert_allclose(R, pin.exp3(phi), atol=TOL_PIN)
+    np.testing.assert_allclose(R @ R.T, np.eye(3), atol=TOL_ROUNDTRIP, rtol=0)
+    np.testing.assert_allclose(np.linalg.det(R), 1.0, atol=TOL_ROUNDTRIP, rtol=0)
+    np.testing.assert_allclose(R, pin.exp3(phi), atol=TOL_PIN, rtol=0)
     np.testing.assert_allclose(lie.so3_log(R), phi, atol=1e-10, rtol=0)
 
 
 @pytest.mark.parametrize("xi", TWISTS, ids=IDS)
 def test_se3_exp_log_roundtrip_and_pinocchio(xi):
     T = lie.se3_exp(xi)
-    np.testing.assert_allclose(T, pin.exp6(pin.Motion(xi)).homogeneous, atol=TOL_PIN)
+    np.testing.assert_allclose(T, pin.exp6(pin.Motion(xi)).homogeneous, atol=TOL_PIN, rtol=0)
     np.testing.assert_allclose(lie.se3_log(T), xi, atol=1e-9, rtol=0)
     np.testing.assert_allclose(lie.se3_log(T), pin.log6(pin.SE3(T)).vector, atol=1e-9)
 
@@ -114,7 +137,7 @@ def test_so3_log_at_and_near_pi():
             R = lie.so3_exp(th * n)
             phi = lie.so3_log(R)
             np.testing.assert_allclose(np.linalg.norm(phi), th, atol=1e-9)
-            np.testing.assert_allclose(lie.so3_exp(phi), R, atol=TOL_ROUNDTRIP)
+            np.testing.assert_allclose(lie.so3_exp(phi), R, atol=TOL_ROUNDTRIP, rtol=0)
             if th < math.pi:  # away from the ±n ambiguity the axis is recovered with its sign
                 np.testing.assert_allclose(phi, th * n, atol=1e-7)
 
@@ -122,7 +145,7 @@ def test_so3_log_at_and_near_pi():
 def test_se3_inv():
     rng = np.random.default_rng(SEED + 2)
     T = _random_pose(rng)
-    np.testing.assert_allclose(lie.se3_inv(T) @ T, np.eye(4), atol=TOL_ROUNDTRIP)
+    np.testing.assert_allclose(lie.se3_inv(T) @ T, np.eye(4), atol=TOL_ROUNDTRIP, rtol=0)
 
 
 # ------------------------------------------------------------------------------------ Jacobians
@@ -132,8 +155,8 @@ def test_se3_inv():
 def test_dexp_times_dexp_inv_is_identity(xi):
     J = lie.dexp(xi)
     Ji = lie.dexp_inv(xi)
-    np.testing.assert_allclose(J @ Ji, np.eye(6), atol=TOL_ROUNDTRIP)
-    np.testing.assert_allclose(Ji @ J, np.eye(6), atol=TOL_ROUNDTRIP)
+    np.testing.assert_allclose(J @ Ji, np.eye(6), atol=TOL_ROUNDTRIP, rtol=0)
+    np.testing.assert_allclose(Ji @ J, np.eye(6), atol=TOL_ROUNDTRIP, rtol=0)
 
 
 @pytest.mark.parametrize("xi", TWISTS, ids=IDS)
@@ -145,13 +168,13 @@ def test_dexp_matches_defining_series(xi):
     for k in range(1, 60):
         term = term @ A / (k + 1)
         series += term
-    np.testing.assert_allclose(lie.dexp(xi), series, atol=TOL_SERIES)
+    np.testing.assert_allclose(lie.dexp(xi), series, atol=TOL_SERIES, rtol=0)
 
 
 @pytest.mark.parametrize("xi", TWISTS, ids=IDS)
 def test_dexp_matches_pinocchio_right_jacobian(xi):
-    np.testing.assert_allclose(lie.dexp(xi), pin.Jexp6(pin.Motion(xi)), atol=TOL_PIN_JAC)
-    np.testing.assert_allclose(lie.dexp_inv(xi), pin.Jlog6(pin.exp6(pin.Motion(xi))), atol=TOL_PIN_JAC)
+    np.testing.assert_allclose(lie.dexp(xi), pin.Jexp6(pin.Motion(xi)), atol=TOL_PIN_JAC, rtol=0)
+    np.testing.assert_allclose(lie.dexp_inv(xi), pin.Jlog6(pin.exp6(pin.Motion(xi))), atol=TOL_PIN_JAC, rtol=0)
 
 
 @pytest.mark.parametrize("xi", TWISTS, ids=IDS)
@@ -163,7 +186,7 @@ def test_dexp_is_body_twist_jacobian_finite_differences(xi):
     plus = lie.se3_log(T_inv @ lie.se3_exp(xi + H_FD * lam_dot))
     minus = lie.se3_log(T_inv @ lie.se3_exp(xi - H_FD * lam_dot))
     V_fd = (plus - minus) / (2 * H_FD)
-    np.testing.assert_allclose(lie.dexp(xi) @ lam_dot, V_fd, atol=TOL_FD)
+    np.testing.assert_allclose(lie.dexp(xi) @ lam_dot, V_fd, atol=TOL_FD, rtol=0)
     # the LEFT Jacobian would be the spatial twist; make sure we are not accidentally using it
     # (they differ unless λ̇ ∥ λ)
     J_left = lie.Ad(lie.se3_exp(xi)) @ lie.dexp(xi)
@@ -175,7 +198,7 @@ def test_dexp_dot_matches_finite_differences(xi):
     rng = np.random.default_rng(SEED + 4)
     lam_dot = rng.normal(size=6)
     fd = (lie.dexp(xi + H_FD * lam_dot) - lie.dexp(xi - H_FD * lam_dot)) / (2 * H_FD)
-    np.testing.assert_allclose(lie.dexp_dot(xi, lam_dot), fd, atol=TOL_FD)
+    np.testing.assert_allclose(lie.dexp_dot(xi, lam_dot), fd, atol=TOL_FD, rtol=0)
 
 
 def test_lambda_ddot_relation():
@@ -196,14 +219,24 @@ def test_lambda_ddot_relation():
 
 
 def test_series_and_closed_form_agree_at_switch():
+    """dexp, dexp⁻¹, d/dt dexp and exp just below θ = 1.5 (power series) and just above (closed form)
+    agree to round-off. The two angles are 1.5(1 ∓ 2ε) apart by 4·1.5ε, so the bound is the change of
+    f across that step (|∂f/∂θ| · Δθ, the slope from a difference quotient on the closed-form side)
+    plus C_SWITCH·ε·max(1, |f|) ≈ 6e-14. A wrong coefficient among the first seven series terms (a change
+    ≥ x^k/(2k+4)! ≈ 6e-12 at k = 6) fails."""
     rng = np.random.default_rng(SEED + 6)
     n, rho, rate = _axis(rng), rng.normal(size=3), rng.normal(size=6)
-    below = np.concatenate((rho, (1.5 - 1e-12) * n))
-    above = np.concatenate((rho, (1.5 + 1e-12) * n))
-    for f in (lie.dexp, lie.dexp_inv):
-        np.testing.assert_allclose(f(below), f(above), atol=TOL_SWITCH)
-    np.testing.assert_allclose(lie.dexp_dot(below, rate), lie.dexp_dot(above, rate), atol=1e-11)
-    np.testing.assert_allclose(lie.so3_exp(below[3:]), lie.so3_exp(above[3:]), atol=TOL_SWITCH)
+    th_below, th_above = 1.5 * (1.0 - 2.0 * EPS), 1.5 * (1.0 + 2.0 * EPS)
+    below = np.concatenate((rho, th_below * n))
+    above = np.concatenate((rho, th_above * n))
+    assert float(below[3:] @ below[3:]) < lie._SERIES_X <= float(above[3:] @ above[3:])  # both branches
+    h = 1e-6
+    for f in (lie.dexp, lie.dexp_inv, lambda lam: lie.dexp_dot(lam, rate), lambda lam: lie.so3_exp(lam[3:])):
+        fb, fa = f(below), f(above)
+        up = np.concatenate((rho, (1.5 + 2 * h) * n))
+        slope = np.abs(f(up) - f(np.concatenate((rho, (1.5 + h) * n)))).max() / h  # closed-form side
+        bound = 2.0 * slope * (th_above - th_below) + C_SWITCH * EPS * max(1.0, np.abs(fa).max())
+        np.testing.assert_allclose(fb, fa, atol=bound, rtol=0)
 
 
 @pytest.mark.parametrize("th", [0.0, 1e-7, 0.4, 2.0, math.pi - 1e-3])
@@ -214,11 +247,15 @@ def test_so3_jacobians_finite_differences(th):
     # right: exp(φ)⁻¹ exp(φ + h d) ≈ exp(h J_r d); left: exp(φ + h d) exp(φ)⁻¹ ≈ exp(h J_l d)
     r_fd = lie.so3_log(R_inv @ lie.so3_exp(phi + H_FD * d)) - lie.so3_log(R_inv @ lie.so3_exp(phi - H_FD * d))
     l_fd = lie.so3_log(lie.so3_exp(phi + H_FD * d) @ R_inv) - lie.so3_log(lie.so3_exp(phi - H_FD * d) @ R_inv)
-    np.testing.assert_allclose(lie.so3_right_jacobian(phi) @ d, r_fd / (2 * H_FD), atol=TOL_FD)
-    np.testing.assert_allclose(lie.so3_left_jacobian(phi) @ d, l_fd / (2 * H_FD), atol=TOL_FD)
-    np.testing.assert_allclose(lie.so3_left_jacobian_inv(phi) @ lie.so3_left_jacobian(phi), np.eye(3), atol=1e-12)
-    np.testing.assert_allclose(lie.so3_right_jacobian_inv(phi) @ lie.so3_right_jacobian(phi), np.eye(3), atol=1e-12)
-    np.testing.assert_allclose(lie.so3_right_jacobian(phi), pin.Jexp3(phi), atol=TOL_PIN)
+    np.testing.assert_allclose(lie.so3_right_jacobian(phi) @ d, r_fd / (2 * H_FD), atol=TOL_FD, rtol=0)
+    np.testing.assert_allclose(lie.so3_left_jacobian(phi) @ d, l_fd / (2 * H_FD), atol=TOL_FD, rtol=0)
+    np.testing.assert_allclose(
+        lie.so3_left_jacobian_inv(phi) @ lie.so3_left_jacobian(phi), np.eye(3), atol=TOL_ROUNDTRIP, rtol=0
+    )
+    np.testing.assert_allclose(
+        lie.so3_right_jacobian_inv(phi) @ lie.so3_right_jacobian(phi), np.eye(3), atol=TOL_ROUNDTRIP, rtol=0
+    )
+    np.testing.assert_allclose(lie.so3_right_jacobian(phi), pin.Jexp3(phi), atol=TOL_PIN, rtol=0)
 
 
 def test_dexp_near_zero_is_first_order_series():
@@ -226,7 +263,11 @@ def test_dexp_near_zero_is_first_order_series():
     rng = np.random.default_rng(SEED + 8)
     lam = 1e-4 * rng.normal(size=6)
     A = lie.ad(lam)
-    np.testing.assert_allclose(lie.dexp(lam), np.eye(6) - 0.5 * A + A @ A / 6.0, atol=1e-12)
+    # the remainder Σ_{k≥3} (−ad)^k/(k+1)! is ≤ a³/24 · 1/(1 − a), a = ‖ad_λ‖_∞ (≈ 4e-4 here: ≈ 2.8e-12;
+    # measured 1.9e-13), plus round-off on entries ≤ 1
+    a = np.abs(A).sum(axis=1).max()
+    bound = a**3 / 24.0 / (1.0 - a) + 16 * EPS
+    np.testing.assert_allclose(lie.dexp(lam), np.eye(6) - 0.5 * A + A @ A / 6.0, atol=bound, rtol=0)
 
 
 # ------------------------------------------------------------------------------------ adjoints
@@ -237,47 +278,57 @@ def test_Ad_matches_pinocchio_and_conjugation():
     for _ in range(10):
         T = _random_pose(rng)
         xi = rng.normal(size=6)
-        np.testing.assert_allclose(lie.Ad(T), pin.SE3(T[:3, :3], T[:3, 3]).action, atol=TOL_PIN)
+        np.testing.assert_allclose(lie.Ad(T), pin.SE3(T[:3, :3], T[:3, 3]).action, atol=TOL_PIN, rtol=0)
         # Ad_T ξ = vee(T ξ^ T⁻¹)
         np.testing.assert_allclose(
-            lie.Ad(T) @ xi, lie.se3_vee(T @ lie.se3_hat(xi) @ lie.se3_inv(T)), atol=TOL_ROUNDTRIP
+            lie.Ad(T) @ xi, lie.se3_vee(T @ lie.se3_hat(xi) @ lie.se3_inv(T)), atol=TOL_ROUNDTRIP, rtol=0
         )
-        np.testing.assert_allclose(lie.Ad_inv(T), np.linalg.inv(lie.Ad(T)), atol=1e-10)
-        np.testing.assert_allclose(lie.Ad_inv(T), lie.Ad(lie.se3_inv(T)), atol=TOL_ROUNDTRIP)
+        np.testing.assert_allclose(lie.Ad_inv(T), np.linalg.inv(lie.Ad(T)), atol=TOL_LAPACK, rtol=0)
+        np.testing.assert_allclose(lie.Ad_inv(T), lie.Ad(lie.se3_inv(T)), atol=TOL_ROUNDTRIP, rtol=0)
 
 
 def test_ad_matches_pinocchio_and_bracket():
     rng = np.random.default_rng(SEED + 10)
     xi, eta = rng.normal(size=6), rng.normal(size=6)
-    np.testing.assert_allclose(lie.ad(xi), pin.Motion(xi).action, atol=TOL_PIN)
+    np.testing.assert_allclose(lie.ad(xi), pin.Motion(xi).action, atol=TOL_PIN, rtol=0)
     X, Y = lie.se3_hat(xi), lie.se3_hat(eta)
-    np.testing.assert_allclose(lie.ad(xi) @ eta, lie.se3_vee(X @ Y - Y @ X), atol=TOL_ROUNDTRIP)
+    np.testing.assert_allclose(lie.ad(xi) @ eta, lie.se3_vee(X @ Y - Y @ X), atol=TOL_ROUNDTRIP, rtol=0)
 
 
 def test_group_axioms():
     rng = np.random.default_rng(SEED + 11)
     for _ in range(10):
         T1, T2 = _random_pose(rng), _random_pose(rng)
-        np.testing.assert_allclose(lie.Ad(T1 @ T2), lie.Ad(T1) @ lie.Ad(T2), atol=1e-10)
+        np.testing.assert_allclose(lie.Ad(T1 @ T2), lie.Ad(T1) @ lie.Ad(T2), atol=TOL_ROUNDTRIP, rtol=0)
         xi = rng.normal(size=6)
         # Ad(exp ξ) = expm(ad ξ); exp(ξ) = expm(ξ^); exp(-ξ) = exp(ξ)⁻¹; Ad_T ad_ξ Ad_T⁻¹ = ad_{Ad_T ξ}
-        np.testing.assert_allclose(lie.Ad(lie.se3_exp(xi)), scipy.linalg.expm(lie.ad(xi)), atol=1e-10)
-        np.testing.assert_allclose(lie.se3_exp(xi), scipy.linalg.expm(lie.se3_hat(xi)), atol=1e-10)
-        np.testing.assert_allclose(lie.se3_exp(-xi), lie.se3_inv(lie.se3_exp(xi)), atol=TOL_ROUNDTRIP)
-        np.testing.assert_allclose(lie.Ad(T1) @ lie.ad(xi) @ lie.Ad_inv(T1), lie.ad(lie.Ad(T1) @ xi), atol=1e-10)
+        np.testing.assert_allclose(lie.Ad(lie.se3_exp(xi)), scipy.linalg.expm(lie.ad(xi)), atol=TOL_LAPACK, rtol=0)
+        np.testing.assert_allclose(lie.se3_exp(xi), scipy.linalg.expm(lie.se3_hat(xi)), atol=TOL_LAPACK, rtol=0)
+        np.testing.assert_allclose(lie.se3_exp(-xi), lie.se3_inv(lie.se3_exp(xi)), atol=TOL_ROUNDTRIP, rtol=0)
+        np.testing.assert_allclose(
+            lie.Ad(T1) @ lie.ad(xi) @ lie.Ad_inv(T1), lie.ad(lie.Ad(T1) @ xi), atol=TOL_ROUNDTRIP, rtol=0
+        )
         # dexp = (I − expm(−ad)) ad⁻¹ for generic ξ (ad invertible only via series; use the identity
         # dexp ad = I − expm(−ad) which holds always)
-        np.testing.assert_allclose(lie.dexp(xi) @ lie.ad(xi), np.eye(6) - scipy.linalg.expm(-lie.ad(xi)), atol=1e-10)
+        np.testing.assert_allclose(
+            lie.dexp(xi) @ lie.ad(xi), np.eye(6) - scipy.linalg.expm(-lie.ad(xi)), atol=TOL_LAPACK, rtol=0
+        )
 
 
 def test_wrench_power_invariance_under_Ad():
-    """F_a = Ad(T_a_b)⁻ᵀ F_b keeps V·F invariant for V_a = Ad(T_a_b) V_b."""
+    """F_a = Ad(T_a_b)⁻ᵀ F_b keeps V·F invariant for V_a = Ad(T_a_b) V_b.
+
+    Round-off bound: the two matrix-vector products, the 3×3 products inside Ad / Ad⁻¹ and the two dot
+    products each add ≤ γ_6 = 6ε times the magnitude of their terms, so
+    |V_a·F_a − V_b·F_b| ≤ 4γ_6 ((|Ad||V_b|)·(|Ad⁻ᵀ||F_b|) + |V_b|·|F_b|) (measured ≈ 0.02 of it)."""
     rng = np.random.default_rng(SEED + 12)
     T = _random_pose(rng)
     V_b, F_b = rng.normal(size=6), rng.normal(size=6)
-    V_a = lie.Ad(T) @ V_b
-    F_a = lie.Ad_inv(T).T @ F_b
-    np.testing.assert_allclose(V_a @ F_a, V_b @ F_b, rtol=1e-12)
+    Ad, Ad_inv_T = lie.Ad(T), lie.Ad_inv(T).T
+    V_a = Ad @ V_b
+    F_a = Ad_inv_T @ F_b
+    scale = (np.abs(Ad) @ np.abs(V_b)) @ (np.abs(Ad_inv_T) @ np.abs(F_b)) + np.abs(V_b) @ np.abs(F_b)
+    np.testing.assert_allclose(V_a @ F_a, V_b @ F_b, atol=4 * 6 * EPS * scale, rtol=0)
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -300,7 +351,7 @@ def test_out_arguments_match_allocating_calls():
         buf = np.full(shape, np.nan)
         res = f(*args, out=buf)
         assert res is buf
-        np.testing.assert_array_equal(buf, f(*args))
+        np.testing.assert_array_equal(buf, f(*args))  # exact: the same function on the same input twice
 
 
 def test_rotation_error_world():
@@ -308,7 +359,7 @@ def test_rotation_error_world():
     R = lie.so3_exp(rng.normal(size=3))
     e = 0.7 * _axis(rng)
     R_d = lie.so3_exp(e) @ R  # world-side rotation by e takes R to R_d
-    np.testing.assert_allclose(lie.rotation_error_world(R_d, R), e, atol=TOL_ROUNDTRIP)
+    np.testing.assert_allclose(lie.rotation_error_world(R_d, R), e, atol=TOL_ROUNDTRIP, rtol=0)
 
 
 def test_quaternion_conversions():
@@ -319,8 +370,8 @@ def test_quaternion_conversions():
         if q[0] < 0:
             q = -q
         R = lie.quat_to_matrix(q)
-        np.testing.assert_allclose(R, pin.Quaternion(*q).toRotationMatrix(), atol=TOL_PIN)  # (w, x, y, z)
-        np.testing.assert_allclose(lie.matrix_to_quat(R), q, atol=TOL_ROUNDTRIP)
+        np.testing.assert_allclose(R, pin.Quaternion(*q).toRotationMatrix(), atol=TOL_PIN, rtol=0)  # (w, x, y, z)
+        np.testing.assert_allclose(lie.matrix_to_quat(R), q, atol=TOL_ROUNDTRIP, rtol=0)
     # rotations by π (w = 0) and identity exercise the other Shepperd branches
     for q in ([0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [1, 0, 0, 0]):
         q = np.array(q, dtype=float)
@@ -328,46 +379,72 @@ def test_quaternion_conversions():
             lie.quat_to_matrix(lie.matrix_to_quat(lie.quat_to_matrix(q))),
             lie.quat_to_matrix(q),
             atol=TOL_ROUNDTRIP,
+            rtol=0,
         )
 
 
 # ------------------------------------------------------------------------------------ fused evaluation
 
 
-def _rel(a, b) -> float:
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return float(np.abs(a - b).max() / max(1.0, np.abs(b).max()))
+def _assert_round_off(got, want, scale, c: float = C_FUSED) -> None:
+    """|got − want| ≤ c·ε·scale entrywise (scale: the magnitude of the terms, e.g. max(|D||y|))."""
+    np.testing.assert_allclose(np.asarray(got, dtype=float), want, rtol=0, atol=c * EPS * scale)
+
+
+def _mag(A: np.ndarray, y) -> float:
+    """max over rows of |A||y| (the magnitude of a matrix-vector product's terms), at least 1."""
+    return max(1.0, float((np.abs(A) @ np.abs(np.asarray(y, dtype=float))).max()))
 
 
 @pytest.mark.parametrize("xi", TWISTS, ids=IDS)
 def test_fused_dexp_equals_separate_functions(xi):
-    """DexpSE3 (one coefficient evaluation) equals dexp, dexp_inv, dexp_dot and their products."""
+    """DexpSE3 (one coefficient evaluation) equals dexp, dexp_inv, dexp_dot and their products.
+
+    The matrices are the same code as the functions (dexp = DexpSE3(λ).matrix() …): equal bit for bit.
+    The vector products (Python floats, rank-one form) against the matrices times y (BLAS) agree within
+    C_FUSED·ε·|D||y|."""
     rng = np.random.default_rng(SEED + 20)
     rate, y = rng.normal(size=6), rng.normal(size=6)
     D, Di, Dd = lie.dexp(xi), lie.dexp_inv(xi), lie.dexp_dot(xi, rate)
     jac = lie.DexpSE3(xi)
-    assert _rel(jac.matrix(), D) <= TOL_FUSED
-    assert _rel(jac.inverse(), Di) <= TOL_FUSED
-    assert _rel(jac.dot_matrix(rate.tolist()), Dd) <= TOL_FUSED
-    assert _rel(jac.mul(y.tolist()), D @ y) <= TOL_FUSED
-    assert _rel(jac.tmul(y.tolist()), D.T @ y) <= TOL_FUSED
-    assert _rel(jac.solve(y.tolist()), Di @ y) <= TOL_FUSED
-    assert _rel(jac.dot_mul(rate.tolist(), y.tolist()), Dd @ y) <= TOL_FUSED
+    # exact: dexp / dexp_inv / dexp_dot / dexp_and_dot are these very methods on the same floats
+    np.testing.assert_array_equal(jac.matrix(), D)
+    np.testing.assert_array_equal(jac.inverse(), Di)
+    np.testing.assert_array_equal(jac.dot_matrix(rate.tolist()), Dd)
     A, B = lie.dexp_and_dot(xi, rate)
-    assert _rel(A, D) <= TOL_FUSED and _rel(B, Dd) <= TOL_FUSED
+    np.testing.assert_array_equal(A, D)
+    np.testing.assert_array_equal(B, Dd)
+    _assert_round_off(jac.mul(y.tolist()), D @ y, _mag(D, y))
+    _assert_round_off(jac.tmul(y.tolist()), D.T @ y, _mag(D.T, y))
+    _assert_round_off(jac.solve(y.tolist()), Di @ y, _mag(Di, y))
+    _assert_round_off(jac.dot_mul(rate.tolist(), y.tolist()), Dd @ y, _mag(Dd, y))
     # the fused products of the SE(3) controller: (dexp⁻¹ y, dexpᵀ w) and dexp y − (d/dt dexp) λ̇ for
     # the derivative along the rate λ̇ applied to λ̇ itself, against the matrices and the separate methods
     w = rng.normal(size=6)
     sol, tr = jac.solve_tmul(y.tolist(), w.tolist())
-    assert _rel(sol, Di @ y) <= TOL_FUSED and _rel(sol, jac.solve(y.tolist())) <= TOL_FUSED
-    assert _rel(tr, D.T @ w) <= TOL_FUSED and _rel(tr, jac.tmul(w.tolist())) <= TOL_FUSED
+    _assert_round_off(sol, Di @ y, _mag(Di, y))
+    _assert_round_off(sol, jac.solve(y.tolist()), _mag(Di, y))
+    _assert_round_off(tr, D.T @ w, _mag(D.T, w))
+    _assert_round_off(tr, jac.tmul(w.tolist()), _mag(D.T, w))
     mmd = jac.mul_minus_dot(y.tolist(), rate.tolist())
-    assert _rel(mmd, D @ y - Dd @ rate) <= TOL_FUSED
-    assert _rel(mmd, np.subtract(jac.mul(y.tolist()), jac.dot_mul(rate.tolist(), rate.tolist()))) <= TOL_FUSED
-    # set() with the coefficients handed over (as the SE(3) controller does for −λ)
-    x = float(xi[3:] @ xi[3:])
-    jac2 = lie.DexpSE3().set(*(-xi).tolist(), lie.se3_jacobian_coeffs(x))
-    assert _rel(jac2.matrix(), lie.dexp(-xi)) <= TOL_FUSED
+    scale = _mag(D, y) + _mag(Dd, rate)
+    _assert_round_off(mmd, D @ y - Dd @ rate, scale)
+    _assert_round_off(mmd, np.subtract(jac.mul(y.tolist()), jac.dot_mul(rate.tolist(), rate.tolist())), scale)
+    # set() with the coefficients handed over (as the SE(3) controller does for −λ): the coefficients are
+    # even in θ and x = |φ|² is the same float for ±φ, so this is dexp(−λ)'s own evaluation, bit for bit
+    p0, p1, p2 = xi[3:].tolist()
+    jac2 = lie.DexpSE3().set(*(-xi).tolist(), lie.se3_jacobian_coeffs(p0 * p0 + p1 * p1 + p2 * p2))
+    np.testing.assert_array_equal(jac2.matrix(), lie.dexp(-xi))
+
+
+def _horner_bound(s: int, x: float) -> float:
+    """Round-off bound for series s (column of lie._FUSED_ROWS) evaluated by Horner's rule at x with up to
+    N = 14 terms: γ_2N Σ|c_k| x^k (Higham, Accuracy and Stability, eq. 5.3), for two evaluations, plus
+    the dropped tail of a shorter evaluation (≤ 2⁻⁶⁴ |f|, test_fused_series_truncation_tiers_are_safe)."""
+    coeffs = [r[s] for r in lie._FUSED_ROWS]
+    mag = sum(abs(c) * x**k for k, c in enumerate(coeffs))
+    f = abs(sum(c * x**k for k, c in enumerate(coeffs)))
+    return 2.0 * (2 * len(coeffs)) * EPS * mag + 2.0**-64 * f
 
 
 @pytest.mark.parametrize("th", [*ANGLES, 1.35, 1.36, 2.25, 3.0, 4.0, 6.0])
@@ -376,8 +453,12 @@ def test_fused_coefficients_equal_separate_series(th):
     x = th * th
     ref = (*lie._se3_coeffs(x), lie._gamma(x), *lie._se3_coeff_derivs(x))
     got = lie.se3_jacobian_coeffs(x)
-    for a, b in zip(got, ref, strict=True):
-        assert abs(a - b) <= TOL_FUSED * abs(b), (th, a, b)
+    if x >= lie._SERIES_X:  # exact: the same closed-form expressions on the same x (same libm sin/cos)
+        assert got == ref, (th, got, ref)
+        return
+    # series: the fused pass uses the first n ≤ 14 terms, the reference all 14 (Horner bound per series)
+    for s, (a, b) in enumerate(zip(got, ref, strict=True)):
+        assert abs(a - b) <= _horner_bound(s, x), (th, s, a, b)
 
 
 def test_fused_series_truncation_tiers_are_safe():
@@ -400,10 +481,17 @@ def test_log_floats_equal_log(xi):
     T = lie.se3_exp(xi)
     R9, p3 = T[:3, :3].ravel().tolist(), T[:3, 3].tolist()
     phi = lie.so3_log_floats(*R9)
-    np.testing.assert_array_equal(phi, lie.so3_log(T[:3, :3]))  # same operations: bit for bit
+    # exact: the same scalar IEEE operations and the same libm sqrt/atan2 (numpy float64 scalars round
+    # like Python floats; the near-π branch picks the same pivot)
+    np.testing.assert_array_equal(phi, lie.so3_log(T[:3, :3]))
     lam, co = lie.se3_log_floats(*R9, *p3)
-    assert _rel(lam, lie.se3_log(T)) <= TOL_FUSED
-    assert co == lie.se3_jacobian_coeffs(float(np.dot(phi, phi)))
+    # se3_log takes γ from the 14-term series, se3_log_floats from the fused (truncated) pass: they differ
+    # by ≤ the Horner bound of γ times |φ × (φ × p)|, far inside C_FUSED·ε·(|p| + |φ||p| + |γ||φ|²|p|)
+    w, p = np.abs(phi), np.abs(p3)
+    _assert_round_off(lam, lie.se3_log(T), max(1.0, float((1 + w.max() + w.max() ** 2) * p.max())))
+    # exact: the coefficients are se3_jacobian_coeffs of |φ|² formed with the same operations
+    w0, w1, w2 = phi
+    assert co == lie.se3_jacobian_coeffs(w0 * w0 + w1 * w1 + w2 * w2)
 
 
 def test_so3_log_floats_at_pi_equals_so3_log():
@@ -413,13 +501,15 @@ def test_so3_log_floats_at_pi_equals_so3_log():
     for th in (2.7, math.pi - 1e-9, math.pi):
         for n in axes:
             R = lie.so3_exp(th * n)
+            # exact: the same scalar operations (see test_log_floats_equal_log)
             np.testing.assert_array_equal(lie.so3_log_floats(*R.ravel().tolist()), lie.so3_log(R))
 
 
 def test_mat2quat_batch_equals_mujoco_row_by_row() -> None:
     """The vectorised mju_mat2Quat (telemetry quaternions) against MuJoCo's own, every branch:
     random rotations, rotations by π and just under π about each axis (w ≈ 0: the x, y, z branches),
-    the identity."""
+    the identity. Tolerance: tests/helpers.py TOL["quat_vs_mujoco_abs"] (its bound; measured ≤ 1ε here).
+    """
     import mujoco
 
     from sim.lie import mat2quat_batch, so3_exp
@@ -438,4 +528,4 @@ def test_mat2quat_batch_equals_mujoco_row_by_row() -> None:
     ref = np.zeros_like(q)
     for i in range(len(R)):
         mujoco.mju_mat2Quat(ref[i], R[i])
-    np.testing.assert_allclose(q, ref, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(q, ref, rtol=0, atol=TOL["quat_vs_mujoco_abs"])

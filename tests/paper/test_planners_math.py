@@ -15,9 +15,14 @@ from planners.se3_topp import RestToRestProfile, ScrewSegment, SE3TOPPPlanner
 from planners.two_phase import TwoPhasePlanner
 from sim import lie
 from sim.config import parse_config
+from tests.helpers import EPS
 
-# Tolerance table (the only tolerances used in this module).
-TOL_EXACT = 1e-12  # closed-form endpoints, identities [m, m/s, m/s², rad]
+# Tolerance table (the only tolerances used in this module). ε = 2.2e-16 (float64 machine epsilon).
+TOL_EXACT = 1e-12  # closed-form endpoints, identities [m, m/s, m/s², rad]: a few roundings (3×3 / 4×4
+#   BLAS products, libm sin/cos) on quantities ≤ ~1: ≲ 20ε ≈ 4e-15; measured ≤ 2e-15
+TOL_DURATION = 16 * EPS  # closed-form durations against the test's restatement (relative): each side is
+#   ≤ 8 correctly rounded scalar operations on positive terms (a norm of 3 terms, a sqrt, the max) → ≤ 8ε;
+#   measured ≤ 0.85ε. A wrong constant (1.875, 10/√3) is ≥ 1e-3 off.
 TOL_LIMIT = 1e-9  # relative slack when checking a limit is never exceeded
 TOL_ACTIVE = 1e-3  # "limit active": within 0.1 % of the bound
 TOL_FD = 1e-6  # central finite differences with step H_FD
@@ -79,7 +84,7 @@ def test_quintic_endpoints_limits_and_duration():
     p = _build("quintic", ctx, v_max=0.05, a_max=0.1)
     L = float(np.linalg.norm(ctx.T_world_goal[:3, 3] - ctx.T_world_start[:3, 3]))
     T_expected = max(QUINTIC_PEAK_VEL * L / 0.05, math.sqrt(QUINTIC_PEAK_ACC * L / 0.1))
-    np.testing.assert_allclose(p.duration, T_expected, rtol=1e-15)
+    np.testing.assert_allclose(p.duration, T_expected, rtol=TOL_DURATION)
     s0, s1 = p.state(0.0), p.state(p.duration)
     np.testing.assert_allclose(s0.pos, ctx.T_world_start[:3, 3], atol=TOL_EXACT)
     np.testing.assert_allclose(s1.pos, ctx.T_world_goal[:3, 3], atol=TOL_EXACT)
@@ -101,18 +106,18 @@ def test_two_phase_waypoints_rest_points_and_durations():
     p_goal = ctx.T_world_goal[:3, 3]
     p_pre = p_goal + 0.10 * ctx.approach_axis_world
     np.testing.assert_allclose(p.pre_dock_pose[:3, 3], p_pre, atol=TOL_EXACT)
-    np.testing.assert_allclose(p.pre_dock_pose[:3, :3], ctx.T_world_goal[:3, :3], atol=0)
+    np.testing.assert_array_equal(p.pre_dock_pose[:3, :3], ctx.T_world_goal[:3, :3])  # exact: a copy
     L1 = float(np.linalg.norm(p_pre - ctx.T_world_start[:3, 3]))
     T1 = max(1.875 * L1 / V_APP, math.sqrt(10 / math.sqrt(3) * L1 / A_APP))
     T2 = max(1.875 * 0.10 / V_DOCK, math.sqrt(10 / math.sqrt(3) * 0.10 / A_DOCK))
-    np.testing.assert_allclose(p.durations, (T1, T2), rtol=1e-14)
-    np.testing.assert_allclose(p.total_duration, T1 + T2, rtol=1e-14)
+    np.testing.assert_allclose(p.durations, (T1, T2), rtol=TOL_DURATION)
+    np.testing.assert_allclose(p.total_duration, T1 + T2, rtol=TOL_DURATION)
     assert [s.name for s in p.segments] == ["approach", "docking"]
     for t, pos in ((0.0, ctx.T_world_start[:3, 3]), (T1, p_pre), (T1 + T2, p_goal), (T1 + T2 + 5, p_goal)):
         s = p.state(t)
         np.testing.assert_allclose(s.pos, pos, atol=TOL_EXACT)
         np.testing.assert_allclose(np.r_[s.vel, s.acc], 0.0, atol=TOL_EXACT)
-        np.testing.assert_allclose(s.R, ctx.T_world_goal[:3, :3], atol=0)
+        np.testing.assert_array_equal(s.R, ctx.T_world_goal[:3, :3])  # exact: the constant R_goal, copied
 
 
 def test_two_phase_limits_per_phase_at_1khz():
@@ -145,13 +150,15 @@ def _theorem1_duration(xi, v_lim, a_lim) -> float:
 def test_rest_to_rest_profile_closed_forms():
     trap = RestToRestProfile(0.5, 1.0)  # v² = 0.25 < 1 → trapezoid
     assert not trap.triangle
-    np.testing.assert_allclose(trap.duration, 1 / 0.5 + 0.5 / 1.0, rtol=1e-15)
+    # the profile forms T = 2 t_acc + (1 − 2 s_acc)/v, the test 1/v + v/a: ≤ 8 roundings (TOL_DURATION)
+    np.testing.assert_allclose(trap.duration, 1 / 0.5 + 0.5 / 1.0, rtol=TOL_DURATION)
     tri = RestToRestProfile(2.0, 1.0)  # v² = 4 ≥ 1 → triangle
     assert tri.triangle
-    np.testing.assert_allclose(tri.duration, 2.0, rtol=1e-15)
+    np.testing.assert_allclose(tri.duration, 2.0, rtol=TOL_DURATION)
     for prof in (trap, tri):
-        np.testing.assert_allclose(prof(prof.duration), (1.0, 0.0, 0.0), atol=0)
-        np.testing.assert_allclose(prof(0.0), (0.0, 0.0, 0.0), atol=0)
+        # exact: at and beyond the ends the profile returns the literal rest states
+        np.testing.assert_array_equal(prof(prof.duration), (1.0, 0.0, 0.0))
+        np.testing.assert_array_equal(prof(0.0), (0.0, 0.0, 0.0))
         # s is the integral of ṡ (midpoint rule on a fine grid)
         ts = np.linspace(0, prof.duration, 20001)
         sd = np.array([prof(t)[1] for t in ts])
@@ -163,13 +170,14 @@ def test_se3_topp_structure_and_rest_boundaries():
     ctx = _docking_ctx()
     p: SE3TOPPPlanner = _build("se3_topp", ctx)
     T2 = p.pre_dock_pose
-    np.testing.assert_allclose(T2[:3, :3], ctx.T_world_goal[:3, :3], atol=0)  # goal orientation
+    np.testing.assert_array_equal(T2[:3, :3], ctx.T_world_goal[:3, :3])  # goal orientation (exact: a copy)
     np.testing.assert_allclose(
         T2[:3, 3], ctx.T_world_goal[:3, 3] + 0.10 * ctx.approach_axis_world, atol=TOL_EXACT
     )
     assert [s.name for s in p.segments] == ["approach", "docking"]
-    np.testing.assert_allclose(p.segments[1].t0, p.durations[0], atol=0)
-    np.testing.assert_allclose(p.total_duration, sum(p.durations), rtol=1e-15)
+    # exact: t0 of the docking segment is the approach duration, copied; the total is the same one sum
+    assert p.segments[1].t0 == p.durations[0]
+    assert p.total_duration == sum(p.durations)
     for t, T_exp in (
         (0.0, ctx.T_world_start),
         (p.durations[0], T2),
@@ -186,7 +194,7 @@ def test_se3_topp_structure_and_rest_boundaries():
     np.testing.assert_allclose(V, 0.0, atol=1e-8)
     # durations are Theorem 1's analytic ones
     for seg, lim in zip(p.screw_segments, (LIM_APP, LIM_DOCK), strict=True):
-        np.testing.assert_allclose(seg.duration, _theorem1_duration(seg.xi, *lim), rtol=1e-14)
+        np.testing.assert_allclose(seg.duration, _theorem1_duration(seg.xi, *lim), rtol=TOL_DURATION)
 
 
 def test_se3_topp_limits_respected_and_active_at_1khz():
@@ -253,11 +261,11 @@ def test_se3_topp_motion_matches_finite_differences():
         V_fd = (lie.se3_log(T_inv @ Tp) - lie.se3_log(T_inv @ Tm)) / (2 * H_FD)
         np.testing.assert_allclose(V, V_fd, atol=TOL_FD)
         np.testing.assert_allclose(dV, (Vp - Vm) / (2 * H_FD), atol=TOL_FD)
-        # V̇_d = ξ s̈ and V_d = ξ ṡ exactly
+        # V̇_d = ξ s̈ and V_d = ξ ṡ exactly (the same elementwise products of the same floats)
         seg = p.screw_segments[0] if t < p.durations[0] else p.screw_segments[1]
         _, sd, sdd = seg.s_profile(t)
-        np.testing.assert_allclose(V, seg.xi * sd, atol=0)
-        np.testing.assert_allclose(dV, seg.xi * sdd, atol=0)
+        np.testing.assert_array_equal(V, seg.xi * sd)
+        np.testing.assert_array_equal(dV, seg.xi * sdd)
 
 
 def test_se3_topp_world_reference_matches_finite_differences():
@@ -369,7 +377,7 @@ def test_figure8_schedule_and_segments():
     lengths = [s.t1 - s.t0 for s in p.segments]
     np.testing.assert_allclose(lengths, [1.5, 5.0, 1.5, 5.0, 2.0], atol=1e-12)
     for a, b in zip(p.segments, p.segments[1:], strict=False):
-        assert a.t1 == b.t0
+        assert a.t1 == b.t0  # exact: both are the same breakpoint float
 
 
 @pytest.mark.parametrize(
@@ -441,12 +449,12 @@ def test_figure8_shapes_amplitudes_and_rates():
     # figure-8 runs at 0.2 Hz until the stop ramp: φ̇ = ω_8
     t = 9.0
     phi, dphi, _ = p.figure8_phase(t, 3)
-    np.testing.assert_allclose(dphi, 2 * math.pi * 0.2, rtol=1e-15)
+    assert dphi == 2 * math.pi * 0.2  # exact: ω_8 = (2π)·f, the same product
     np.testing.assert_allclose(
         p.state(t).vel[:2], [0.10 * math.cos(phi) * dphi, 0.14 * math.cos(2 * phi) * dphi], atol=TOL_EXACT
     )
     # orientation fixed at the start orientation
-    np.testing.assert_allclose(p.state(5.0).R, p.R_start, atol=0)
+    np.testing.assert_array_equal(p.state(5.0).R, p.R_start)  # exact: the constant R_start, copied
 
 
 # ==================================================================================== adapter
@@ -463,12 +471,13 @@ def test_motion_reference_position_only_fixed_orientation():
         mr.update(t)
         peak_speed = max(peak_speed, float(np.linalg.norm(mr.V[:3])))
         s = p.state(t)
-        np.testing.assert_allclose(mr.T[:3, :3], R_d, atol=0)
-        np.testing.assert_allclose(mr.T[:3, 3], s.pos, atol=0)
-        np.testing.assert_allclose(mr.V[:3], R_d.T @ s.vel, atol=TOL_EXACT)
-        np.testing.assert_allclose(mr.V[3:], 0.0, atol=0)
-        np.testing.assert_allclose(mr.dV[:3], R_d.T @ s.acc, atol=TOL_EXACT)
-        np.testing.assert_allclose(mr.dV[3:], 0.0, atol=0)
+        # exact: the adapter copies R and p and writes literal zeros for a fixed orientation
+        np.testing.assert_array_equal(mr.T[:3, :3], R_d)
+        np.testing.assert_array_equal(mr.T[:3, 3], s.pos)
+        np.testing.assert_allclose(mr.V[:3], R_d.T @ s.vel, atol=TOL_EXACT, rtol=0)
+        np.testing.assert_array_equal(mr.V[3:], 0.0)
+        np.testing.assert_allclose(mr.dV[:3], R_d.T @ s.acc, atol=TOL_EXACT, rtol=0)
+        np.testing.assert_array_equal(mr.dV[3:], 0.0)
     assert peak_speed > 1e-2  # moving instants were checked
 
 
@@ -492,9 +501,10 @@ def test_motion_reference_se3_passthrough_and_general_conversion():
     for t in _smooth_times(p, 20, SEED + 2):
         T, V, dV = p.motion(t)
         mr.update(t)
-        np.testing.assert_allclose(mr.T, T, atol=0)
-        np.testing.assert_allclose(mr.V, V, atol=0)
-        np.testing.assert_allclose(mr.dV, dV, atol=0)
+        # exact: pass-through, the planner's motion_into on the same t
+        np.testing.assert_array_equal(mr.T, T)
+        np.testing.assert_array_equal(mr.V, V)
+        np.testing.assert_array_equal(mr.dV, dV)
         # the world → body conversion (with its −ω_b × v_b term) recovers the same body motion
         conv.update(t)
         np.testing.assert_allclose(conv.T, T, atol=TOL_EXACT)
