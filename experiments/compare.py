@@ -47,6 +47,7 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "safety.joint_pos_use",
     "safety.min_manipulability",
     "safety.saturation_ratio",
+    "contact.force_spikes_truth",
 )
 
 #: Identity columns before the metrics.
