@@ -233,7 +233,8 @@ def kept_sections(page: str) -> str:
     blocks = re.findall(r"<!-- BEGIN (\S+).*?-->.*?<!-- END \1 -->\n?", page, flags=re.S)
     out = []
     for name in blocks:
-        m = re.search(r"<!-- BEGIN " + re.escape(name) + r".*?-->.*?<!-- END " + re.escape(name) + r" -->\n?", page, re.S)
+        pattern = r"<!-- BEGIN " + re.escape(name) + r".*?-->.*?<!-- END " + re.escape(name) + r" -->\n?"
+        m = re.search(pattern, page, re.S)
         out.append(m.group(0).rstrip("\n") + "\n")
     return "\n".join(out)
 

@@ -127,7 +127,10 @@ def effective_masses() -> dict[str, float]:
     J = np.vstack([jp[:, dof], jr[:, dof]])
     a = s.approach_axis
     out = {}
-    for label, Mx in (("", M[np.ix_(dof, dof)]), ("_no_armature", M[np.ix_(dof, dof)] - np.diag(m.dof_armature[dof]))):
+    for label, Mx in (
+        ("", M[np.ix_(dof, dof)]),
+        ("_no_armature", M[np.ix_(dof, dof)] - np.diag(m.dof_armature[dof])),
+    ):
         Mi = np.linalg.inv(Mx)
         out[f"point{label}"] = float(1.0 / (a @ J[:3] @ Mi @ J[:3].T @ a))
         out[f"task{label}"] = float(a @ np.linalg.inv(J @ Mi @ J.T)[:3, :3] @ a)
@@ -158,7 +161,7 @@ def section() -> str:
         "Generated — do not edit by hand. Regenerate with `python experiments/paper_vs_dockbench.py --md "
         "docs/results.md` (runs `scenarios/paper/`; each scenario's header lists the source of every number:",
         "the paper's planner limits, gains and 5 N preload, the FR3 model's friction, armature and limits, and",
-        "dockbench's choices where the paper is silent). \"shipped\" = the scenario as written (hybrid friction",
+        'dockbench\'s choices where the paper is silent). "shipped" = the scenario as written (hybrid friction',
         "feedforward, Khatib's 5 ms force filter); \"torque keying\" = the same with the paper's (MATH.md's default)",
         "torque-keyed feedforward and no filter. The paper is not available offline: its numbers are the three",
         "the project's issue quotes; the other Table-10 entries are dockbench's alone.",
@@ -172,13 +175,14 @@ def section() -> str:
         cs = _causes(rs)
         if peak is not None:
             cl = _causes(rl)
+            shipped, literal = (_fmt(r.metrics["contact.peak_axial_force_truth"]) for r in (rs, rl))
             lines.append(
-                f"| {label}: peak axial force [N] | ≈ {peak} | {_fmt(rs.metrics['contact.peak_axial_force_truth'])} | "
-                f"{_fmt(rl.metrics['contact.peak_axial_force_truth'])} | first contact (funnel, {cs['v_first'] * 1e3:.1f} "
-                f"mm/s): {cs['peak_first_10ms']:.2f} N within 10 ms, before the law acts; up to the planner's end "
-                f"{cs['peak_before_plan_end']:.2f} N. The probe then stands {cs['short_at_plan_end'] * 1e3:.2f} mm short "
-                f"of the seat (joint and wall friction) and the preload ramp drives it in: {cs['peak_after_plan']:.2f} N "
-                f"at {cs['v_peak'] * 1e3:.1f} mm/s (torque keying: {cl['peak_first_10ms']:.2f} / {cl['peak_after_plan']:.2f} N) |"
+                f"| {label}: peak axial force [N] | ≈ {peak} | {shipped} | {literal} | first contact (funnel, "
+                f"{cs['v_first'] * 1e3:.1f} mm/s): {cs['peak_first_10ms']:.2f} N within 10 ms, before the law acts; "
+                f"up to the planner's end {cs['peak_before_plan_end']:.2f} N. The probe then stands "
+                f"{cs['short_at_plan_end'] * 1e3:.2f} mm short of the seat (joint and wall friction) and the preload "
+                f"ramp drives it in: {cs['peak_after_plan']:.2f} N at {cs['v_peak'] * 1e3:.1f} mm/s (torque keying: "
+                f"{cl['peak_first_10ms']:.2f} / {cl['peak_after_plan']:.2f} N) |"
             )
             firsts[label] = (cs["peak_first_10ms"], cs["peak_after_plan"])
         if preload is not None:
@@ -197,13 +201,14 @@ def section() -> str:
         f"{firsts['Khatib'][1]:.2f} N, HQP {firsts['HQP'][1]:.2f} N): the paper's ordering does not appear. The",
         "first contact happens within the first control periods of the impact, before a law — adaptive compliance",
         "included — can act, so the HQP cannot cut it. What sets the impact here: the approach speed at contact",
-        f"(the docking phase's 0.02 m/s limit; measured above) and the FR3's",
+        "(the docking phase's 0.02 m/s limit; measured above) and the FR3's",
         f"effective mass along the mating axis at the seat: {em['point']:.2f} kg for the tool tip as a point",
         f"({em['point_no_armature']:.2f} kg without the joint armature) and {em['task']:.2f} kg for the 6-D task",
         f"inertia Λ_aa ({em['task_no_armature']:.2f} kg without). The armature is the FR3 fact sheet's value",
         f"({', '.join(f'{x:g}' for x in em['armature'])} kg·m², MuJoCo Menagerie fr3.xml @ 0059d43, identified in",
-        f"torque control), so the model was left as it is; it adds {100 * (1 - em['point_no_armature'] / em['point']):.0f} % "
-        f"(point) and {100 * (1 - em['task_no_armature'] / em['task']):.0f} % (task inertia) to the effective mass.",
+        "torque control), so the model was left as it is; it adds "
+        f"{100 * (1 - em['point_no_armature'] / em['point']):.0f} % (point) and "
+        f"{100 * (1 - em['task_no_armature'] / em['task']):.0f} % (task inertia) to the effective mass.",
         "",
         "Every Table-10 metric (truth = MuJoCo's contact solution, F/T = the sensor pipeline; docs/metrics.md):",
         "",
@@ -222,7 +227,8 @@ def section() -> str:
         "term flips at rest in the seat, and through the force feedback closes a period-2 loop); what remains",
         "with the shipped feedforward is the insertion rattle of the simulated contact and joint friction (same",
         "page). Verdicts (the scenarios' gates: seated, preload within 5 %): "
-        + ", ".join(f"{label} {results[stem, False].verdict}" for stem, label, *_ in RUNS) + ".",
+        + ", ".join(f"{label} {results[stem, False].verdict}" for stem, label, *_ in RUNS)
+        + ".",
         "",
         END,
     ]

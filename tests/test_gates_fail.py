@@ -46,8 +46,10 @@ CASES = [
     ("obstacle_in_the_path", "iiwa14_tracking", {"target": PLATE_IN_THE_PATH, "start.standoff": 0.005},
      "contact.max_contacts"),
     # the press without its force set-point: the palm rests on the plate surface (the goal) with no force
-    ("press_without_setpoint", "fr3_g20_press", {"controller.force_setpoint": None}, "contact.steady_axial_force_truth"),
-    ("press_without_setpoint_ft", "fr3_g20_press", {"controller.force_setpoint": None}, "contact.steady_axial_force_ft"),
+    ("press_without_setpoint", "fr3_g20_press", {"controller.force_setpoint": None},
+     "contact.steady_axial_force_truth"),
+    ("press_without_setpoint_ft", "fr3_g20_press", {"controller.force_setpoint": None},
+     "contact.steady_axial_force_ft"),
     # gravity on without the tool-weight compensation: the F/T reads the hand's 4 N weight as contact
     ("tool_weight_in_the_ft", "fr3_g20_press", {"sim.gravity": [0.0, 0.0, -9.81], "wrench.gravity_compensation": "off"},
      "contact.ft_truth_rms_diff"),
@@ -117,8 +119,8 @@ def test_unstable_controller_is_reported_unstable_with_exit_code_2(tmp_path: Pat
     from telemetry.gates import score_run
 
     # the original law (torque-keyed feedforward, no force filter) with m = 0.5 kg
-    d = _changed("fr3_docking", {"controller.m": 0.5, "controller.feedforward": "torque", "controller.force_filter": 0.0,
-                                 "gates": []})
+    d = _changed("fr3_docking", {"controller.m": 0.5, "controller.feedforward": "torque",
+                                 "controller.force_filter": 0.0, "gates": []})
     r = run(scenario_from_dict(d), out_root=tmp_path / "a")
     assert r.status == "unstable" and r.verdict == "FAIL"
     assert r.message.startswith("unstable: 100 % of the control steps") and "sustained saturation" in r.message
