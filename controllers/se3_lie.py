@@ -63,6 +63,7 @@ tests/test_se3_kernel.py checks the two paths agree.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -73,6 +74,7 @@ from scipy.linalg.lapack import dposv as _dposv
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
+from controllers.force_control import ForceFilter
 from planners.base import Planner, Reference
 from planners.motion_reference import MotionReference
 from sim import kernels
@@ -125,10 +127,17 @@ class SE3LieConfig:
         (0.0,) * 6, unit="N | N·m", length=6, doc="desired wrench F_d [f; n] in the desired frame"
     )
     d_null: float = param(10.0, unit="1/s", ge=0.0, doc="null-space joint damping (acceleration level)")
-    feedforward: Literal["torque", "velocity", "off"] = param(
-        "torque", doc="joint friction/damping feedforward mode (MATH.md §2)"
+    feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
+        "torque",
+        doc="joint friction/damping feedforward mode (MATH.md §2; hybrid: torque keying until the first contact, "
+        "velocity keying from then on, Python only)",
     )
     use_force_feedback: bool = param(True, doc="use F_body in F̃ and cancel it with −J_bᵀF_body")
+    force_filter: float = param(
+        0.0, unit="s", ge=0.0,
+        doc="time constant τ_f of a first-order low-pass on F_body before the law uses it (0 = off; Python only; "
+        "docs/theory/force_control.md)",
+    )
 
     def matrices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(A, D, K) as (6, 6) arrays (full matrices override the diagonals)."""
@@ -200,7 +209,9 @@ class SE3LieController(Controller):
         self._F_d = tuple(self.F_d.tolist())
         self._echo = _EchoPlanner() if planner is None else None
         self.mref = MotionReference(planner if planner is not None else self._echo)  # type: ignore[arg-type]
-        self.ff = DissipationFeedforward(plant.dof_frictionloss, plant.dof_damping, config.feedforward)
+        self.ff = DissipationFeedforward(
+            plant.dof_frictionloss, plant.dof_damping, config.feedforward, period=plant.control_period
+        )
         nv = plant.nv
         # dexp_λ (lie's dexp at −λ) with its coefficients
         self._jac = DexpSE3()
@@ -220,8 +231,11 @@ class SE3LieController(Controller):
         # work arrays
         self._rhs = np.zeros(6)
         self._zero6 = np.zeros(6)
-        # compiled kernel (None: the Python path); bound to the run's arrays on the first compute()
-        self._kmod = kernels.load(self.kernel_module)
+        # compiled kernel (None: the Python path); bound to the run's arrays on the first compute(); not for
+        # the hybrid feedforward (Python only)
+        self.force_filter = ForceFilter(6, config.force_filter, plant.control_period)
+        python_only = not self.ff.kernel_supported or self.force_filter.active
+        self._kmod = None if python_only else kernels.load(self.kernel_module)
         self._kernel = None
         self._kv: dict[str, np.ndarray] = {}  # views of the kernel's results buffer, by name
         self._from_kernel = False  # the law results (lam, …, T_err) of the last step are the kernel's
@@ -446,6 +460,10 @@ class SE3LieController(Controller):
 
     # ------------------------------------------------------------------------------------ compute
 
+    def reset(self, snap: Snapshot, ref: Reference) -> None:
+        self.ff.reset()
+        self.force_filter.reset()
+
     def summary(self) -> dict:
         return self.kernel_summary()
 
@@ -566,6 +584,9 @@ class SE3LieController(Controller):
         # the loop hands over the planner's world reference at snap.t: convert it, don't re-evaluate
         Td, Vd, dVd = self._desired = self.mref.floats_from_reference(ref, snap.t)
         F_body = wrench.ext_body if c.use_force_feedback else self._zero6
+        if self.force_filter.active and c.use_force_feedback:  # F̄ (controllers/force_control.py)
+            self.force_filter.update(F_body.tolist())
+            F_body = self.force_filter.out
         r0, r1, r2, r3, r4, r5 = self._law(
             snap.T_world_ee.tolist(), snap.twist_ee_body.tolist(), Td, Vd, F_body.tolist(), dVd
         )
@@ -606,7 +627,8 @@ class SE3LieController(Controller):
             tau = _dgemv(-dn, snap.M.T, snap.v, 1.0, tau, 0, 1, 0, 1, 0, 1)
         tau = _dgemv(1.0, JbT, y - F_body, 1.0, tau, 0, 1, 0, 1, 0, 1)
         if self.ff.active:
-            tau += self.ff.compute(snap.v, tau, snap.g)
+            f0, f1, f2 = F_body[0], F_body[1], F_body[2]
+            tau += self.ff.compute(snap.v, tau, snap.g, math.sqrt(f0 * f0 + f1 * f1 + f2 * f2))
         if tau is not cmd.tau:  # dgemv worked on a copy (cmd.tau not a contiguous float64 array)
             cmd.tau[:] = tau
         cmd.diag[:] = self._lam_t

@@ -24,9 +24,9 @@ from sim import kernels
 from sim.config import parse_config
 from sim.lie import so3_exp
 from sim.loop import build, simulate
-from sim.scenario import load_scenario
+from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState
-from tests.helpers import SCENARIOS, planner_context
+from tests.helpers import kernel_scenario_dict, planner_context
 from tests.paper.test_se3_lie import _matrix_form
 from tests.roundoff import assert_within_bound
 
@@ -120,7 +120,7 @@ class _TruthyZero(float):
 
 
 def _snapshot_states(robot: str = "iiwa14"):
-    s = build(load_scenario(SCENARIOS / f"{robot}_docking_se3.yaml"))
+    s = build(scenario_from_dict(kernel_scenario_dict(f"{robot}_docking_se3")))
     rng = np.random.default_rng(SEED + 1)
     for _ in range(4):
         q = s.q0 + rng.uniform(-0.2, 0.2, s.plant.nv)
@@ -181,7 +181,7 @@ def test_docking_run_equals_matrix_form(robot: str) -> None:
     with contact forces along the way."""
     from sim import lie
 
-    s = build(load_scenario(SCENARIOS / f"{robot}_docking_se3.yaml"))
+    s = build(scenario_from_dict(kernel_scenario_dict(f"{robot}_docking_se3")))
     ctrl = s.controller
     compute = ctrl.compute
     worst = [0.0]
