@@ -6,6 +6,10 @@ With f = dof_frictionloss [N·m] and d = dof_damping [N·m·s/rad] read from the
 * velocity mode: τ_ff = f · tanh(q̇ / 0.01)
 * torque mode (default): τ_ff = f · tanh((τ_pre − g(q)) / (f/2)), τ_pre = the torque before this term,
   g(q) the gravity torque (``Snapshot.g``; zero at zero gravity)
+* hybrid mode: the torque mode until the first contact (the law's force ‖f̄‖ > ``contact_threshold``,
+  default 1 N), then the velocity mode, blended linearly over ``blend_time`` (default 50 ms):
+  τ_ff = (1 − w) f tanh((τ_pre − g)/(f/2)) + w f tanh(q̇/0.01), w: 0 → 1 from the first contact on
+  (latched). Python only (the compiled kernels take modes off, torque and velocity).
 * always: τ_damp = d · q̇ (MuJoCo applies −d q̇)
 
 Joints with f = 0 get no friction term (no division by zero).
@@ -18,6 +22,14 @@ offset of up to f per joint (on the FR3, 10.9 N → 24.5 N peak contact force wh
 τ_pre − g is the task torque (task, null-space and Coriolis terms), the same key as at zero gravity,
 so the in-orbit results are unchanged bit for bit (g = 0 there) and the lab (gravity-on) results do
 not depend on g. docs/theory/spine.md states it; tests/paper/test_feedforward.py checks both.
+
+Why the hybrid mode: keyed on τ_pre, the term flips sign whenever the law's torque on a joint crosses
+zero. At rest in contact that is where the law's torque sits (it only balances the contact force), and
+the joint, whose dry friction MuJoCo models as a regularised constraint that carries no torque at zero
+velocity, passes the ±f flip straight to the contact: a limit cycle of ±(Jᵀ)⁺f (one-step force spikes
+of 1–3 N on the FR3, and through force feedback a period-2 oscillation). Keyed on q̇ it is zero at
+rest and cannot flip there; in free space, where the torque keying gives the better tracking (the
+term leads the motion instead of following it), nothing changes. docs/theory/force_control.md.
 """
 
 from __future__ import annotations
@@ -26,16 +38,27 @@ from typing import Literal
 
 import numpy as np
 
-FeedforwardMode = Literal["torque", "velocity", "off"]
+FeedforwardMode = Literal["torque", "velocity", "hybrid", "off"]
 
 #: velocity scale of the smooth sign in velocity mode [rad/s]
 VELOCITY_EPS = 0.01
+#: hybrid mode: the law's contact force that latches the velocity keying [N], and the blend time [s]
+HYBRID_CONTACT_THRESHOLD = 1.0
+HYBRID_BLEND_TIME = 0.05
 
 
 class DissipationFeedforward:
     """Preallocated evaluator of τ_ff + τ_damp (see module docstring)."""
 
-    def __init__(self, frictionloss: np.ndarray, damping: np.ndarray, mode: FeedforwardMode = "torque"):
+    def __init__(
+        self,
+        frictionloss: np.ndarray,
+        damping: np.ndarray,
+        mode: FeedforwardMode = "torque",
+        period: float = 0.001,
+        contact_threshold: float = HYBRID_CONTACT_THRESHOLD,
+        blend_time: float = HYBRID_BLEND_TIME,
+    ):
         self.f = np.asarray(frictionloss, dtype=float).copy()
         self.d = np.asarray(damping, dtype=float).copy()
         self.mode = mode
@@ -47,6 +70,21 @@ class DissipationFeedforward:
         self._dv = np.zeros_like(self.f)
         #: False when there is nothing to compensate (the loop can skip the call)
         self.active = self.any_friction or self.any_damping
+        #: whether the compiled kernels implement this mode (``kernel_feedforward``: off, torque, velocity)
+        self.kernel_supported = mode != "hybrid" or not self.any_friction
+        self.contact_threshold = float(contact_threshold)
+        self._dw = float(period) / float(blend_time) if blend_time > 0.0 else 1.0
+        #: hybrid mode: the weight w of the velocity keying (0 until the first contact, then → 1)
+        self.w = 0.0
+        self.latched = False
+        self._n = 0  # calls since the latch (w = min(1, n T / T_blend))
+        self._tq = np.zeros_like(self.f)
+
+    def reset(self) -> None:
+        """Forget the contact latch of the hybrid mode."""
+        self.w = 0.0
+        self.latched = False
+        self._n = 0
 
     def kernel_args(self, g: np.ndarray) -> dict:
         """This feedforward as the compiled kernels take it (``kernel_feedforward`` in sim/_kernel_math.h):
@@ -58,22 +96,51 @@ class DissipationFeedforward:
             "ff_d": self.d,
             "ff_half_f": self._half_f,
             "ff_g": g,
-            "ff_mode": 0 if not self.active else (2 if self.mode == "velocity" else 1),
+            "ff_mode": 0 if not self.active else (2 if self.mode == "velocity" else 1),  # hybrid: not supported
             "ff_damping": self.any_damping,
             "ff_vel_eps": VELOCITY_EPS,
         }
 
-    def compute(self, v: np.ndarray, tau_pre: np.ndarray, g: np.ndarray | None = None) -> np.ndarray:
+    def compute(
+        self, v: np.ndarray, tau_pre: np.ndarray, g: np.ndarray | None = None, force: float = 0.0
+    ) -> np.ndarray:
         """τ_ff + τ_damp [N·m] for joint velocities ``v`` [rad/s], the pre-feedforward torque ``tau_pre``
-        [N·m] and the gravity torque ``g`` [N·m] it contains (None: zero gravity)."""
+        [N·m], the gravity torque ``g`` [N·m] it contains (None: zero gravity) and the law's contact-force
+        magnitude ``force`` [N] (read by the hybrid mode only)."""
         out = self.out
-        if self.mode == "off":
+        mode = self.mode
+        if mode == "off":
             out[:] = 0.0
             return out
-        if self.mode == "velocity":
+        if mode == "hybrid":
+            if not self.latched and force > self.contact_threshold:
+                self.latched = True
+            if self.latched and self.w < 1.0:
+                self._n += 1
+                self.w = min(1.0, self._n * self._dw)
+            w = self.w
+            if w >= 1.0:
+                mode = "velocity"
+            elif w <= 0.0:
+                mode = "torque"
+            else:  # blend: (1 − w) torque keying + w velocity keying
+                tq = self._tq
+                if g is None:
+                    np.copyto(tq, tau_pre)
+                else:
+                    np.subtract(tau_pre, g, out=tq)
+                np.divide(tq, self._half_f, out=tq)
+                np.tanh(tq, out=tq)
+                np.divide(v, VELOCITY_EPS, out=out)
+                np.tanh(out, out=out)
+                out -= tq
+                out *= w
+                out += tq
+                mode = ""
+        if mode == "velocity":
             np.divide(v, VELOCITY_EPS, out=out)
             np.tanh(out, out=out)
-        else:
+        elif mode == "torque":
             if g is None:
                 np.divide(tau_pre, self._half_f, out=out)
             else:

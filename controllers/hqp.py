@@ -128,6 +128,7 @@ from scipy.linalg.lapack import dsyevd as _dsyevd
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
+from controllers.force_control import AxialForceSetpoint, ForceFilter, ForceSetpointConfig, mating_axis_of
 from controllers.observer import MomentumObserver
 from planners.base import Planner, Reference
 from sim import kernels
@@ -137,6 +138,8 @@ from sim.errors import ScenarioError
 from sim.lie import so3_log
 from sim.wrench import WrenchState
 
+#: diagnostics added by the force set-point: ramp s, F_d, f_a [N] and the integral I [N]
+SETPOINT_DIAG = ("fs_s", "fs_force_desired", "fs_force_axial", "fs_integral")
 #: QP backends this controller accepts (qpsolvers' names; daqp is called through its own API).
 QP_SOLVERS = ("daqp", "proxqp", "quadprog")
 #: per-backend options (proxqp: its default eps_abs = 1e-3 is far too lax; 1e-9 makes its ALM iterate
@@ -173,6 +176,9 @@ class HQPConfig:
         "plain", doc="α = σ(k_α‖f‖) (plain, K_0/2 in free space) or 2σ(k_α‖f‖) − 1 (shifted, K_0)"
     )
     horizon: float = param(0.05, unit="s", gt=0.0, doc="constraint horizon Δ")
+    velocity_limit_scale: float = param(
+        1.0, gt=0.0, le=1.0, doc="the velocity constraint uses this share of the robot's joint velocity limits"
+    )
     position_constraint: Literal["paper", "critical"] = param(
         "paper",
         doc="paper: q + Δq̇ + ½Δ²q̈ within limits (MATH.md; may overshoot by ≤ 0.067 Δ q̇); "
@@ -204,8 +210,18 @@ class HQPConfig:
         "sensor", doc="F_ext from the loop's wrench (sensor/truth) or from the internal momentum observer"
     )
     observer_gain: float = param(50.0, unit="1/s", gt=0.0, doc="momentum-observer gain K_O (sensorless mode)")
-    feedforward: Literal["torque", "velocity", "off"] = param(
-        "torque", doc="joint friction/damping feedforward mode (MATH.md §2)"
+    feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
+        "torque",
+        doc="joint friction/damping feedforward mode (MATH.md §2; hybrid: torque keying until the first contact, "
+        "velocity keying from then on, Python only)",
+    )
+    force_filter: float = param(
+        0.0, unit="s", ge=0.0,
+        doc="time constant τ_f of a first-order low-pass on F_ext (sensor or observer) before the law uses it "
+        "(0 = off; Python only; docs/theory/force_control.md)",
+    )
+    force_setpoint: ForceSetpointConfig | None = param(
+        None, doc="hybrid impedance: a commanded contact force along the mating axis (null = off; Python only)"
     )
 
     def validate(self) -> None:
@@ -440,6 +456,7 @@ class HQPController(Controller):
     diag_units: ClassVar[dict[str, str]] = {
         "qp_solve_time": "s", "qp_primal_residual": "rad/s²|N·m", "level1_residual": "m/s²|rad/s²",
         "k_r_trans": "N/m", "k_r_rot": "N·m/rad", "fext_x": "N", "fext_y": "N", "fext_z": "N",
+        "fs_force_desired": "N", "fs_force_axial": "N", "fs_integral": "N",
     }
 
     def __init__(self, config: HQPConfig, plant: PlantInfo, planner: Planner | None = None):
@@ -454,7 +471,9 @@ class HQPController(Controller):
         c = config
         self.K0 = np.array(c.k0, dtype=float)
         self.Kmin = c.k_min_ratio * self.K0
-        self.ff = DissipationFeedforward(plant.dof_frictionloss, plant.dof_damping, c.feedforward)
+        self.ff = DissipationFeedforward(
+            plant.dof_frictionloss, plant.dof_damping, c.feedforward, period=plant.control_period
+        )
         # |τ_ff| ≤ f + d|q̇|: the torque rows are tightened by this margin when the feedforward is on
         self._ff_f = plant.dof_frictionloss.copy() if c.feedforward != "off" else np.zeros(nv)
         self._ff_d = plant.dof_damping.copy() if c.feedforward != "off" else np.zeros(nv)
@@ -510,8 +529,9 @@ class HQPController(Controller):
         c2 = 0.5 if c.position_constraint == "paper" else 0.25
         self._k2 = 1.0 / (c2 * D * D)
         self._two_over_D = self._k2 * D
-        self._vmin_D = -plant.v_max / D
-        self._vmax_D = plant.v_max / D
+        v_max = plant.v_max * c.velocity_limit_scale  # the velocity bound |q̇ + Δq̈| ≤ q̇_max of the constraint
+        self._vmin_D = -v_max / D
+        self._vmax_D = v_max / D
         self._qmin_k2 = self._k2 * plant.q_min
         self._qmax_k2 = self._k2 * plant.q_max
         self._has_margin = bool(np.any(self._ff_f != 0.0) or np.any(self._ff_d != 0.0))
@@ -579,10 +599,23 @@ class HQPController(Controller):
         self.n_qp_iterations = 0  # daqp active-set iterations, summed over every QP solved
         #: warm-start memory per QP problem: (control step it was solved at, its multipliers)
         self._warm: dict[int, tuple[int, np.ndarray]] = {}
+        # contact-force options (controllers/force_control.py; Python only)
+        self.force_filter = ForceFilter(6, c.force_filter, plant.control_period)
+        self.setpoint: AxialForceSetpoint | None = None
+        if c.force_setpoint is not None:
+            self.setpoint = AxialForceSetpoint(
+                c.force_setpoint, mating_axis_of(planner), plant.control_period, planner.duration
+            )
+            self.diag_names = (*self.diag_names, *SETPOINT_DIAG)
         # compiled kernel of the closed-form step (None: the Python path), bound to the run's arrays on the
-        # first compute(). Not for the sensorless mode (the momentum observer runs in Python) nor for
-        # qp_mode "always" (every step solves the QPs): those always run the Python path.
-        self._kmod = kernels.load(HQP_KERNEL) if self.observer is None and self._auto else None
+        # first compute(). Not for the sensorless mode (the momentum observer runs in Python), for
+        # qp_mode "always" (every step solves the QPs), nor for the force filter and the force set-point
+        # (Python-only options): those always run the Python path.
+        python_only = (
+            self.observer is not None or not self._auto or self.force_filter.active or self.setpoint is not None
+            or not self.ff.kernel_supported
+        )
+        self._kmod = None if python_only else kernels.load(HQP_KERNEL)
         self._kernel = None
         self._kres = np.zeros(4)  # the kernel's α, w, ‖J q̈* − b‖ and evaluation time [s] of its last step
         self._kernel_step = False  # the last step was the kernel's: prob/sol scalars not yet synchronised
@@ -596,6 +629,10 @@ class HQPController(Controller):
         self._tau_prev[:] = 0.0
         if self.observer is not None:
             self.observer.reset()
+        self.force_filter.reset()
+        self.ff.reset()
+        if self.setpoint is not None:
+            self.setpoint.reset()
 
     @property
     def prob(self) -> HQPProblem:
@@ -678,7 +715,11 @@ class HQPController(Controller):
             f = [e0, e1, e2, e3 + (d1 * e2 - d2 * e1), e4 + (d2 * e0 - d0 * e2), e5 + (d0 * e1 - d1 * e0)]
         if not self._use_force:
             f = [0.0] * 6
+        elif self.force_filter.active:  # F̄: the law's force (controllers/force_control.py)
+            f = self.force_filter.update(f)
         f0, f1, f2, f3, f4, f5 = f
+        fs = self.setpoint
+        s_fs = fs.update(snap.t, [f0, f1, f2], snap.twist_ee_lwa[:3].tolist()) if fs is not None else 0.0
         # α and K_r = K_0 max(1 − α, k_min_ratio) (the arithmetic of _stiffness_scale, inlined)
         s = 1.0 / (1.0 + math.exp(-(self._k_alpha * math.sqrt(f0 * f0 + f1 * f1 + f2 * f2))))
         alpha = s if self._plain else 2.0 * s - 1.0
@@ -694,6 +735,11 @@ class HQPController(Controller):
         t0, t1, t2, t3, t4, t5 = snap.twist_ee_lwa.tolist()
         g0, g1, g2 = ref.vel.tolist()
         o0, o1, o2 = ref.omega.tolist()
+        if s_fs > 0.0:
+            # hybrid impedance: along the mating axis the pose error and the reference velocity are faded out
+            # by s (the absolute axial velocity is damped); the set-point's task force joins F_r below
+            e0, e1, e2 = fs.remove_axial((e0, e1, e2), s_fs)
+            g0, g1, g2 = fs.remove_axial((g0, g1, g2), s_fs)
         # rows F_ext, K_r, e_p, Δν of p.vec6 in one copy
         self._vec6_a[:] = f + kr + [e0, e1, e2, w0, w1, w2, t0 - g0, t1 - g1, t2 - g2, t3 - o0, t4 - o1, t5 - o2]
 
@@ -725,9 +771,14 @@ class HQPController(Controller):
         t0, t1, t2, t3, t4, t5 = D_r.dot(p.dnu, out=self._f6).tolist()
         r0, r1, r2 = -(t0 + k0 * e0), -(t1 + k1 * e1), -(t2 + k2 * e2)
         r3, r4, r5 = -(t3 + k3 * w0), -(t4 + k4 * w1), -(t5 + k5 * w2)
+        if s_fs > 0.0:  # F_r += F_f, the set-point's task force along the mating axis
+            tf0, tf1, tf2 = fs.task_force()
+            r0, r1, r2 = r0 + tf0, r1 + tf1, r2 + tf2
         self._vec6_b[:] = (r0, r1, r2, r3, r4, r5, r0 + f0, r1 + f1, r2 + f2, r3 + f3, r4 + f4, r5 + f5)
         t0, t1, t2, t3, t4, t5 = Li.dot(self._g_rhs, out=self._f6).tolist()
         g0, g1, g2 = ref.acc.tolist()
+        if s_fs > 0.0:
+            g0, g1, g2 = fs.remove_axial((g0, g1, g2), s_fs)
         o0, o1, o2 = ref.alpha.tolist()
         a0, a1, a2, a3, a4, a5 = t0 + g0, t1 + g1, t2 + g2, t3 + o0, t4 + o1, t5 + o2
         t0, t1, t2, t3, t4, t5 = snap.dJdq_ee_lwa.tolist()
@@ -1236,11 +1287,12 @@ class HQPController(Controller):
             snap.M.dot(sol.qdd, out=tau)
             tau += p.tau_offset
         if self.ff.active:
-            tau += self.ff.compute(snap.v, tau, snap.g)
+            f = self._f
+            tau += self.ff.compute(snap.v, tau, snap.g, math.sqrt(f[0] * f[0] + f[1] * f[1] + f[2] * f[2]))
         if self.observer is not None:
             self._tau_prev[:] = tau
         kr, f = self._kr, self._f  # K_r and F_ext of this step as floats (the values in p.K_r, p.F_ext)
-        cmd.diag[:] = (
+        diag = (
             sol.status,
             sol.solve_time,
             sol.primal_residual,
@@ -1253,3 +1305,8 @@ class HQPController(Controller):
             f[1],
             f[2],
         )
+        fs = self.setpoint
+        if fs is None:
+            cmd.diag[:] = diag
+        else:
+            cmd.diag[:] = (*diag, fs.s, fs.force_desired, fs.force_axial, fs.integral)

@@ -34,12 +34,16 @@ import numpy as np
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
+from controllers.force_control import AxialForceSetpoint, ForceFilter, ForceSetpointConfig, mating_axis_of
 from planners.base import Planner, Reference
 from sim import kernels
 from sim.config import param
 from sim.dynamics import Snapshot
 from sim.lie import rotation_error_world
 from sim.wrench import WrenchState
+
+#: diagnostics added by the force set-point: ramp s, F_d, f_a [N] and the integral I [N]
+SETPOINT_DIAG = ("fs_s", "fs_force_desired", "fs_force_axial", "fs_integral")
 
 _mulMatMatT = mujoco.mju_mulMatMatT
 _cholFactor = mujoco.mju_cholFactor
@@ -57,8 +61,10 @@ class KhatibConfig:
     d_rot: float = param(10.0, unit="N·m·s/rad", ge=0.0, doc="rotational damping")
     k_rot: float = param(25.0, unit="N·m/rad", ge=0.0, doc="rotational stiffness")
     d_null: float = param(10.0, unit="N·m·s/rad", ge=0.0, doc="null-space joint damping D_null = d_null I")
-    feedforward: Literal["torque", "velocity", "off"] = param(
-        "torque", doc="joint friction/damping feedforward mode (MATH.md §2)"
+    feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
+        "torque",
+        doc="joint friction/damping feedforward mode (MATH.md §2; hybrid: torque keying until the first contact, "
+        "velocity keying from then on, Python only)",
     )
     friction_integral: Literal["auto", "on", "off"] = param(
         "auto", doc="F_I = k_i ∫(x_d − x)dt; auto = on iff the model has frictionloss ≠ 0"
@@ -67,6 +73,14 @@ class KhatibConfig:
     f_i_max: float = param(10.0, unit="N", ge=0.0, doc="clamp of each component of F_I")
     contact_threshold: float = param(1.0, unit="N", ge=0.0, doc="|f_ext| that freezes the integral")
     use_force_feedback: bool = param(True, doc="include F_ext in u_pos (false = pure impedance without F/T)")
+    force_filter: float = param(
+        0.0, unit="s", ge=0.0,
+        doc="time constant τ_f of a first-order low-pass on F_ext before the law uses it (0 = off; Python only; "
+        "docs/theory/force_control.md)",
+    )
+    force_setpoint: ForceSetpointConfig | None = param(
+        None, doc="hybrid impedance: a commanded contact force along the mating axis (null = off; Python only)"
+    )
 
 
 @CONTROLLERS.register("khatib")
@@ -76,11 +90,15 @@ class KhatibController(Controller):
     Config = KhatibConfig
     diag_names = ("f_i_x", "f_i_y", "f_i_z", "frozen")
     kernel_module = "controllers._khatib_kernel"
-    diag_units: ClassVar[dict[str, str]] = {"f_i_x": "N", "f_i_y": "N", "f_i_z": "N"}
+    diag_units: ClassVar[dict[str, str]] = {
+        "f_i_x": "N", "f_i_y": "N", "f_i_z": "N", "fs_force_desired": "N", "fs_force_axial": "N", "fs_integral": "N",
+    }
 
     def __init__(self, config: KhatibConfig, plant: PlantInfo, planner: Planner | None = None):
         super().__init__(config, plant, planner)
-        self.ff = DissipationFeedforward(plant.dof_frictionloss, plant.dof_damping, config.feedforward)
+        self.ff = DissipationFeedforward(
+            plant.dof_frictionloss, plant.dof_damping, config.feedforward, period=plant.control_period
+        )
         if config.friction_integral == "auto":
             self.use_integral = bool(np.any(plant.dof_frictionloss != 0.0))
         else:
@@ -104,8 +122,18 @@ class KhatibController(Controller):
         self._Li = np.zeros((6, 6))  # Cholesky factor of Λ⁻¹
         self._gains_of: KhatibConfig | None = None
         self._gains: tuple[float, ...] = ()
-        # compiled kernel (None: the Python path); bound to the run's arrays on the first compute()
-        self._kmod = kernels.load(self.kernel_module)
+        # contact-force options (controllers/force_control.py; Python only)
+        self.force_filter = ForceFilter(3, config.force_filter, plant.control_period)
+        self.setpoint: AxialForceSetpoint | None = None
+        if config.force_setpoint is not None:
+            self.setpoint = AxialForceSetpoint(
+                config.force_setpoint, mating_axis_of(planner), plant.control_period, planner.duration
+            )
+            self.diag_names = (*self.diag_names, *SETPOINT_DIAG)
+        # compiled kernel (None: the Python path); bound to the run's arrays on the first compute(). Not
+        # for the force filter and the force set-point (Python-only options).
+        python_only = self.force_filter.active or self.setpoint is not None or not self.ff.kernel_supported
+        self._kmod = None if python_only else kernels.load(self.kernel_module)
         self._kernel = None
 
     @property
@@ -182,6 +210,10 @@ class KhatibController(Controller):
         self.integral[:] = 0.0
         self.F_I[:] = 0.0
         self.frozen = False
+        self.force_filter.reset()
+        self.ff.reset()
+        if self.setpoint is not None:
+            self.setpoint.reset()
 
     def _config_gains(self) -> tuple[float, ...]:
         """The config's gains as Python floats (cached per config object)."""
@@ -215,12 +247,17 @@ class KhatibController(Controller):
         p0, p1, p2 = ref.pos.tolist()
         pv0, pv1, pv2 = ref.vel.tolist()
         f0, f1, f2, _, _, _ = wrench.ext_world.tolist()
+        if self.force_filter.active:  # F̄: the law's force (controllers/force_control.py)
+            f0, f1, f2 = self.force_filter.update([f0, f1, f2])
         ep0, ep1, ep2 = x0 - p0, x1 - p1, x2 - p2  # x − x_d
         ev0, ev1, ev2 = v0 - pv0, v1 - pv1, v2 - pv2  # ẋ − ẋ_d
+        f_norm = math.sqrt(f0 * f0 + f1 * f1 + f2 * f2)  # ‖f̄‖ (the hybrid feedforward's contact test)
+        fs = self.setpoint
+        s_fs = fs.update(snap.t, [f0, f1, f2], [v0, v1, v2]) if fs is not None else 0.0
 
         # Friction integral, frozen once contact is detected.
         if self.use_integral and not self.frozen:
-            if math.sqrt(f0 * f0 + f1 * f1 + f2 * f2) > f_contact:
+            if f_norm > f_contact:
                 self.frozen = True
             else:
                 dt = self.dt
@@ -234,7 +271,19 @@ class KhatibController(Controller):
                     min(max(k_i * i1, -f_i_max), f_i_max),
                     min(max(k_i * i2, -f_i_max), f_i_max),
                 )
-        fi0, fi1, fi2 = self.F_I.tolist()
+        fi0, fi1, fi2 = fi_log = self.F_I.tolist()
+        a0, a1, a2 = ref.acc.tolist()
+        if s_fs > 0.0:
+            # hybrid impedance: along the mating axis the position impedance (pose error, reference motion,
+            # friction integral, measured force) is faded out by s and the absolute velocity is damped; the
+            # set-point's task force is added to τ below (controllers/force_control.py)
+            ep0, ep1, ep2 = fs.remove_axial((ep0, ep1, ep2), s_fs)
+            va = s_fs * (fs.axis[0] * v0 + fs.axis[1] * v1 + fs.axis[2] * v2)
+            ev0, ev1, ev2 = fs.remove_axial((ev0, ev1, ev2), s_fs)
+            ev0, ev1, ev2 = ev0 + va * fs.axis[0], ev1 + va * fs.axis[1], ev2 + va * fs.axis[2]
+            a0, a1, a2 = fs.remove_axial((a0, a1, a2), s_fs)
+            fi0, fi1, fi2 = fs.remove_axial((fi0, fi1, fi2), s_fs)
+            f0, f1, f2 = fs.remove_axial((f0, f1, f2), s_fs)
 
         # u_pos = ẍ_d + M_d⁻¹ (−D_d (ẋ − ẋ_d) − K_d (x − x_d) [+ F_I] [+ F_ext])
         g0 = ev0 * md - k * ep0
@@ -248,7 +297,6 @@ class KhatibController(Controller):
             g0 += f0
             g1 += f1
             g2 += f2
-        a0, a1, a2 = ref.acc.tolist()
         # e_R = log(R_d Rᵀ);  u_rot = α_d + M_R⁻¹ (K_R e_R + D_R (ω_d − ω))
         e0, e1, e2 = rotation_error_world(ref.R, snap.R_world_ee).tolist()
         o0, o1, o2 = ref.omega.tolist()
@@ -292,6 +340,14 @@ class KhatibController(Controller):
             yext[:6] = np.linalg.lstsq(LiR[:6], np.array(rhs), rcond=None)[0]
         tau = cmd.tau
         snap.J_v_h.T.dot(yext, out=tau)  # [J; q̇ᵀ; hᵀ]ᵀ [y; −d_null; 1] = Jᵀ y − d_null q̇ + h
+        if fs is not None and s_fs > 0.0:
+            tf = fs.task_force()
+            tau += snap.J_ee_lwa[:3].T.dot(tf)  # Jᵀ [F_f; 0]
         if self.ff.active:
-            tau += self.ff.compute(snap.v, tau, snap.g)
-        cmd.diag[:] = (fi0, fi1, fi2, 1.0 if self.frozen else 0.0)
+            tau += self.ff.compute(snap.v, tau, snap.g, f_norm)
+        if fs is None:
+            cmd.diag[:] = (fi0, fi1, fi2, 1.0 if self.frozen else 0.0)
+        else:
+            cmd.diag[:] = (
+                *fi_log, 1.0 if self.frozen else 0.0, s_fs, fs.force_desired, fs.force_axial, fs.integral
+            )

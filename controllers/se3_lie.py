@@ -53,6 +53,7 @@ kernel guard checks it, sim/kernels.py). This Python code runs when the kernel i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -61,6 +62,7 @@ import numpy as np
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
+from controllers.force_control import ForceFilter
 from planners.base import Planner, Reference
 from planners.motion_reference import MotionReference
 from sim import kernels, lie
@@ -112,10 +114,17 @@ class SE3LieConfig:
         (0.0,) * 6, unit="N | N·m", length=6, doc="desired wrench F_d [f; n] in the desired frame"
     )
     d_null: float = param(10.0, unit="1/s", ge=0.0, doc="null-space joint damping (acceleration level)")
-    feedforward: Literal["torque", "velocity", "off"] = param(
-        "torque", doc="joint friction/damping feedforward mode (MATH.md §2)"
+    feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
+        "torque",
+        doc="joint friction/damping feedforward mode (MATH.md §2; hybrid: torque keying until the first contact, "
+        "velocity keying from then on, Python only)",
     )
     use_force_feedback: bool = param(True, doc="use F_body in F̃ and cancel it with −J_bᵀF_body")
+    force_filter: float = param(
+        0.0, unit="s", ge=0.0,
+        doc="time constant τ_f of a first-order low-pass on F_body before the law uses it (0 = off; Python only; "
+        "docs/theory/force_control.md)",
+    )
 
     def matrices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(A, D, K) as (6, 6) arrays (full matrices override the diagonals)."""
@@ -189,15 +198,20 @@ class SE3LieController(Controller):
         self._F_d = tuple(self.F_d.tolist())
         self._echo = _EchoPlanner() if planner is None else None
         self.mref = MotionReference(planner if planner is not None else self._echo)  # type: ignore[arg-type]
-        self.ff = DissipationFeedforward(plant.dof_frictionloss, plant.dof_damping, config.feedforward)
+        self.ff = DissipationFeedforward(
+            plant.dof_frictionloss, plant.dof_damping, config.feedforward, period=plant.control_period
+        )
         nv = plant.nv
         self._zero6 = np.zeros(6)
         #: the results of the last Python step (law() and the joint space), by name
         self._py: dict[str, np.ndarray] = {n: np.zeros(6) for n in _LAW_RESULTS}
         self._py.update(T_err=np.eye(4), q_ddot_ref=np.zeros(nv), T_d=np.eye(4), V_d=np.zeros(6), dV_d=np.zeros(6))
         self._inputs: tuple = ()  # the arguments of the last error_state() (for reference_acceleration)
-        # compiled kernel (None: the Python path); bound to the run's arrays on the first compute()
-        self._kmod = kernels.load(self.kernel_module)
+        # compiled kernel (None: the Python path); bound to the run's arrays on the first compute(); not for
+        # the hybrid feedforward nor the force filter (Python only)
+        self.force_filter = ForceFilter(6, config.force_filter, plant.control_period)
+        python_only = not self.ff.kernel_supported or self.force_filter.active
+        self._kmod = None if python_only else kernels.load(self.kernel_module)
         self._kernel = None
         self._kv: dict[str, np.ndarray] = {}  # views of the kernel's results buffer, by name
         self._k_v = self._k_y = self._k_MinvJt = self._zero6  # the kernel's q̇, y and M⁻¹J_bᵀ views
@@ -315,6 +329,10 @@ class SE3LieController(Controller):
         return self.dV_ref
 
     # ------------------------------------------------------------------------------------ compute
+
+    def reset(self, snap: Snapshot, ref: Reference) -> None:
+        self.ff.reset()
+        self.force_filter.reset()
 
     def summary(self) -> dict:
         return self.kernel_summary()
@@ -435,6 +453,9 @@ class SE3LieController(Controller):
         # the loop hands over the planner's world reference at snap.t: convert it, don't re-evaluate
         mref = self.mref.update_from_reference(ref, snap.t)
         F_body = wrench.ext_body if c.use_force_feedback else self._zero6
+        if self.force_filter.active and c.use_force_feedback:  # F̄ (controllers/force_control.py)
+            self.force_filter.update(F_body.tolist())
+            F_body = self.force_filter.out
         r = self.law(snap.T_world_ee, snap.twist_ee_body, mref.T, mref.V, mref.dV, F_body)
         # q̈_ref = J̄_b (V̇_ref − J̇_b q̇) − N D_null q̇ and τ = M q̈_ref + h − J_bᵀ F_body, with one solve:
         # Λ_b⁻¹ y = V̇_ref − J̇_b q̇ + d_null V, q̈_ref = M⁻¹J_bᵀ y − d_null q̇, τ = J_bᵀ (y − F_body) − d_null M q̇ + h
@@ -443,7 +464,7 @@ class SE3LieController(Controller):
         y = np.linalg.solve(Jb @ MinvJt, r["dV_ref"] - snap.dJdq_ee_body + dn * snap.twist_ee_body)
         tau = Jb.T @ (y - F_body) - dn * (snap.M @ snap.v) + snap.h
         if self.ff.active:
-            tau += self.ff.compute(snap.v, tau, snap.g)
+            tau += self.ff.compute(snap.v, tau, snap.g, float(np.linalg.norm(F_body[:3])))
         cmd.tau[:] = tau
         cmd.diag[:] = r["lam"]
         self._py.update(r, y=y, q_ddot_ref=MinvJt @ y - dn * snap.v, T_d=mref.T.copy(), V_d=mref.V.copy(),

@@ -13,6 +13,9 @@ Markdown shows lengths in mm and 4 significant digits; CSV keeps SI units and fu
 ``--md``/``--csv`` the Markdown table is printed. docs/results.md is written by::
 
     python experiments/compare.py --scenarios scenarios/*.yaml --md docs/results.md
+
+A page written again keeps the sections other tools generated into it (between ``<!-- BEGIN name -->`` and
+``<!-- END name -->``: docs/results.md's "Paper vs dockbench", experiments/paper_vs_dockbench.py).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "safety.joint_pos_use",
     "safety.min_manipulability",
     "safety.saturation_ratio",
+    "contact.force_spikes_truth",
 )
 
 #: Identity columns before the metrics.
@@ -221,6 +225,20 @@ def results_markdown(rows: Sequence[Row], metrics: Sequence[str], command: str) 
     return "\n".join(lines) + "\n"
 
 
+def kept_sections(page: str) -> str:
+    """The generated sections of another tool in an existing page (``<!-- BEGIN name ... -->`` … ``<!-- END name
+    -->``, e.g. experiments/paper_vs_dockbench.py's), which rewriting the page keeps, in their order."""
+    import re
+
+    blocks = re.findall(r"<!-- BEGIN (\S+).*?-->.*?<!-- END \1 -->\n?", page, flags=re.S)
+    out = []
+    for name in blocks:
+        pattern = r"<!-- BEGIN " + re.escape(name) + r".*?-->.*?<!-- END " + re.escape(name) + r" -->\n?"
+        m = re.search(pattern, page, re.S)
+        out.append(m.group(0).rstrip("\n") + "\n")
+    return "\n".join(out)
+
+
 def _metric_list(arg: str | None) -> tuple[str, ...]:
     from telemetry.metrics import METRICS
 
@@ -276,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
                     if r.run_dir is not None and str(r.run_dir).startswith(tmp):
                         r.run_dir = None
         if args.md:
-            atomic_write_text(args.md, results_markdown(rows, metrics, command))
+            page = results_markdown(rows, metrics, command)
+            kept = kept_sections(Path(args.md).read_text() if Path(args.md).is_file() else "")
+            atomic_write_text(args.md, page + ("\n" + kept if kept else ""))
             print(f"wrote {args.md} ({len(rows)} runs)")
         if args.csv:
             atomic_write_text(args.csv, csv_table(rows, metrics))

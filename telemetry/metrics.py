@@ -22,6 +22,17 @@ mating axis a is +z of the TRUE target frame D (+z out of the mouth); with no ta
   units N and N·m, as in Ren & Shan);
 * peak axial moment max |nᵀ a| with n the body moment about the EE origin and a in EE axes;
 * ``contact.ft_truth_rms_diff`` = RMS ‖f_ft − f_truth‖ (the tool's inertial load in dynamic contact).
+* chatter (truth force, per control step; :func:`contact_states`, :func:`force_spike_count`,
+  :func:`on_off_toggle_count`, :func:`release_count`): the tool is in contact from a step with
+  ‖f‖ ≥ :data:`CONTACT_ON` = 0.5 N until one with ‖f‖ < :data:`CONTACT_OFF` = 0.05 N (hysteresis).
+  A one-step force spike is a step k whose axial force differs from BOTH neighbours by more than
+  :data:`SPIKE_THRESHOLD` = 0.5 N in the same direction while both neighbours are in contact (an up or down
+  excursion of a single step: the signature of a feedforward that flips sign, or of a period-2
+  limit cycle); ``contact.force_spikes_{truth,ft}`` counts them. ``contact.on_off_toggles_truth`` counts
+  the steps after the first contact whose contact state differs from both neighbours (a contact made or
+  lost for a single step: the force switching fully on and off every second period), and
+  ``contact.releases_truth`` every loss of contact after the first one (a rattle). The axial ripple is
+  max − min of the axial force over the final window.
 
 Safety: joint position use max |q − q_mid| / (½ range) [%], velocity use max |q̇| / q̇_max [%], the
 minimum manipulability √det(J Jᵀ), the saturation ratio = share of steps with any joint torque
@@ -75,6 +86,14 @@ METRICS: dict[str, tuple[str, str]] = {
     "contact.peak_axial_moment_ft": ("N·m", "peak |moment about the mating axis| at the EE (F/T)"),
     "contact.max_contacts": ("", "largest number of simultaneous tool contacts"),
     "contact.ft_truth_rms_diff": ("N", "RMS of ‖f_ft − f_truth‖ over the run"),
+    "contact.force_spikes_truth": ("", "one-step axial force spikes (> 0.5 N to both neighbours) in contact (truth)"),
+    "contact.force_spikes_ft": ("", "one-step axial force spikes (> 0.5 N to both neighbours) in contact (F/T)"),
+    "contact.on_off_toggles_truth": (
+        "", "steps after the first contact whose contact state differs from both neighbours"
+    ),
+    "contact.releases_truth": ("", "losses of contact after the first contact (‖f‖ falls below 0.05 N)"),
+    "contact.axial_force_ripple_truth": ("N", "max − min of the axial force over the final window (truth)"),
+    "controller.qp_share": ("%", "share of control steps on which the HQP solved its QPs (closed form infeasible)"),
     "safety.joint_pos_use": ("%", "max |q − mid| / half-range over joints and time"),
     "safety.joint_vel_use": ("%", "max |q̇| / q̇_max over joints and time"),
     "safety.min_manipulability": ("", "minimum sqrt(det(J Jᵀ))"),
@@ -106,6 +125,58 @@ MATING_TARGETS: tuple[str, ...] = ("drogue",)
 
 #: Default length [s] of the final window for steady and docking values.
 DEFAULT_WINDOW = 1.0
+
+#: chatter metrics (module docstring): contact on at ‖f‖ ≥ CONTACT_ON, off below CONTACT_OFF [N]; a
+#: one-step spike differs from both neighbours by more than SPIKE_THRESHOLD [N]
+CONTACT_ON = 0.5
+CONTACT_OFF = 0.05
+SPIKE_THRESHOLD = 0.5
+
+
+def contact_states(f_norm: np.ndarray, on: float = CONTACT_ON, off: float = CONTACT_OFF) -> np.ndarray:
+    """(N,) bool: in contact from a sample with ‖f‖ ≥ ``on`` until one with ‖f‖ < ``off`` [N] (hysteresis)."""
+    f = np.asarray(f_norm, dtype=float)
+    out = np.zeros(len(f), dtype=bool)
+    state = False
+    for i, x in enumerate(f.tolist()):
+        if state:
+            state = not x < off
+        else:
+            state = x >= on
+        out[i] = state
+    return out
+
+
+def force_spike_count(
+    f_axial: np.ndarray, f_norm: np.ndarray, threshold: float = SPIKE_THRESHOLD, on: float = CONTACT_ON
+) -> int:
+    """One-step spikes: samples k (1 ≤ k ≤ N−2) with f_k − f_{k±1} both > ``threshold`` or both <
+    −``threshold`` [N] while ‖f_{k−1}‖ and ‖f_{k+1}‖ ≥ ``on`` (both neighbours in contact)."""
+    f = np.asarray(f_axial, dtype=float)
+    n = np.asarray(f_norm, dtype=float)
+    if len(f) < 3:
+        return 0
+    d1, d2 = f[1:-1] - f[:-2], f[1:-1] - f[2:]
+    up = (d1 > threshold) & (d2 > threshold)
+    down = (d1 < -threshold) & (d2 < -threshold)
+    return int(np.count_nonzero((up | down) & (n[:-2] >= on) & (n[2:] >= on)))
+
+
+def on_off_toggle_count(f_norm: np.ndarray, on: float = CONTACT_ON, off: float = CONTACT_OFF) -> int:
+    """Samples after the first contact whose contact state (:func:`contact_states`) differs from both
+    neighbours: a contact made or lost for one sample."""
+    st = contact_states(f_norm, on, off)
+    if len(st) < 3 or not st.any():
+        return 0
+    single = (st[1:-1] != st[:-2]) & (st[1:-1] != st[2:])
+    single[: max(int(np.argmax(st)) - 1, 0)] = False  # from the first contact on
+    return int(np.count_nonzero(single))
+
+
+def release_count(f_norm: np.ndarray, on: float = CONTACT_ON, off: float = CONTACT_OFF) -> int:
+    """Losses of contact (in → out transitions of :func:`contact_states`) after the first contact."""
+    st = contact_states(f_norm, on, off)
+    return int(np.count_nonzero(st[:-1] & ~st[1:]))
 
 
 def quat_to_matrix(q: np.ndarray) -> np.ndarray:
@@ -281,6 +352,12 @@ def compute_metrics(
         out[f"contact.steady_axial_force_{src}"] = float(np.mean(axial[w_mask]))
         out[f"contact.steady_lateral_force_{src}"] = float(np.mean(lateral[w_mask]))
         out[f"contact.peak_axial_moment_{src}"] = _peak(np.abs(np.sum(w_body[:, 3:] * axis_ee, axis=1)))
+        out[f"contact.force_spikes_{src}"] = force_spike_count(axial, np.linalg.norm(f_world, axis=1))
+        if src == "truth":
+            f_norm = np.linalg.norm(f_world, axis=1)
+            out["contact.on_off_toggles_truth"] = on_off_toggle_count(f_norm)
+            out["contact.releases_truth"] = release_count(f_norm)
+            out["contact.axial_force_ripple_truth"] = float(np.ptp(axial[w_mask]))
     diff = np.linalg.norm(ch["wrench_ext_world"][:, :3] - ch["wrench_truth_world"][:, :3], axis=1)
     out["contact.ft_truth_rms_diff"] = _rms(diff)
     counts = ch["contact_count_peak"] if "contact_count_peak" in ch else ch["contact_count"]  # substep-resolved
@@ -300,6 +377,10 @@ def compute_metrics(
     from telemetry.gates import saturation_window_share
 
     out["safety.max_saturation_window"] = saturation_window_share(ch["saturated"], t)[0]
+
+    # ---- controller (the HQP's qp_status channel: 0 closed form, ≥ 1 the QPs ran)
+    if "ctrl_qp_status" in ch:
+        out["controller.qp_share"] = float(100.0 * np.mean(np.asarray(ch["ctrl_qp_status"]) >= 1.0))
 
     # ---- docking
     T_target = meta.get("T_world_target")

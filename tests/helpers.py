@@ -64,6 +64,34 @@ def scenario_dict(name: str) -> dict:
     return copy.deepcopy(yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text()))
 
 
+#: the impedance preload depth of fr3_g20_press before its force set-point (10 N from the closed-loop statics) [m]
+PRESS_PRELOAD_DEPTH = 0.0406
+#: controller options that only the Python reference implements (docs/theory/force_control.md)
+PYTHON_ONLY_KEYS = ("force_filter", "force_setpoint")
+
+
+def kernel_scenario_dict(name: str) -> dict:
+    """``scenarios/<name>.yaml`` with the controller's Python-only options removed (no force filter, no force
+    set-point, the hybrid feedforward back to the torque keying), so that its controller loads its compiled
+    kernel: the kernel tests use the shipped scenarios as plants and laws, not for their contact tuning."""
+    d = scenario_dict(name)
+    ctrl = d["controller"]
+    had_setpoint = ctrl.get("force_setpoint") is not None
+    for key in PYTHON_ONLY_KEYS:
+        ctrl.pop(key, None)
+    if ctrl.get("feedforward") == "hybrid":
+        ctrl["feedforward"] = "torque"
+    target = d.get("target") or {}
+    if had_setpoint and target.get("type") == "plate":  # a press: its impedance preload before the set-point
+        target["press_depth"] = PRESS_PRELOAD_DEPTH
+    # the gates that judge what the removed options do (the chatter they prevent, the preload they hold)
+    dropped = {"contact.force_spikes_truth", "contact.on_off_toggles_truth"}
+    if had_setpoint and target.get("type") != "plate":
+        dropped.add("contact.steady_axial_force_truth")
+    d["gates"] = [g for g in d.get("gates") or [] if g["metric"] not in dropped]
+    return d
+
+
 def press_scenario(robot: str = "iiwa14", press_depth: float = 0.004, **sim) -> dict:
     """The probe pressed straight down onto a fixed plate (quasi-static contact at the end)."""
     pos = [0.55, 0.0, 0.20] if robot == "iiwa14" else [0.45, 0.0, 0.25]

@@ -22,7 +22,7 @@ from sim.lie import so3_exp, so3_log
 from sim.loop import build, simulate
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState, cross3
-from tests.helpers import planner_context, press_scenario, random_reference, scenario_dict
+from tests.helpers import kernel_scenario_dict, planner_context, press_scenario, random_reference
 from tests.roundoff import assert_within_bound
 
 #: relative round-off allowed between the float and the array forms of the short sums (3-term dot products,
@@ -103,7 +103,7 @@ class _ArrayKhatib:
     ],
 )
 def test_khatib_float_form_equals_array_form(scene: str, overrides: dict) -> None:
-    s = build(scenario_from_dict(scenario_dict(scene)))
+    s = build(scenario_from_dict(kernel_scenario_dict(scene)))
     cfg = dataclasses.replace(s.controller.config, **overrides)
     with kernels.forced("python"):  # the float form itself, not its kernel
         ctrl = KhatibController(cfg, s.plant)

@@ -17,6 +17,8 @@ from tests.helpers import SCENARIOS, scenario_dict
 
 pytestmark = pytest.mark.slow
 
+#: the FR3 Khatib law of fr3_docking.yaml, swapped into the HQP hierarchy scenarios
+KHATIB_FR3 = {"type": "khatib", "m": 20, "k": 1000, "d": 280, "m_rot": 0.2, "k_rot": 100, "d_rot": 20}
 PLATE_IN_THE_PATH = {"type": "plate", "pose": {"position": [0.55, 0.0, 0.2], "rpy_deg": [15.0, 0.0, 0.0]}}
 
 #: (id, scenario, changes {dotted key: value}, gate metric that must FAIL)
@@ -43,12 +45,32 @@ CASES = [
     # a tilted plate 5 mm below the start: the figure-8 runs into it
     ("obstacle_in_the_path", "iiwa14_tracking", {"target": PLATE_IN_THE_PATH, "start.standoff": 0.005},
      "contact.max_contacts"),
-    # half the press depth: 5 N instead of the commanded 10 N
-    ("press_too_shallow", "fr3_g20_press", {"target.press_depth": 0.02}, "contact.steady_axial_force_truth"),
-    ("press_too_shallow_ft", "fr3_g20_press", {"target.press_depth": 0.02}, "contact.steady_axial_force_ft"),
+    # the press without its force set-point: the palm rests on the plate surface (the goal) with no force
+    ("press_without_setpoint", "fr3_g20_press", {"controller.force_setpoint": None},
+     "contact.steady_axial_force_truth"),
+    ("press_without_setpoint_ft", "fr3_g20_press", {"controller.force_setpoint": None},
+     "contact.steady_axial_force_ft"),
     # gravity on without the tool-weight compensation: the F/T reads the hand's 4 N weight as contact
     ("tool_weight_in_the_ft", "fr3_g20_press", {"sim.gravity": [0.0, 0.0, -9.81], "wrench.gravity_compensation": "off"},
      "contact.ft_truth_rms_diff"),
+    # the torque-keyed feedforward and no force filter: at rest in the seat the term flips sign with the law's
+    # torque and the delayed force feedback closes a period-2 loop (881 one-step spikes, 60 single-step toggles)
+    ("feedforward_flips_at_rest", "fr3_docking", {"controller.feedforward": "torque", "controller.force_filter": 0.0},
+     "contact.force_spikes_truth"),
+    ("force_switches_on_and_off", "fr3_docking", {"controller.feedforward": "torque", "controller.force_filter": 0.0},
+     "contact.on_off_toggles_truth"),
+    # the sensorless HQP without its set-point: the observer's phantom friction force leaves the seat unloaded
+    ("sensorless_without_preload", "fr3_docking_hqp_sensorless", {"controller.force_setpoint": None},
+     "contact.steady_axial_force_truth"),
+    # Khatib under the 2 N·m torque limit: the loop clips its torques (the HQP's torque rows do not need it)
+    ("khatib_clips_at_the_torque_limit", "hierarchy/fr3_hqp_torque_limit", {"controller": KHATIB_FR3},
+     "safety.saturation_ratio"),
+    # Khatib under the 6 % velocity bound: it follows the fast reference to 14 % of a joint's limit
+    ("khatib_exceeds_the_velocity_bound", "hierarchy/fr3_hqp_velocity_limit", {"controller": KHATIB_FR3},
+     "safety.joint_vel_use"),
+    # no torque limit: the closed form is feasible on every step and the hierarchy never acts
+    ("hierarchy_idle_without_limits", "hierarchy/fr3_hqp_torque_limit", {"robot.max_torque": None},
+     "controller.qp_share"),
     # a 0.05 rad/s slew: the half fist is not reached before the hand is told to open again
     ("hand_too_slow", "fr3_g20_tracking", {"tool.slew_rad_s": 0.05}, "hand.max_preset_error"),
     # the fist without the collision projection: the fingers sink into each other
@@ -96,7 +118,9 @@ def test_unstable_controller_is_reported_unstable_with_exit_code_2(tmp_path: Pat
     from experiments.run_docking import main
     from telemetry.gates import score_run
 
-    d = _changed("fr3_docking", {"controller.m": 0.5, "gates": []})
+    # the original law (torque-keyed feedforward, no force filter) with m = 0.5 kg
+    d = _changed("fr3_docking", {"controller.m": 0.5, "controller.feedforward": "torque",
+                                 "controller.force_filter": 0.0, "gates": []})
     r = run(scenario_from_dict(d), out_root=tmp_path / "a")
     assert r.status == "unstable" and r.verdict == "FAIL"
     assert r.message.startswith("unstable: 100 % of the control steps") and "sustained saturation" in r.message

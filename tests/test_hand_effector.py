@@ -27,10 +27,8 @@ from hand.effector import HAND_PREFIX, LoopHandBridge, hand_metrics
 from hand.mapping import sdk_to_joint_positions
 from hand.spec import load_spec
 from sim.errors import ScenarioError
-from sim.lie import so3_log
 from sim.loop import build, run, simulate
 from sim.scenario import load_scenario, scenario_from_dict
-from telemetry.metrics import quat_to_matrix
 from tests.helpers import SCENARIOS, TOL, scenario_dict
 
 #: the brief's hand gates (MATH.md §8 track test tolerance; bridge penetration tolerance)
@@ -320,7 +318,7 @@ def test_fr3_g20_press_reaches_the_commanded_force_and_ft_equals_truth() -> None
     f_cmd = 0.5 * (g["min"] + g["max"])
     assert f_cmd == pytest.approx(10.0)
     f_truth = r.metrics["contact.steady_axial_force_truth"]
-    assert abs(f_truth - f_cmd) <= 0.1 * f_cmd, f_truth
+    assert abs(f_truth - f_cmd) <= 0.025 * f_cmd, f_truth  # a regulated set-point (docs/theory/force_control.md)
     ch, t = r.telemetry, r.telemetry["t"]
     w = t >= t[-1] - 1.0
     # F/T = truth quasi-statically (the mean over the final second, where the hand is at rest)
@@ -328,19 +326,12 @@ def test_fr3_g20_press_reaches_the_commanded_force_and_ft_equals_truth() -> None
     atol = FT_TRUTH_HAND_REL * np.linalg.norm(truth[:3])
     np.testing.assert_allclose(ft[:3], truth[:3], rtol=0, atol=atol)
     np.testing.assert_allclose(ft[3:], truth[3:], rtol=0, atol=1e-5 * np.linalg.norm(truth[3:]) + 1e-9)
-    # the force is the impedance preload: closed-loop statics (D + Λ⁻¹) F = [M_d⁻¹ K e; −M_R⁻¹ K_R e_R]
+    # the force is the set-point's: F_d = 10 N ramped in, the law's axial force (the F/T) on it, a small
+    # integral (what the joint friction holds back)
     s = build(load_scenario(SCENARIOS / "fr3_g20_press.yaml"))
-    c = s.scenario.controller.config
-    snap = s.dynamics.update(ch["q"][-1], ch["v"][-1])
-    J = snap.J_ee_lwa
-    A = J @ snap.Minv @ J.T
-    e = ch["ee_pos"][-1] - ch["ee_pos_des"][-1]
-    e_R = so3_log(quat_to_matrix(ch["ee_quat_des"][-1]) @ quat_to_matrix(ch["ee_quat"][-1]).T)
-    D = np.zeros((6, 6))
-    D[:3, :3] = np.eye(3) / c.m
-    F = np.linalg.solve(D + A, np.concatenate([c.k * e / c.m, -c.k_rot * e_R / c.m_rot]))
-    axis = s.asm.target.T_world_target[:3, 2]
-    assert axis @ F[:3] == pytest.approx(f_truth, rel=0.05)
+    assert ch["ctrl_fs_s"][-1] == 1.0 and ch["ctrl_fs_force_desired"][-1] == 10.0
+    np.testing.assert_allclose(ch["ctrl_fs_force_axial"][w].mean(), f_truth, rtol=0, atol=0.05)
+    assert abs(ch["ctrl_fs_integral"][-1]) < 2.0
     # only the palm touches the plate (the thumb passes above its top edge)
     m, data = s.asm.model, s.data
     data.qpos[s.asm.qpos_adr] = ch["q"][-1]

@@ -39,7 +39,7 @@ from sim import kernels, lie
 from sim.loop import build, run, simulate
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState
-from tests.helpers import scenario_dict
+from tests.helpers import kernel_scenario_dict
 from tests.roundoff import assert_within_bound
 
 HQP = "controllers._hqp_kernel"
@@ -216,7 +216,7 @@ def test_manipulability_gradient_port_agrees_with_the_evaluator() -> None:
 @pytest.fixture(scope="module", params=SCENES)
 def setup(request):
     with kernels.forced("python"):
-        return build(scenario_from_dict(scenario_dict(request.param)))
+        return build(scenario_from_dict(kernel_scenario_dict(request.param)))
 
 
 def _configs(base: HQPConfig) -> dict[str, HQPConfig]:
@@ -305,7 +305,7 @@ def test_compiled_path_is_the_closer_one_to_an_exact_evaluation() -> None:
     asserted."""
     mp = pytest.importorskip("mpmath")
     mp.mp.dps = 50
-    s = build(scenario_from_dict(scenario_dict("fr3_docking_hqp")))
+    s = build(scenario_from_dict(kernel_scenario_dict("fr3_docking_hqp")))
     py, ck = _pair(s.controller.config, s.plant, s.planner)
     cmd_py, cmd_ck = py.make_command(), ck.make_command()
     steps = []
@@ -410,7 +410,7 @@ def test_every_step_of_a_docking_run_equals_python(name: str) -> None:
     """The Python path runs the whole docking (approach, funnel, bore, seating; on the FR3 most steps with
     ∇w); at every step the compiled controller computes on the same snapshot, reference and wrench."""
     with kernels.forced("python"):
-        s = build(scenario_from_dict(scenario_dict(name)))
+        s = build(scenario_from_dict(kernel_scenario_dict(name)))
     py = s.controller
     with kernels.forced("compiled"):
         ck = HQPController(py.config, s.plant, s.planner)
@@ -448,7 +448,7 @@ def test_compiled_run_equals_python_run(name: str) -> None:
     res = {}
     for mode in ("python", "compiled"):
         with kernels.forced(mode):
-            s = build(scenario_from_dict(scenario_dict(name)))
+            s = build(scenario_from_dict(kernel_scenario_dict(name)))
         r = run(s.scenario, out_root=None, setup=s)
         assert r.status == "completed" and r.verdict == "PASS"
         summary = s.controller.summary()
@@ -542,7 +542,7 @@ def test_sensorless_and_qp_always_run_the_python_path() -> None:
     """The momentum observer (sensorless scenario) and qp_mode "always" never build the kernel: the
     Python path runs every step, even with DOCKBENCH_KERNELS=compiled."""
     with kernels.forced("compiled"):
-        s = build(scenario_from_dict(scenario_dict("fr3_docking_hqp_sensorless")))
+        s = build(scenario_from_dict(kernel_scenario_dict("fr3_docking_hqp_sensorless")))
         always = HQPController(
             dataclasses.replace(s.controller.config, force_source="sensor", qp_mode="always"), s.plant, s.planner
         )

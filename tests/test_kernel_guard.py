@@ -31,7 +31,7 @@ from sim.dynamics import Dynamics
 from sim.loop import build, run, simulate
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchPipeline
-from tests.helpers import REPO, scenario_dict
+from tests.helpers import REPO, kernel_scenario_dict
 
 ALL_BUILT = all(kernels.status(n)[0] is not None for n in manifest.KERNELS)
 built = pytest.mark.skipif(not ALL_BUILT, reason=f"a kernel is not built or stale; {kernels.BUILD_HINT}")
@@ -43,7 +43,7 @@ EDITED_W = 12345.0  # manipulability set to a value no arm has
 
 
 def _short(name: str, duration: float = 0.3) -> dict:
-    d = scenario_dict(name)
+    d = kernel_scenario_dict(name)
     d["sim"]["duration"] = duration
     return d
 
@@ -119,7 +119,7 @@ def test_an_edited_python_law_trips_the_guard_and_is_what_runs(which: str, monke
 def test_unedited_laws_never_trip_the_guard_through_contact(scene: str) -> None:
     """Every kernel checked on a prime period (7 steps: about 1300 checks over a whole docking run, free
     space and contact) stays within the bound: no mismatch, largest |Δ|/bound < 1 for each component."""
-    setup = build(scenario_from_dict(scenario_dict(scene)))
+    setup = build(scenario_from_dict(kernel_scenario_dict(scene)))
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         tel, status, _, _ = simulate(setup, kernel_check=7)

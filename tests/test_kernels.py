@@ -22,7 +22,7 @@ from sim.lie import so3_exp
 from sim.loop import build, simulate
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState
-from tests.helpers import random_reference, scenario_dict
+from tests.helpers import kernel_scenario_dict, random_reference
 from tests.roundoff import assert_controllers_agree, assert_within_bound
 
 KHATIB = "controllers._khatib_kernel"
@@ -88,7 +88,7 @@ def test_a_stale_build_is_not_used(monkeypatch) -> None:
 
 def _pair(scene: str, **overrides):
     """(setup, compiled controller, Python controller) with the same config."""
-    s = build(scenario_from_dict(scenario_dict(scene)))
+    s = build(scenario_from_dict(kernel_scenario_dict(scene)))
     cfg = dataclasses.replace(s.controller.config, **overrides)
     with kernels.forced("compiled"):
         fast = KhatibController(cfg, s.plant)
@@ -184,7 +184,7 @@ def test_whole_docking_run_compiled_equals_python(scene: str) -> None:
     tels = {}
     for mode in ("compiled", "python"):
         with kernels.forced(mode):
-            setup = build(scenario_from_dict(scenario_dict(scene)))
+            setup = build(scenario_from_dict(kernel_scenario_dict(scene)))
         tel, status, _, _ = simulate(setup)
         assert status == "completed"
         assert setup.controller.summary()["kernel"] == mode
@@ -254,7 +254,7 @@ def test_wrench_kernel_equals_the_python_pipeline(scene: str, changes: dict) -> 
     from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
     from sim.wrench import WrenchPipeline
 
-    d = scenario_dict(scene)
+    d = kernel_scenario_dict(scene)
     for key, value in changes.items():
         section, name = key.split(".")
         d.setdefault(section, {})[name] = value
@@ -280,7 +280,7 @@ def test_wrench_kernel_equals_the_python_pipeline(scene: str, changes: dict) -> 
 
 @wrench_built
 def test_wrench_kernel_rejects_bad_rows_by_name() -> None:
-    setup = build(scenario_from_dict(scenario_dict("iiwa14_docking")))
+    setup = build(scenario_from_dict(kernel_scenario_dict("iiwa14_docking")))
     wp, d = setup.wrench, setup.data
     wp._bind(d)
     k = wp._kmod.WrenchKernel
@@ -331,7 +331,7 @@ dynamics_built = pytest.mark.skipif(
 def test_dynamics_kernel_fills_the_snapshot_as_the_python_path(scene: str) -> None:
     from sim.dynamics import Dynamics
 
-    setup = build(scenario_from_dict(scenario_dict(scene)))
+    setup = build(scenario_from_dict(kernel_scenario_dict(scene)))
     d0 = setup.dynamics
     assert d0.kernel == "compiled"
     flags = dict(body_frame=d0.body_frame, sensor_pose=d0.sensor_pose, world_drift=d0.world_drift)
@@ -364,7 +364,7 @@ def test_dynamics_kernel_fills_the_snapshot_as_the_python_path(scene: str) -> No
 
 @dynamics_built
 def test_dynamics_kernel_rejects_a_wrong_matrix_by_name() -> None:
-    setup = build(scenario_from_dict(scenario_dict("iiwa14_docking")))
+    setup = build(scenario_from_dict(kernel_scenario_dict("iiwa14_docking")))
     dyn = setup.dynamics
     s = dyn.snap
     k = kernels.load(DYNAMICS).DynamicsKernel

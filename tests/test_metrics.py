@@ -215,6 +215,57 @@ def test_contact_known_force_trace_ft_and_truth() -> None:
     assert m["contact.max_contacts"] == COUNT_SUBSTEP and isinstance(m["contact.max_contacts"], int)
 
 
+def test_chatter_metrics_of_the_smooth_trace_are_zero_and_qp_share() -> None:
+    """The synthetic contact (a smooth 0 → 12 → 5 N triangle, then 5 N steady) has no spike, no single-step
+    contact state, no release and no ripple in the final window; the QPs ran on every 10th step: 10 %."""
+    ch, meta = synthetic()
+    _add_qp_status(ch)
+    m = compute_metrics(ch, meta)
+    assert m["contact.force_spikes_truth"] == 0 and m["contact.force_spikes_ft"] == 0
+    assert m["contact.on_off_toggles_truth"] == 0 and m["contact.releases_truth"] == 0
+    _close(m["contact.axial_force_ripple_truth"], 0.0)
+    _close(m["controller.qp_share"], 100.0 * len(range(0, N, 10)) / N)
+    del ch["ctrl_qp_status"]
+    assert "controller.qp_share" not in compute_metrics(ch, meta)  # only for controllers with QPs
+
+
+def _add_qp_status(ch: dict[str, np.ndarray]) -> None:
+    """The HQP's ``ctrl_qp_status`` channel: its QPs ran on every 10th step."""
+    ch["ctrl_qp_status"] = np.where(np.arange(len(ch["t"])) % 10 == 0, 1.0, 0.0)
+
+
+def _contact_trace() -> tuple[np.ndarray, np.ndarray]:
+    """(axial force, ‖f‖) [N]: 5 N steady contact with known events (see the test)."""
+    f = np.full(200, 5.0)
+    f[20] += 1.0   # one-step spike up (counted)
+    f[40] -= 0.8   # one-step spike down (counted)
+    f[60:70] += 0.2 * (-1.0) ** np.arange(10)  # period-2 ripple, 0.4 N steps: below the 0.5 N threshold
+    f[80:82] += 2.0  # a two-step excursion (not a one-step spike)
+    f[100] = 0.0   # a one-step loss of contact: a spike AND a single-step contact state
+    f[150:160] = 0.0  # a 10-step release (not a toggle), ...
+    f[190:] = 0.0     # ... and the final release
+    return f, np.abs(f)
+
+
+def test_chatter_metrics_count_what_they_name() -> None:
+    """force_spike_count: samples differing from BOTH neighbours by > 0.5 N in the same direction while both
+    neighbours are in contact; on_off_toggle_count: single-sample contact states after the first contact;
+    release_count: in → out transitions (hysteresis 0.5 N on, 0.05 N off)."""
+    from telemetry.metrics import contact_states, force_spike_count, on_off_toggle_count, release_count
+
+    f, n = _contact_trace()
+    assert force_spike_count(f, n) == 3  # steps 20, 40, 100
+    assert on_off_toggle_count(n) == 1  # step 100
+    assert release_count(n) == 3  # steps 100, 150, 190
+    st = contact_states(np.array([0.0, 0.6, 0.3, 0.04, 0.2, 0.5, 0.49]))
+    assert st.tolist() == [False, True, True, False, False, True, True]  # hysteresis
+    # the metrics can fail: a period-2 on/off limit cycle after the first contact
+    cyc = np.tile([0.0, 4.0], 50)
+    assert on_off_toggle_count(cyc) == 98 and release_count(cyc) == 49
+    osc = 5.0 + np.tile([-1.0, 1.0], 50)  # a ±1 N period-2 oscillation in contact
+    assert force_spike_count(osc, np.abs(osc)) == 98
+
+
 def test_peak_metrics_use_the_samples_without_substep_channels() -> None:
     """A run folder without the substep-resolved channels (older runs): peaks of the sampled truth."""
     ch, meta = synthetic()
@@ -313,6 +364,7 @@ def test_hand_metrics_when_the_hand_channels_exist() -> None:
 def test_every_computed_metric_is_documented() -> None:
     ch, meta = synthetic()
     _add_hand(ch)
+    _add_qp_status(ch)
     m = compute_metrics(ch, meta)
     assert set(scalar_metrics(m)) == set(METRICS)
     assert set(k for k in m if k != "segments") == set(METRICS)
@@ -369,7 +421,7 @@ def test_empty_telemetry_gives_no_metrics() -> None:
 @pytest.mark.parametrize("name", sorted(METRICS))
 def test_metric_names_have_a_layer_and_unit(name: str) -> None:
     layer = name.split(".")[0]
-    assert layer in ("tracking", "contact", "safety", "docking", "hand")
+    assert layer in ("tracking", "contact", "safety", "docking", "hand", "controller")
     unit, doc = METRICS[name]
     assert isinstance(unit, str) and doc
 

@@ -37,7 +37,7 @@ from sim import kernels, lie
 from sim.loop import build, simulate
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState
-from tests.helpers import scenario_dict
+from tests.helpers import kernel_scenario_dict
 from tests.roundoff import assert_controllers_agree, assert_within_bound
 
 SE3 = "controllers._se3_kernel"
@@ -198,7 +198,7 @@ def _configs(rng) -> dict[str, SE3LieConfig]:
 @pytest.fixture(scope="module", params=["iiwa14", "fr3"])
 def setup(request):
     with kernels.forced("python"):
-        return build(scenario_from_dict(scenario_dict(f"{request.param}_docking_se3")))
+        return build(scenario_from_dict(kernel_scenario_dict(f"{request.param}_docking_se3")))
 
 
 @pytest.mark.parametrize("passthrough", [False, True], ids=["world_reference", "passthrough"])
@@ -266,10 +266,10 @@ def test_rebinds_when_the_loop_objects_change(setup) -> None:
 
 def _scenario(name: str):
     if name == "iiwa14_docking_se3topp":  # the se3_topp scenario, under the SE(3) controller
-        d = scenario_dict(name)
+        d = kernel_scenario_dict(name)
         d["controller"] = {"type": "se3_lie"}
         return scenario_from_dict(d)
-    return scenario_from_dict(scenario_dict(name))
+    return scenario_from_dict(kernel_scenario_dict(name))
 
 
 RUNS = ["iiwa14_docking_se3", "fr3_docking_se3", "iiwa14_docking_se3topp"]

@@ -61,3 +61,43 @@ def test_torque_mode_keys_on_the_torque_without_gravity() -> None:
     assert_within(ff.compute(v, tau_task + g, g), f * np.tanh(tau_task / (f / 2)) + d * v, 2 * bound)
     # keyed on τ_pre alone, gravity would saturate the tanh at +f / −f / +f
     np.testing.assert_allclose(ff.compute(v, tau_task + g) - d * v, f * np.sign(g), rtol=1e-9)
+
+
+def test_hybrid_mode_is_the_torque_keying_until_contact_then_the_velocity_keying() -> None:
+    """Hybrid: τ_ff = (1 − w) f tanh((τ_pre − g)/(f/2)) + w f tanh(q̇/ε) + d q̇, w = 0 until the law's force
+    exceeds the contact threshold (1 N), then w grows by T/T_blend per call to 1 and stays latched (a lost
+    contact does not bring the torque keying back). Same float operations as the formula except the blend
+    (one extra multiply-add: 4 ε relative)."""
+    f = np.array([1.137, 0.763, 0.0])
+    d = np.array([0.21, 0.0, 0.1])
+    v = np.array([0.003, -0.02, 0.1])
+    tau_pre = np.array([0.2, 0.1, -3.0])
+    g = np.array([0.5, -0.2, 1.0])
+    hyb = DissipationFeedforward(f, d, "hybrid", period=1e-3, blend_time=0.01)
+    tq = DissipationFeedforward(f, d, "torque").compute(v, tau_pre, g).copy()
+    vel = DissipationFeedforward(f, d, "velocity").compute(v, tau_pre, g).copy()
+    assert not hyb.kernel_supported
+    np.testing.assert_array_equal(hyb.compute(v, tau_pre, g, force=0.9), tq)  # below the threshold
+    assert hyb.w == 0.0 and not hyb.latched
+    for k in range(1, 11):
+        got = hyb.compute(v, tau_pre, g, force=2.0 if k == 1 else 0.0)  # latched on the first call
+        w = min(1.0, k * 0.1)
+        want = (1 - w) * (tq - d * v) + w * (vel - d * v) + d * v
+        np.testing.assert_allclose(got, want, rtol=4 * 2.2e-16, atol=1e-15)
+    assert hyb.w == 1.0 and hyb.latched
+    np.testing.assert_array_equal(hyb.compute(v, tau_pre, g, force=0.0), vel)
+    hyb.reset()
+    np.testing.assert_array_equal(hyb.compute(v, tau_pre, g), tq)
+
+
+def test_torque_keying_flips_at_rest_and_the_hybrid_keying_does_not() -> None:
+    """The failure the hybrid mode removes: at rest (q̇ = 0) a law torque that changes sign (±1 N·m) makes
+    the torque keying jump between ≈ +f and −f, while the hybrid keying after contact gives exactly 0 at rest."""
+    f, d = np.array([1.137]), np.array([0.0])
+    tq = DissipationFeedforward(f, d, "torque")
+    hyb = DissipationFeedforward(f, d, "hybrid", blend_time=0.0)
+    v0 = np.zeros(1)
+    flips = [tq.compute(v0, np.array([s])).item() for s in (1.0, -1.0)]
+    assert flips[0] > 0.9 * f[0] and flips[1] < -0.9 * f[0]  # ±f for a ±1 N·m law torque at rest
+    hyb.compute(v0, np.array([1.0]), force=5.0)  # contact: latched, blend_time 0 → w = 1 at once
+    assert [hyb.compute(v0, np.array([s]), force=5.0).item() for s in (1.0, -1.0)] == [0.0, 0.0]

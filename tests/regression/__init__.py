@@ -70,6 +70,10 @@ DEFAULT_TOLERANCES: dict[str, dict[str, float]] = {
     "safety.saturation_ratio": {"rel": 0.10, "abs": 0.5},     # %
     "hand.max_preset_error": {"rel": 0.10, "abs": 1e-3},      # rad
     "hand.max_penetration": {"rel": 0.10, "abs": 1e-4},       # m
+    # counts of events in a stiff, rattling contact: a few either way on another CPU's round-off
+    "contact.force_spikes_truth": {"rel": 0.5, "abs": 3.0},
+    "contact.on_off_toggles_truth": {"rel": 0.5, "abs": 15.0},
+    "controller.qp_share": {"rel": 0.2, "abs": 0.2},          # %
 }
 
 
