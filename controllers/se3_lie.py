@@ -53,8 +53,6 @@ kernel guard checks it, sim/kernels.py). This Python code runs when the kernel i
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 

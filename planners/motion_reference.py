@@ -18,6 +18,7 @@ import numpy as np
 
 from planners.base import Planner, Reference
 
+
 class MotionReference:
     """Preallocated body-frame desired motion of a planner; call :meth:`update` (or
     :meth:`update_from_reference`) once per step.

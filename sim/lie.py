@@ -278,7 +278,8 @@ def _J_r3_and_B(lam: np.ndarray, k: Coefficients) -> tuple[np.ndarray, np.ndarra
     x, d = float(phi @ phi), float(phi @ rho)
     J3 = (1.0 - k.beta * x) * _I3 - k.alpha * so3_hat(phi) + k.beta * np.outer(phi, phi)
     u = (k.b * x - 0.5) * rho + (k.beta - 2.0 * k.b) * d * phi
-    B = so3_hat(u) + k.beta * _outer_sym(rho, phi) - 2.0 * k.c * d * np.outer(phi, phi) + 2.0 * d * (k.c * x - k.beta) * _I3
+    e, f = -2.0 * k.c * d, 2.0 * d * (k.c * x - k.beta)
+    B = so3_hat(u) + k.beta * _outer_sym(rho, phi) + e * np.outer(phi, phi) + f * _I3
     return J3, B
 
 

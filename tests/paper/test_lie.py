@@ -363,7 +363,9 @@ def test_quaternion_conversions():
 
 
 #: the coefficient functions' 50-digit references and where they switch branches (sim.lie.coefficients)
-_COEFF_ANGLES = (0.0, 1e-9, 1e-6, 1e-3, 0.1, 0.5, 1.0, 1.4, 1.5 * (1 - 4 * EPS), 1.5, 1.6, 2.0, 2.5, 3.0, math.pi, 4.0, 6.0)
+_COEFF_ANGLES = (
+    0.0, 1e-9, 1e-6, 1e-3, 0.1, 0.5, 1.0, 1.4, 1.5 * (1 - 4 * EPS), 1.5, 1.6, 2.0, 2.5, 3.0, math.pi, 4.0, 6.0
+)
 #: series side (θ < 1.5): Horner's rule on 14 terms, |Δ| ≤ γ_28 Σ|c_k| x^k (Higham, Accuracy and
 #: Stability, eq. 5.3) ≤ 28 ε Σ|c_k| x^k, plus the truncated tail (< 1e-17 |f|); C_SERIES counts the
 #: roundings (measured ≤ 0.75, in units of ε Σ|c_k| x^k)
