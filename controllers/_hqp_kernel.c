@@ -20,8 +20,9 @@
  * J = J_ee_lwa (LOCAL_WORLD_ALIGNED at the EE, rows [v; ω]); twists [v; ω], wrenches [f; n], world axes.
  *
  * The scalar part is a literal port of HQPController._build_task's Python floats (same expressions,
- * same order of + and ×, the same libm exp/sqrt/atan2; compiled without fused multiply-add, setup.py),
- * so F_ext, α, K_r, e_p and Δν are equal to the Python path bit for bit. The matrix products are plain
+ * same order of + and ×, the same libm exp/sqrt; compiled without fused multiply-add, setup.py), so
+ * F_ext, α, K_r and Δν are equal to the Python path bit for bit; e_p's rotation part is kernel_so3_log
+ * where Python calls Pinocchio's log3 (round-off). The matrix products are plain
  * loops where Python calls BLAS, the eigendecomposition is a cyclic Jacobi iteration where Python calls
  * LAPACK dsyevd (eigenvectors may differ in sign and order; Λ and Λ^½ agree to round-off), P = (J Jᵀ)⁻¹ J
  * of ∇w is a Cholesky solve where Python calls dposv, and tanh is libm's where Python calls np.tanh:
@@ -257,7 +258,7 @@ static PyObject *HQPKernel_step(HQPKernel *self, PyObject *arg) {
     double kr[6];
     for (int i = 0; i < 6; i++) kr[i] = p[B_K0][i] * scale;
 
-    /* e_p = [x − x_d; log(R R_dᵀ)] (sim.lie.so3_log_a_bt(R, R_d): entry (i, j) = R_i · R_d,j), Δν = ν − ν_d */
+    /* e_p = [x − x_d; log(R R_dᵀ)] (entry (i, j) of R R_dᵀ = R_i · R_d,j, then kernel_so3_log), Δν = ν − ν_d */
     double Rm[9], Rab[9], ew[3];
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++) Rm[3 * i + j] = MAT(B_T, i, j);

@@ -12,10 +12,10 @@
  * J = J_ee_lwa (LOCAL_WORLD_ALIGNED at the EE, rows [v; ω]); f_ext = the force part of
  * WrenchState.ext_world (environment on tool, world axes) [N]; τ [N·m].
  *
- * The scalar part follows KhatibController.compute's Python floats operation for operation (same
- * expressions, same order; compiled without fused multiply-add, setup.py), so u, e_R and F_I are equal
- * to the Python path bit for bit. The joint-space products are plain loops: they differ from BLAS in
- * summation order only. step() returns 0, or 1 when Λ⁻¹ has a Cholesky pivot below the threshold
+ * The scalar part follows KhatibController._compute_python's Python floats operation for operation (same
+ * expressions, same order; compiled without fused multiply-add, setup.py), so F_I is equal to the Python
+ * path bit for bit; the rotation error is kernel_so3_log where Python calls Pinocchio's log3 (u agrees to
+ * round-off), and the joint-space products are plain loops where Python calls BLAS. step() returns 0, or 1 when Λ⁻¹ has a Cholesky pivot below the threshold
  * (singular: the Python path then solves by least squares); on 1 nothing has been written, the
  * controller state included, so the Python path can run the step from the same state.
  */
@@ -103,7 +103,7 @@ static PyObject *KhatibKernel_step(KhatibKernel *self, PyObject *Py_UNUSED(ignor
     if (self->use_force_feedback) {
         g0 += f0; g1 += f1; g2 += f2;
     }
-    /* e_R = log(R_d Rᵀ): entry (i, j) = R_d,i0 R_j0 + R_d,i1 R_j1 + R_d,i2 R_j2 (sim.lie.so3_log_a_bt) */
+    /* e_R = log(R_d Rᵀ): entry (i, j) = R_d,i0 R_j0 + R_d,i1 R_j1 + R_d,i2 R_j2 then kernel_so3_log */
     const double *A = ref + 9;
     double B[9] = {T[0], T[1], T[2], T[4], T[5], T[6], T[8], T[9], T[10]};
     double Rab[9];

@@ -7,7 +7,7 @@
  * J_b = J_ee_body (LOCAL), J̇_b q̇ = dJdq_ee_body; desired motion (T_d, V_d, V̇_d) in the desired body
  * frame; twists [v; ω], wrenches [f; n].
  *
- *   desired motion  (planners/motion_reference.py _body_motion, world reference → desired body frame)
+ *   desired motion  (planners/motion_reference.py, world reference → desired body frame)
  *       T_d = [[R, p], [0, 1]],  V_d = [Rᵀ ṗ; Rᵀ ω],  V̇_d = [Rᵀ p̈ − ω_b × v_b; Rᵀ α]
  *     or, for pass-through planners, T_d, V_d, V̇_d as motion_into() wrote them (MotionReference.T/V/dV)
  *   error           T̃ = T⁻¹ T_d,  λ = log T̃,  Ṽ = Ad_T̃ V_d − V,  F̃ = Ad_T̃⁻ᵀ F_d − F_body
@@ -17,15 +17,14 @@
  *   torque          τ = h − d_null M q̇ + J_bᵀ (y − F_body) + τ_ff,
  *                   Λ_b⁻¹ y = V̇_ref − J̇_b q̇ + d_null V,   Λ_b⁻¹ = J_b M⁻¹ J_bᵀ   (Cholesky)
  *
- * Everything up to V̇_ref is a literal port of the Python floats path (SE3LieController._law,
- * _body_motion, sim.lie.so3_log_floats / se3_log_floats / se3_jacobian_coeffs / DexpSE3.set /
- * solve_tmul / mul_minus_dot): the same expressions with the same order of + and ×, the same branches
- * (including the exact-zero shortcuts for ω_d = 0, α_d = 0, F_d = 0), the same series tiers and libm
- * calls. Python floats are IEEE doubles and setup.py compiles without fused multiply-add, so these
- * results are equal to the Python path bit for bit (tests/test_se3_kernel.py). Two exceptions, both
- * round-off only: with full (non-diagonal) A, D, K the product [A⁻¹, −A⁻¹D, −A⁻¹K][γ; λ̇; λ] is a plain
- * loop where Python calls BLAS (ndarray.dot); the joint-space part (plain loops, a 6×6 Cholesky) differs
- * from BLAS/LAPACK in summation order, and tanh is libm's where Python calls np.tanh.
+ * The Python reference (SE3LieController.law and _compute_python, sim/lie.py) writes these equations with
+ * 6×6 matrices and Pinocchio's log6; this kernel evaluates them with its own float schedule: the rank-one
+ * forms of dexp (docs/theory/lie.md) applied to vectors with no 6×6 matrix and no solve, the coefficient
+ * series truncated per tier where the dropped tail is below 2⁻⁶⁴ |f|, the rotation log from the
+ * antisymmetric part (kernel_so3_log), exact-zero shortcuts for ω_d = 0, α_d = 0, F_d = 0, plain loops and a
+ * 6×6 Cholesky (kernel_cholesky) for the joint space, libm's tanh. It is compiled without fused
+ * multiply-add (setup.py). The two agree within the round-off bound SE3LieController._guard_bounds states
+ * (tests/test_se3_kernel.py, and the run-time kernel guard, sim/kernels.py).
  *
  * step() returns 0 (τ, diag and the results written), 1 (Λ_b⁻¹ not positive definite: the Cholesky
  * failed) or 2 (a math domain error where Python's math module would raise, e.g. sin(inf)). On 1 and 2
@@ -41,15 +40,14 @@
 #include <structmember.h>
 
 /* ------------------------------------------------------------------------------------------------
- * Coefficient functions of θ (sim/lie.py se3_jacobian_coeffs)
+ * Coefficient functions of θ (sim.lie.coefficients: α, β, b, c, γ and their f'(θ)/θ)
  * ------------------------------------------------------------------------------------------------ */
 
 /* x = θ² below which the power series in x are used (lie._SERIES_X = 1.5²) */
 #define SERIES_X 2.25
 
-/* The constant tables of sim/lie.py as exact hex literals (generated from lie._X_TIERS and
- * lie._FUSED_ROWS with float.hex(); tests/test_se3_kernel.py checks jacobian_coeffs against
- * lie.se3_jacobian_coeffs on every tier).
+/* The series coefficients as exact hex literals (the x^k terms of sim.lie's series, float.hex();
+ * tests/test_se3_kernel.py checks jacobian_coeffs against sim.lie.coefficients on both sides of the switch).
  * X_TIERS: x below which n + 1 series terms suffice (n = 1 … 13); 14 terms above the last. */
 static const double X_TIERS[13] = {
     0x1.7fb1390c48b2cp-61, 0x1.2f0d8a5b50f23p-28, 0x1.599c53883d50cp-17, 0x1.2599ed7c6fbd2p-11,
@@ -79,7 +77,7 @@ static const double FUSED_ROWS[14][9] = {
 #define ST_NOT_SPD 1 /* Λ_b⁻¹ not positive definite (Cholesky pivot ≤ 0 or NaN) */
 #define ST_DOMAIN 2  /* where Python raises: math.sin(±inf), math.sqrt(< 0), float division by 0 */
 
-/* lie.se3_jacobian_coeffs: k = (α, β, b, c, γ, α'/θ, β'/θ, b'/θ, c'/θ) at x = θ², with
+/* k = (α, β, b, c, γ, α'/θ, β'/θ, b'/θ, c'/θ) at x = θ² (sim.lie.coefficients), with
  *   α = (1 − cos θ)/θ²,  β = (θ − sin θ)/θ³,  b = (θ² + 2cos θ − 2)/(2θ⁴),
  *   c = (2θ − 3 sin θ + θ cos θ)/(2θ⁵),  γ = (1 − (θ/2) cot(θ/2))/θ²,  primes = d/dθ.
  * Series in x below θ = 1.5 with only the terms that matter at this x (Horner from the row of x^(n−1)),
@@ -127,7 +125,7 @@ static int jacobian_coeffs(double x, double *k) {
 }
 
 
-/* lie.se3_log_floats: λ = log T = [ρ; φ] of T = [[R, p], [0, 1]] (R by rows, then p), φ = log R,
+/* λ = log T = [ρ; φ] of T = [[R, p], [0, 1]] (R by rows, then p; sim.lie.se3_log), φ = log R,
  * ρ = J_l3(φ)⁻¹ p = p − ½ φ × p + γ φ × (φ × p); co = the jacobian_coeffs of θ = |φ|. */
 static int se3_log(const double *t, double *lam, double *co) {
     double w[3];
@@ -149,7 +147,7 @@ static int se3_log(const double *t, double *lam, double *co) {
 }
 
 /* ------------------------------------------------------------------------------------------------
- * dexp (lie.DexpSE3): the SE(3) right Jacobian at λ = [ρ; φ] in rank-one form
+ * dexp (sim.lie.dexp): the SE(3) right Jacobian at λ = [ρ; φ] in rank-one form
  *   dexp = [[J_r3, B], [0, J_r3]],  J_r3 = j I − α φ^ + β φ φᵀ,  B = u^ + β (ρ φᵀ + φ ρᵀ) + e φ φᵀ + f I
  * ------------------------------------------------------------------------------------------------ */
 
@@ -160,7 +158,7 @@ typedef struct {
     double j, d, u0, u1, u2, e, f;
 } Dexp;
 
-/* DexpSE3.set(r0, …, p2, coeffs) */
+/* the rank-one terms of dexp at λ = (r0, r1, r2, p0, p1, p2) from the coefficients of θ = |φ| */
 static void dexp_set(Dexp *J, double r0, double r1, double r2, double p0, double p1, double p2,
                      const double *co) {
     double x = p0 * p0 + p1 * p1 + p2 * p2;
@@ -181,7 +179,7 @@ static void dexp_set(Dexp *J, double r0, double r1, double r2, double p0, double
     J->f = 2.0 * d * (c * x - be);
 }
 
-/* DexpSE3.solve_tmul: sol = dexp⁻¹ y (ω' = J⁻¹ y_ω, v' = J⁻¹ (y_v − B ω'),
+/* sol = dexp⁻¹ y (ω' = J⁻¹ y_ω, v' = J⁻¹ (y_v − B ω'),
  * J⁻¹ z = z + ½ φ × z + γ φ × (φ × z)) and tr = dexpᵀ w = [Jᵀ w_v; Bᵀ w_v + Jᵀ w_ω]. */
 static void dexp_solve_tmul(const Dexp *J, const double *y, const double *w, double *sol, double *tr) {
     const double y0 = y[0], y1 = y[1], y2 = y[2], y3 = y[3], y4 = y[4], y5 = y[5];
@@ -223,7 +221,7 @@ static void dexp_solve_tmul(const Dexp *J, const double *y, const double *w, dou
     tr[5] = j * w5 + f * w2 + al * (p0 * w4 - p1 * w3) - (u0 * w1 - u1 * w0) + kp * p2 + bv * r2;
 }
 
-/* DexpSE3.mul_minus_dot: out = dexp y − (d/dt dexp) λ̇ for the rate λ̇ = (s, q) = (ρ̇, φ̇):
+/* out = dexp y − (d/dt dexp) λ̇ for the rate λ̇ = (s, q) = (ρ̇, φ̇):
  *   top    = j y_v + f y_ω + c_p φ + c_r ρ − c_q q − c_s s
  *            + φ × (α̇ s − α y_v − k̇_p q) + u × y_ω + q × (k̇_u ρ + (k_u + α) s)
  *   bottom = j y_ω + c_r φ − c_s q + φ × (α̇ q − α y_ω)
@@ -652,7 +650,7 @@ static PyObject *SE3Kernel_step(SE3Kernel *self, PyObject *Py_UNUSED(ignored)) {
         body_motion(p[B_REF], Td, Vd, dVd);
     }
 
-    /* the law up to V̇_ref (bit for bit the Python floats path) */
+    /* the law up to V̇_ref */
     double T[12]; /* the top 3 rows of T_world_ee */
     {
         const double *Tw = p[B_T];
@@ -778,9 +776,9 @@ static PyObject *py_se3_log(PyObject *Py_UNUSED(mod), PyObject *args) {
 
 static PyMethodDef module_methods[] = {
     {"jacobian_coeffs", py_jacobian_coeffs, METH_O,
-     "jacobian_coeffs(x) -> 9 floats: sim.lie.se3_jacobian_coeffs(x) as the kernel computes it."},
+     "jacobian_coeffs(x) -> 9 floats: sim.lie.coefficients(x) as the kernel computes it."},
     {"se3_log", py_se3_log, METH_VARARGS,
-     "se3_log(r00, …, r22, p0, p1, p2) -> (λ, coeffs): sim.lie.se3_log_floats as the kernel computes it."},
+     "se3_log(r00, …, r22, p0, p1, p2) -> (λ, coeffs): sim.lie.se3_log and the coefficients of |φ| as the kernel computes them."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_se3_kernel",

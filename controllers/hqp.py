@@ -135,7 +135,7 @@ from sim import kernels
 from sim.config import param
 from sim.dynamics import Snapshot
 from sim.errors import ScenarioError
-from sim.lie import so3_log_a_bt
+from sim.lie import so3_log
 from sim.wrench import WrenchState
 
 #: diagnostics added by the force set-point: ramp s, F_d, f_a [N] and the integral I [N]
@@ -729,7 +729,7 @@ class HQPController(Controller):
         self._kr, self._f = kr, f
 
         # pose and velocity errors: e_p = [x − x_d; log(R R_dᵀ)], Δν = ν − ν_d
-        w0, w1, w2 = so3_log_a_bt(snap.R_world_ee, ref.R)
+        w0, w1, w2 = so3_log(snap.R_world_ee @ ref.R.T).tolist()
         g0, g1, g2 = ref.pos.tolist()
         e0, e1, e2 = x0 - g0, x1 - g1, x2 - g2
         t0, t1, t2, t3, t4, t5 = snap.twist_ee_lwa.tolist()

@@ -39,7 +39,7 @@ from planners.base import Planner, Reference
 from sim import kernels
 from sim.config import param
 from sim.dynamics import Snapshot
-from sim.lie import so3_log_a_bt
+from sim.lie import rotation_error_world
 from sim.wrench import WrenchState
 
 #: diagnostics added by the force set-point: ramp s, F_d, f_a [N] and the integral I [N]
@@ -173,16 +173,20 @@ class KhatibController(Controller):
     def _guard_bounds(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Bounds:
         """S and κ of τ, u and the diagnostics.
 
-        τ = Jᵀ y + h − d_null q̇ + τ_ff passes through the solve Λ⁻¹ y = rhs: κ = κ(Λ⁻¹), S = 3 max(|J|ᵀ|y| +
-        |h| + d_null |q̇|) + max |τ_ff| (the torque-mode feedforward f tanh(2τ_pre/f) has slope ≤ 2, so an error
-        in τ_pre reaches τ at most three times over). u sums ẍ_d, α_d and the impedance terms divided by
+        τ = Jᵀ y + h − d_null q̇ + τ_ff passes through the solve Λ⁻¹ y = rhs: the two-part bound GUARD_C · n ε
+        (κ S_solve + S_plain) (sim.kernels.split_bound) with κ = κ(Λ⁻¹), S_solve = 3 max |J|ᵀ|y| (the solve's own
+        error) and S_plain = 3 (max(|h| + d_null |q̇|) + ‖JᵀΛ‖∞ S_u) + max |τ_ff| (u's round-off carried into y
+        through Λ; the torque-mode feedforward f tanh(2τ_pre/f) has slope ≤ 2, so an error in τ_pre reaches τ at
+        most three times over). u sums ẍ_d, α_d and the impedance terms divided by
         the inertias: S = max |u|, |ẍ_d|, |α_d| + (max |f_ext| + max |F_I| + k max |x − x_d| + d max |ẋ − ẋ_d|) / m
         + (k_rot π + d_rot max |ω − ω_d|) / m_rot. F_I = clamp(k_i ∫(x_d − x) dt): S = max |F_I| + f_i,max."""
         c = self.config
         a = np.abs
-        s_tau = 3.0 * kernels.magnitude(a(snap.J_ee_lwa).T @ a(self._y_view) + a(snap.h) + c.d_null * a(snap.v))
+        Li = self._LiR[:6]
+        s_solve = 3.0 * kernels.magnitude(a(snap.J_ee_lwa).T @ a(self._y_view))
+        s_plain = 3.0 * kernels.magnitude(a(snap.h) + c.d_null * a(snap.v))
         if self.ff.active:
-            s_tau += kernels.magnitude(self.ff.out)
+            s_plain += kernels.magnitude(self.ff.out)
         s_u = (
             kernels.magnitude(self.u, ref.acc, ref.alpha)
             + (
@@ -194,7 +198,13 @@ class KhatibController(Controller):
             / c.m
             + (c.k_rot * np.pi + c.d_rot * kernels.magnitude(snap.twist_ee_lwa[3:] - ref.omega)) / c.m_rot
         )
-        return [(s_tau, kernels.condition(self._LiR[:6])), (s_u, 1.0), (kernels.magnitude(self.F_I) + c.f_i_max, 1.0)]
+        # u's own round-off (of size s_u) reaches τ through JᵀΛ without the solve's amplification
+        s_plain += 3.0 * s_u * kernels.inf_norm_times_inverse(snap.J_ee_lwa.T, Li)
+        return [
+            kernels.split_bound(s_solve, kernels.condition(Li), s_plain),
+            (s_u, 1.0),
+            (kernels.magnitude(self.F_I) + c.f_i_max, 1.0),
+        ]
 
     def reset(self, snap: Snapshot, ref: Reference) -> None:
         self.integral[:] = 0.0
@@ -288,7 +298,7 @@ class KhatibController(Controller):
             g1 += f1
             g2 += f2
         # e_R = log(R_d Rᵀ);  u_rot = α_d + M_R⁻¹ (K_R e_R + D_R (ω_d − ω))
-        e0, e1, e2 = so3_log_a_bt(ref.R, snap.R_world_ee)
+        e0, e1, e2 = rotation_error_world(ref.R, snap.R_world_ee).tolist()
         o0, o1, o2 = ref.omega.tolist()
         al0, al1, al2 = ref.alpha.tolist()
         u0 = a0 + g0 * inv_m

@@ -35,53 +35,38 @@ Evaluated with one linear solve: τ = J_bᵀ (y − F_body) − D_null M q̇ + h
 
 Full derivation: docs/theory/se3_lie.md. Diagnostics: λ (``lambda_vx`` … ``lambda_wz`` [m, rad]).
 
-Implementation (1 kHz loop): everything up to V̇_ref runs on Python floats in one method,
-:meth:`SE3LieController._law` (for 6-vectors one numpy call costs more than the arithmetic). The desired
-motion comes as floats from :meth:`planners.motion_reference.MotionReference.floats_from_reference`;
-λ and every series coefficient of θ from one :func:`sim.lie.se3_log_floats`; :class:`sim.lie.DexpSE3`
-applies dexp_λ⁻¹ and dexp_λᵀ in one call (``solve_tmul``) and dexp_λ λ̈* + (d/dt dexp_λ) λ̇ in another
-(``mul_minus_dot``): no 6×6 matrix is formed, λ̇ needs no general solve. Terms that are exactly zero
-for F_d = 0 and for fixed-orientation references (ω_d = 0, α_d = 0) are left out. The joint-space part
-is two ``ndarray.dot``, one LAPACK Cholesky solve (``dposv``) and two in-place BLAS ``dgemv``. The
-result arrays (``lam``, ``lam_dot``, …, ``q_ddot_ref``) are built only when read.
-tests/paper/test_se3_lie.py checks the controller against a matrix-form implementation of the same
-equations (lie.dexp, lie.dexp_dot, np.linalg.solve) to round-off; tests/test_se3_fast.py pins the
-float desired motion and the zero-term shortcuts bit for bit and checks whole docking runs against the
-matrix form.
+Implementation: :meth:`SE3LieController.law` is the equations above written once in numpy, one line
+per equation (sim/lie.py: Pinocchio's exp6/log6 and our dexp, dexp⁻¹ and d/dt dexp), and
+:meth:`SE3LieController._compute_python` adds the joint-space part with one linear solve. This is the
+reference: tests/paper/test_se3_lie.py checks it against the equations of docs/theory/se3_lie.md.
 
 Compiled kernel: when ``controllers._se3_kernel`` is built (sim/kernels.py), :meth:`SE3LieController.compute`
 binds it once to the run's arrays (snapshot, reference or pass-through motion, wrench, command and a
-results buffer) and each step is one call with no arguments (≈1–2 µs instead of ≈12–15 µs). The C code
-is a literal port of the float path above, so λ, λ̇, γ, λ̈*, V̇_ref, … are equal bit for bit (with full
-A, D, K: λ̈* and V̇_ref to round-off, the (6, 18) product being a plain loop there); the joint-space
-part differs from BLAS/LAPACK in summation order only. This Python code stays the reference: it runs
-when the kernel is missing, when ``DOCKBENCH_KERNELS=python``, and for a step where Λ_b⁻¹ is not
-positive definite (np.linalg.solve). The public results (``lam``, …, ``q_ddot_ref``,
-:meth:`desired_motion`) read whichever path ran the last step; ``summary()["kernel"]`` names the path.
-tests/test_se3_kernel.py checks the two paths agree.
+results buffer) and each step is one call with no arguments (≈1 µs). The C code evaluates the same
+equations with its own float schedule (rank-one forms of dexp, no 6×6 matrix), so it agrees with this
+reference to round-off, within the bound :meth:`SE3LieController._guard_bounds` states (the run-time
+kernel guard checks it, sim/kernels.py). This Python code runs when the kernel is missing, when
+``DOCKBENCH_KERNELS=python``, and for a step where Λ_b⁻¹ is not positive definite. The public results
+(``lam``, …, ``q_ddot_ref``, :meth:`desired_motion`) read whichever path ran the last step;
+``summary()["kernel"]`` names the path. tests/test_se3_kernel.py checks the two paths agree.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
-from scipy.linalg.blas import dgemv as _dgemv
-from scipy.linalg.lapack import dposv as _dposv
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
 from controllers.force_control import ForceFilter
 from planners.base import Planner, Reference
 from planners.motion_reference import MotionReference
-from sim import kernels
+from sim import kernels, lie
 from sim.config import param
 from sim.dynamics import Snapshot
 from sim.errors import ScenarioError
-from sim.lie import DexpSE3, se3_log_floats
 from sim.wrench import WrenchState
 
 Vec6 = tuple[float, float, float, float, float, float]
@@ -156,6 +141,10 @@ class SE3LieConfig:
         _check_matrix("d_matrix" if self.d_matrix is not None else "d_diag", D, definite=False)
 
 
+#: the (6,) results of the law and of the joint-space solve
+_LAW_RESULTS = ("lam", "V_err", "lam_dot", "F_err", "gamma", "lam_ddot", "dV_ref", "y")
+
+
 class _EchoPlanner:
     """Planner shim for controllers built without a planner: echoes the loop's world reference."""
 
@@ -184,8 +173,8 @@ class SE3LieController(Controller):
     Config = SE3LieConfig
     diag_names = ("lambda_vx", "lambda_vy", "lambda_vz", "lambda_wx", "lambda_wy", "lambda_wz")
     kernel_module = "controllers._se3_kernel"
-    # the Python path rebinds these (the kernel's result views, the path flag, the desired-motion record)
-    _guard_attrs = ("_MinvJt", "_y", "_from_kernel", "_desired")
+    # the Python path's results and the flag that says whose results the public properties read
+    _guard_attrs = ("_py", "_from_kernel")
     diag_units: ClassVar[dict[str, str]] = {"lambda_vx": "m", "lambda_vy": "m", "lambda_vz": "m",
                                             "lambda_wx": "rad", "lambda_wy": "rad", "lambda_wz": "rad"}
 
@@ -196,14 +185,12 @@ class SE3LieController(Controller):
         self.Ainv = np.linalg.inv(A)
         self.AinvD = self.Ainv @ D
         self.AinvK = self.Ainv @ K
-        # diagonal A⁻¹, A⁻¹D, A⁻¹K (the default): λ̈* per axis on floats, the very products of the
-        # matrix form (whose off-diagonal terms are exact zeros); the 18 diagonal entries, A⁻¹ first
+        # the kernel's gains: diagonal A⁻¹, A⁻¹D, A⁻¹K as 18 floats (A⁻¹ first) when all three are
+        # diagonal, and always the (6, 18) matrix [A⁻¹, −A⁻¹D, −A⁻¹K]
         self._diag_gains: tuple[float, ...] | None = None
         if all(np.count_nonzero(Mx - np.diag(np.diagonal(Mx))) == 0 for Mx in (self.Ainv, self.AinvD, self.AinvK)):
             self._diag_gains = tuple(v for Mx in (self.Ainv, self.AinvD, self.AinvK) for v in np.diagonal(Mx).tolist())
-        # full A, D or K: λ̈* = [A⁻¹, −A⁻¹D, −A⁻¹K] [γ; λ̇; λ] as one (6, 18) product
         self._G = np.hstack((self.Ainv, -self.AinvD, -self.AinvK))
-        self._gdl = np.zeros(18)
         self.F_d = np.array(config.wrench_desired, dtype=float)
         self.has_Fd = bool(np.any(self.F_d != 0.0))
         self._F_d = tuple(self.F_d.tolist())
@@ -213,250 +200,131 @@ class SE3LieController(Controller):
             plant.dof_frictionloss, plant.dof_damping, config.feedforward, period=plant.control_period
         )
         nv = plant.nv
-        # dexp_λ (lie's dexp at −λ) with its coefficients
-        self._jac = DexpSE3()
-        # The step's results as Python floats, overwritten every step; the public arrays (T_err, lam,
-        # lam_dot, …) are built from them on access (properties below)
-        z6 = (0.0,) * 6
-        self._Tt = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)  # T̃: rows of R̃, then p̃
-        self._lam_t = self._lamd_t = self._l2_t = z6  # λ, λ̇, λ̈*
-        self._Verr_t = self._Ferr_t = self._gamma_t = self._dVref_t = z6  # Ṽ, F̃, γ, V̇_ref
-        self._V_t: Sequence[float] = z6  # V
-        self._desired = ((1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0), z6, z6)  # T_d, V_d, V̇_d
-        self._inputs: tuple = ()  # the arguments of the last error_state() (for reference_acceleration)
-        # q̈_ref = M⁻¹J_bᵀ y − d_null q̇ from the last step's M⁻¹J_bᵀ, y and q̇ (built on access)
-        self._MinvJt = np.zeros((nv, 6))
-        self._y = np.zeros(6)
-        self._v = np.zeros(nv)
-        # work arrays
-        self._rhs = np.zeros(6)
         self._zero6 = np.zeros(6)
+        #: the results of the last Python step (law() and the joint space), by name
+        self._py: dict[str, np.ndarray] = {n: np.zeros(6) for n in _LAW_RESULTS}
+        self._py.update(T_err=np.eye(4), q_ddot_ref=np.zeros(nv), T_d=np.eye(4), V_d=np.zeros(6), dV_d=np.zeros(6))
+        self._inputs: tuple = ()  # the arguments of the last error_state() (for reference_acceleration)
         # compiled kernel (None: the Python path); bound to the run's arrays on the first compute(); not for
-        # the hybrid feedforward (Python only)
+        # the hybrid feedforward nor the force filter (Python only)
         self.force_filter = ForceFilter(6, config.force_filter, plant.control_period)
         python_only = not self.ff.kernel_supported or self.force_filter.active
         self._kmod = None if python_only else kernels.load(self.kernel_module)
         self._kernel = None
         self._kv: dict[str, np.ndarray] = {}  # views of the kernel's results buffer, by name
-        self._from_kernel = False  # the law results (lam, …, T_err) of the last step are the kernel's
+        self._k_v = self._k_y = self._k_MinvJt = self._zero6  # the kernel's q̇, y and M⁻¹J_bᵀ views
+        self._from_kernel = False  # the results of the last step are the kernel's
 
     # ------------------------------------------------------------------------------------ results
-    # Read-only (6,) / (4, 4) / (nv,) arrays of the last step, built from the float results on access
-    # (new arrays each time; the 1 kHz loop never reads them, so it never pays for them).
+    # (6,) / (4, 4) / (nv,) arrays of the last step (copies), from whichever path ran it
 
-    def _result(self, name: str, floats: Sequence[float]) -> np.ndarray:
-        """(6,) result ``name`` of the last step: the kernel's (results buffer) or the Python floats."""
-        return self._kv[name].copy() if self._from_kernel else np.array(floats)
+    def _result(self, name: str) -> np.ndarray:
+        return self._kv[name].copy() if self._from_kernel else self._py[name].copy()
 
     @property
     def T_err(self) -> np.ndarray:
         """T̃ = T⁻¹ T_d (4, 4)."""
-        Tt = self._kv["T_err"].tolist() if self._from_kernel else self._Tt
-        t00, t01, t02, t10, t11, t12, t20, t21, t22, p0, p1, p2 = Tt
-        return np.array(((t00, t01, t02, p0), (t10, t11, t12, p1), (t20, t21, t22, p2), (0.0, 0.0, 0.0, 1.0)))
+        if not self._from_kernel:
+            return self._py["T_err"].copy()
+        t = self._kv["T_err"]  # rows of R̃, then p̃
+        T = np.eye(4)
+        T[:3, :3] = t[:9].reshape(3, 3)
+        T[:3, 3] = t[9:]
+        return T
 
     @property
     def lam(self) -> np.ndarray:
         """λ = log T̃ (6,) [m, rad]."""
-        return self._result("lam", self._lam_t)
+        return self._result("lam")
 
     @property
     def lam_dot(self) -> np.ndarray:
         """λ̇ (6,)."""
-        return self._result("lam_dot", self._lamd_t)
+        return self._result("lam_dot")
 
     @property
     def lam_ddot(self) -> np.ndarray:
         """λ̈* = A⁻¹ (γ − D λ̇ − K λ) (6,)."""
-        return self._result("lam_ddot", self._l2_t)
+        return self._result("lam_ddot")
 
     @property
     def V_err(self) -> np.ndarray:
         """Ṽ = Ad_T̃ V_d − V (6,) [m/s, rad/s]."""
-        return self._result("V_err", self._Verr_t)
+        return self._result("V_err")
 
     @property
     def F_err(self) -> np.ndarray:
         """F̃ = Ad_T̃⁻ᵀ F_d − F_body (6,) [N, N·m]."""
-        return self._result("F_err", self._Ferr_t)
+        return self._result("F_err")
 
     @property
     def gamma(self) -> np.ndarray:
         """γ = dexp_λᵀ F̃ (6,)."""
-        return self._result("gamma", self._gamma_t)
+        return self._result("gamma")
 
     @property
     def dV_ref(self) -> np.ndarray:
         """V̇_ref (6,) [m/s², rad/s²]."""
-        return self._result("dV_ref", self._dVref_t)
+        return self._result("dV_ref")
 
     @property
     def q_ddot_ref(self) -> np.ndarray:
         """q̈_ref = M⁻¹J_bᵀ y − d_null q̇ (nv,) [rad/s²] (after :meth:`compute`)."""
-        return self._MinvJt.dot(self._y) - self._v * self.config.d_null
+        if self._from_kernel:
+            return self._k_MinvJt.dot(self._k_y) - self._k_v * self.config.d_null
+        return self._py["q_ddot_ref"].copy()
 
     def desired_motion(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(T_d (4, 4), V_d (6,), V̇_d (6,)) the last :meth:`compute` used (desired body frame)."""
-        desired = self._desired
-        if desired is None:  # the kernel ran the last step
-            kv = self._kv
-            desired = (kv["T_d"].tolist(), kv["V_d"].tolist(), kv["dV_d"].tolist())
-        (r00, r01, r02, r10, r11, r12, r20, r21, r22, p0, p1, p2), V_d, dV_d = desired
-        T = np.array(((r00, r01, r02, p0), (r10, r11, r12, p1), (r20, r21, r22, p2), (0.0, 0.0, 0.0, 1.0)))
-        return T, np.array(V_d), np.array(dV_d)
+        if not self._from_kernel:
+            return self._py["T_d"].copy(), self._py["V_d"].copy(), self._py["dV_d"].copy()
+        kv = self._kv
+        T = np.eye(4)
+        T[:3, :3] = kv["T_d"][:9].reshape(3, 3)
+        T[:3, 3] = kv["T_d"][9:]
+        return T, kv["V_d"].copy(), kv["dV_d"].copy()
 
-    # ------------------------------------------------------------------------------------ pieces
+    # ------------------------------------------------------------------------------------ the law
+
+    def law(
+        self, T: np.ndarray, V: np.ndarray, T_d: np.ndarray, V_d: np.ndarray, dV_d: np.ndarray, F_body: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """The control law up to V̇_ref (module docstring), for the EE pose T (4, 4), body twist V, desired
+        body motion (T_d, V_d, V̇_d) and body wrench F_body (environment on tool, EE axes); returns
+        T̃, λ, Ṽ, λ̇, F̃, γ, λ̈*, V̇_ref by name. Ṽ is the LEFT twist of T̃ = exp(λ), so dexp_λ := lie.dexp(−λ)
+        (module docstring)."""
+        T_err = lie.se3_inv(T) @ T_d  # T̃ = T⁻¹ T_d
+        lam = lie.se3_log(T_err)  # λ = log T̃
+        Ad_err = lie.Ad(T_err)
+        V_d_err = Ad_err @ V_d  # Ad_T̃ V_d
+        V_err = V_d_err - V  # Ṽ = Ad_T̃ V_d − V
+        J = lie.dexp(-lam)  # dexp_λ
+        lam_dot = np.linalg.solve(J, V_err)  # λ̇ = dexp_λ⁻¹ Ṽ
+        F_err = lie.Ad_inv(T_err).T @ self.F_d - F_body  # F̃ = Ad_T̃⁻ᵀ F_d − F_body
+        gamma = J.T @ F_err  # γ = dexp_λᵀ F̃
+        lam_ddot = self.Ainv @ gamma - self.AinvD @ lam_dot - self.AinvK @ lam  # λ̈* = A⁻¹(γ − D λ̇ − K λ)
+        J_dot = lie.dexp_dot(-lam, -lam_dot)  # d/dt dexp_λ
+        # V̇_ref = Ad_T̃ V̇_d + ad_Ṽ (Ad_T̃ V_d) − dexp_λ λ̈* − (d/dt dexp_λ) λ̇
+        dV_ref = Ad_err @ dV_d + lie.ad(V_err) @ V_d_err - (J @ lam_ddot + J_dot @ lam_dot)
+        return {
+            "T_err": T_err, "lam": lam, "V_err": V_err, "lam_dot": lam_dot, "F_err": F_err, "gamma": gamma,
+            "lam_ddot": lam_ddot, "dV_ref": dV_ref,
+        }
 
     def error_state(self, T: np.ndarray, V: np.ndarray, T_d: np.ndarray, V_d: np.ndarray, F_body: np.ndarray) -> None:
-        """Fill T̃, λ, Ṽ, λ̇, F̃, γ (and the dexp_λ coefficients) for pose T, body twist V, desired
-        (T_d, V_d) and body wrench F_body. Public for the equation-level tests."""
-        R, p = T_d[:3, :3], T_d[:3, 3]
+        """:meth:`law` for pose T, body twist V, desired (T_d, V_d) and body wrench F_body, with V̇_d = 0;
+        its results become the public ones. Public for the equation-level tests."""
         self._from_kernel = False
-        self._inputs = (
-            T.tolist(),
-            V.tolist(),
-            (*R.ravel().tolist(), *p.tolist()),
-            tuple(V_d.tolist()),
-            F_body.tolist(),
-        )
-        self._law(*self._inputs, (0.0,) * 6)
+        self._inputs = (np.array(T, dtype=float), np.array(V, dtype=float), np.array(T_d, dtype=float),
+                        np.array(V_d, dtype=float), np.array(F_body, dtype=float))
+        self._py.update(self.law(*self._inputs[:4], self._zero6, self._inputs[4]))
 
     def reference_acceleration(self, dV_d: np.ndarray) -> np.ndarray:
         """V̇_ref (6,) realising A λ̈ + D λ̇ + K λ = γ (after :meth:`error_state`, whose inputs it reuses)."""
         self._from_kernel = False
-        self._law(*self._inputs, tuple(dV_d.tolist()))
+        T, V, T_d, V_d, F_body = self._inputs
+        self._py.update(self.law(T, V, T_d, V_d, np.array(dV_d, dtype=float), F_body))
         return self.dV_ref
-
-    def _law(
-        self,
-        T: list[list[float]],
-        V: list[float],
-        T_d: tuple[float, ...],
-        V_d: tuple[float, ...],
-        F_body: list[float],
-        dV_d: tuple[float, ...],
-    ) -> tuple[float, float, float, float, float, float]:
-        """The control law up to V̇_ref on Python floats (module docstring); returns V̇_ref and keeps
-        every intermediate result for the properties above. T = rows of T (``T.tolist()``), T_d = the
-        12 floats of :meth:`MotionReference.floats_from_reference`; V, V_d, F_body, V̇_d 6 floats each."""
-        (a00, a01, a02, a03), (a10, a11, a12, a13), (a20, a21, a22, a23), _ = T
-        b00, b01, b02, b10, b11, b12, b20, b21, b22, b03, b13, b23 = T_d
-        # T̃ = T⁻¹ T_d:  R̃ = Rᵀ R_d,  p̃ = Rᵀ (p_d − p)
-        t00 = a00 * b00 + a10 * b10 + a20 * b20
-        t01 = a00 * b01 + a10 * b11 + a20 * b21
-        t02 = a00 * b02 + a10 * b12 + a20 * b22
-        t10 = a01 * b00 + a11 * b10 + a21 * b20
-        t11 = a01 * b01 + a11 * b11 + a21 * b21
-        t12 = a01 * b02 + a11 * b12 + a21 * b22
-        t20 = a02 * b00 + a12 * b10 + a22 * b20
-        t21 = a02 * b01 + a12 * b11 + a22 * b21
-        t22 = a02 * b02 + a12 * b12 + a22 * b22
-        e0, e1, e2 = b03 - a03, b13 - a13, b23 - a23
-        p0 = a00 * e0 + a10 * e1 + a20 * e2
-        p1 = a01 * e0 + a11 * e1 + a21 * e2
-        p2 = a02 * e0 + a12 * e1 + a22 * e2
-        self._Tt = (t00, t01, t02, t10, t11, t12, t20, t21, t22, p0, p1, p2)
-        # λ = log T̃, with the series coefficients of θ = |φ|; they are even in θ, so they also serve
-        # dexp_λ := lie.dexp(−λ)
-        lam, co = se3_log_floats(t00, t01, t02, t10, t11, t12, t20, t21, t22, p0, p1, p2)
-        l0, l1, l2, l3, l4, l5 = lam
-        jac = self._jac.set(-l0, -l1, -l2, -l3, -l4, -l5, co)
-        # Ad_T̃ V_d = [R̃ v_d + p̃ × (R̃ ω_d); R̃ ω_d] =: [a; b];  Ṽ = Ad_T̃ V_d − V =: [v; ω]
-        v0, v1, v2, w0, w1, w2 = V_d
-        a0 = t00 * v0 + t01 * v1 + t02 * v2
-        a1 = t10 * v0 + t11 * v1 + t12 * v2
-        a2 = t20 * v0 + t21 * v1 + t22 * v2
-        u0, u1, u2, u3, u4, u5 = V
-        rot_d = w0 or w1 or w2  # ω_d ≠ 0 (else b = 0 exactly: fixed-orientation planners)
-        if rot_d:
-            b0 = t00 * w0 + t01 * w1 + t02 * w2
-            b1 = t10 * w0 + t11 * w1 + t12 * w2
-            b2 = t20 * w0 + t21 * w1 + t22 * w2
-            a0 += p1 * b2 - p2 * b1
-            a1 += p2 * b0 - p0 * b2
-            a2 += p0 * b1 - p1 * b0
-            v0, v1, v2, w0, w1, w2 = verr = (a0 - u0, a1 - u1, a2 - u2, b0 - u3, b1 - u4, b2 - u5)
-        else:
-            v0, v1, v2, w0, w1, w2 = verr = (a0 - u0, a1 - u1, a2 - u2, -u3, -u4, -u5)
-        # F̃ = Ad_T̃⁻ᵀ F_d − F_body,  Ad_T̃⁻ᵀ [f; n] = [R̃ f; p̃ × (R̃ f) + R̃ n]
-        f0, f1, f2, n0, n1, n2 = F_body
-        if self.has_Fd:
-            g0, g1, g2, h0, h1, h2 = self._F_d
-            c0 = t00 * g0 + t01 * g1 + t02 * g2
-            c1 = t10 * g0 + t11 * g1 + t12 * g2
-            c2 = t20 * g0 + t21 * g1 + t22 * g2
-            ferr = (
-                c0 - f0,
-                c1 - f1,
-                c2 - f2,
-                t00 * h0 + t01 * h1 + t02 * h2 + (p1 * c2 - p2 * c1) - n0,
-                t10 * h0 + t11 * h1 + t12 * h2 + (p2 * c0 - p0 * c2) - n1,
-                t20 * h0 + t21 * h1 + t22 * h2 + (p0 * c1 - p1 * c0) - n2,
-            )
-        else:
-            ferr = (-f0, -f1, -f2, -n0, -n1, -n2)
-        # λ̇ = dexp⁻¹_λ Ṽ (block back-substitution of the closed-form inverse) and γ = dexp_λᵀ F̃, in
-        # one call (tests/paper/test_se3_lie.py checks them against lie.dexp_inv / lie.dexp and finite
-        # differences)
-        lamd, gam = jac.solve_tmul(verr, ferr)
-        # λ̈* = A⁻¹γ − A⁻¹D λ̇ − A⁻¹K λ
-        if self._diag_gains is not None:
-            i0, i1, i2, i3, i4, i5, d0, d1, d2, d3, d4, d5, k0, k1, k2, k3, k4, k5 = self._diag_gains
-            g0, g1, g2, g3, g4, g5 = gam
-            s0, s1, s2, s3, s4, s5 = lamd
-            l2 = (
-                i0 * g0 - d0 * s0 - k0 * l0,
-                i1 * g1 - d1 * s1 - k1 * l1,
-                i2 * g2 - d2 * s2 - k2 * l2,
-                i3 * g3 - d3 * s3 - k3 * l3,
-                i4 * g4 - d4 * s4 - k4 * l4,
-                i5 * g5 - d5 * s5 - k5 * l5,
-            )
-        else:  # full matrices: one product [A⁻¹, −A⁻¹D, −A⁻¹K] [γ; λ̇; λ]
-            buf = self._gdl
-            buf[:] = gam + lamd + lam
-            l2 = self._G.dot(buf).tolist()
-        # dṼ* = dexp_λ λ̈* + (d/dt dexp_λ) λ̇, where d/dt dexp_λ = lie's dexp_dot at (−λ, −λ̇); dexp_dot is
-        # linear in the rate, so (d/dt dexp_λ) λ̇ = −dot_mul(λ̇, λ̇) (exactly: every term flips sign), and
-        # dṼ* = jac.mul(λ̈*) − jac.dot_mul(λ̇, λ̇) = jac.mul_minus_dot(λ̈*, λ̇)
-        m0, m1, m2, m3, m4, m5 = jac.mul_minus_dot(l2, lamd)
-        # V̇_ref = Ad_T̃ V̇_d + ad_Ṽ (Ad_T̃ V_d) − dṼ*,  Ad_T̃ [ȧ; α] = [R̃ ȧ + p̃ × (R̃ α); R̃ α] =: [o; c]
-        e0, e1, e2, f0, f1, f2 = dV_d
-        o0 = t00 * e0 + t01 * e1 + t02 * e2
-        o1 = t10 * e0 + t11 * e1 + t12 * e2
-        o2 = t20 * e0 + t21 * e1 + t22 * e2
-        if f0 or f1 or f2:  # α_d ≠ 0 (else c = 0 exactly)
-            c0 = t00 * f0 + t01 * f1 + t02 * f2
-            c1 = t10 * f0 + t11 * f1 + t12 * f2
-            c2 = t20 * f0 + t21 * f1 + t22 * f2
-            o0 += p1 * c2 - p2 * c1
-            o1 += p2 * c0 - p0 * c2
-            o2 += p0 * c1 - p1 * c0
-            c0, c1, c2 = c0 - m3, c1 - m4, c2 - m5
-        else:
-            c0, c1, c2 = -m3, -m4, -m5
-        # ad_Ṽ [a; b] = [ω × a + v × b; ω × b]  (b = 0 unless rot_d)
-        if rot_d:
-            out = (
-                (o0 - m0) + (w1 * a2 - w2 * a1 + v1 * b2 - v2 * b1),
-                (o1 - m1) + (w2 * a0 - w0 * a2 + v2 * b0 - v0 * b2),
-                (o2 - m2) + (w0 * a1 - w1 * a0 + v0 * b1 - v1 * b0),
-                c0 + (w1 * b2 - w2 * b1),
-                c1 + (w2 * b0 - w0 * b2),
-                c2 + (w0 * b1 - w1 * b0),
-            )
-        else:
-            out = (
-                (o0 - m0) + (w1 * a2 - w2 * a1),
-                (o1 - m1) + (w2 * a0 - w0 * a2),
-                (o2 - m2) + (w0 * a1 - w1 * a0),
-                c0,
-                c1,
-                c2,
-            )
-        self._lam_t, self._lamd_t, self._l2_t, self._gamma_t, self._dVref_t = lam, lamd, l2, gam, out
-        self._Verr_t, self._Ferr_t, self._V_t = verr, ferr, V
-        return out
 
     # ------------------------------------------------------------------------------------ compute
 
@@ -502,10 +370,9 @@ class SE3LieController(Controller):
         self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
         self._kv = kv = {name: res[o : o + n] for name, (o, n) in kmod.RESULTS_LAYOUT.items()}
         head = kmod.RESULTS_HEAD
-        self._v = res[head : head + nv]
-        self._y = kv["y"]
-        self._MinvJt = res[head + nv :].reshape(nv, 6)
-        self._desired = None  # desired_motion() reads the kernel's T_d, V_d, V̇_d
+        self._k_v = res[head : head + nv]
+        self._k_y = kv["y"]
+        self._k_MinvJt = res[head + nv :].reshape(nv, 6)
         self._bound = (snap, ref, wrench, cmd, c)
 
     def _guard_values(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Values:
@@ -545,8 +412,8 @@ class SE3LieController(Controller):
         Li = Jb @ snap.Minv @ Jb.T
         # y = Λ_b (V̇_ref − J̇_b q̇ + d_null V): the solve's own error (amplified by κ) is of size |y|; V̇_ref's
         # round-off (of size s_law) reaches y through J_bᵀΛ_b without that amplification
-        carried = s_law * float(a(Jb.T @ np.linalg.inv(Li)).sum(axis=1).max())
-        s_solve = 3.0 * kernels.magnitude(a(Jb).T @ a(self._y))
+        carried = s_law * kernels.inf_norm_times_inverse(Jb.T, Li)
+        s_solve = 3.0 * kernels.magnitude(a(Jb).T @ a(self._py["y"]))
         s_plain = 3.0 * (kernels.magnitude(a(Jb).T @ a(F) + c.d_null * (a(snap.M) @ a(snap.v)) + a(snap.h)) + carried)
         if self.ff.active:
             s_plain += kernels.magnitude(self.ff.out)
@@ -582,53 +449,21 @@ class SE3LieController(Controller):
         if self._echo is not None:
             self._echo.last = ref
         # the loop hands over the planner's world reference at snap.t: convert it, don't re-evaluate
-        Td, Vd, dVd = self._desired = self.mref.floats_from_reference(ref, snap.t)
+        mref = self.mref.update_from_reference(ref, snap.t)
         F_body = wrench.ext_body if c.use_force_feedback else self._zero6
         if self.force_filter.active and c.use_force_feedback:  # F̄ (controllers/force_control.py)
             self.force_filter.update(F_body.tolist())
             F_body = self.force_filter.out
-        r0, r1, r2, r3, r4, r5 = self._law(
-            snap.T_world_ee.tolist(), snap.twist_ee_body.tolist(), Td, Vd, F_body.tolist(), dVd
-        )
-
-        # τ = J_bᵀ (y − F_body) − d_null M q̇ + h + τ_ff,  Λ_b⁻¹ y = V̇_ref − J̇_b q̇ + d_null V
-        # (ndarray.dot: the same BLAS products as np.matmul, with a fraction of its call overhead)
-        Jb = snap.J_ee_body
-        JbT = Jb.T
-        self._MinvJt = MinvJt = snap.Minv.dot(JbT)  # M⁻¹ J_bᵀ (nv, 6)
-        Li = Jb.dot(MinvJt)  # Λ_b⁻¹ = J_b M⁻¹ J_bᵀ
-        dn = c.d_null
-        j0, j1, j2, j3, j4, j5 = snap.dJdq_ee_body.tolist()
-        rhs = self._rhs
-        if dn != 0.0:
-            u0, u1, u2, u3, u4, u5 = self._V_t
-            rhs[:] = (
-                r0 - j0 + dn * u0,
-                r1 - j1 + dn * u1,
-                r2 - j2 + dn * u2,
-                r3 - j3 + dn * u3,
-                r4 - j4 + dn * u4,
-                r5 - j5 + dn * u5,
-            )
-        else:
-            rhs[:] = (r0 - j0, r1 - j1, r2 - j2, r3 - j3, r4 - j4, r5 - j5)
-        # dposv(a, b, lower=0, overwrite_a=0, overwrite_b=1): solved in place (y is rhs, no copy)
-        _, y, info = _dposv(Li, rhs, 0, 0, 1)  # Λ_b⁻¹ is SPD away from singularities
-        if info != 0:  # dposv leaves b untouched when the factorisation fails
-            y = np.linalg.solve(Li, rhs)
-        self._y = y
-        self._v[:] = snap.v  # for q_ddot_ref
-        # τ = h, then τ ← −d_null M q̇ + τ and τ ← J_bᵀ (y − F_body) + τ, each one in-place BLAS dgemv
-        # (alpha, a, x, beta, y, offx, incx, offy, incy, trans, overwrite_y) on a Fortran-ordered view:
-        # Mᵀ = M (the snapshot's M is exactly symmetric) and J_bᵀ
-        tau = cmd.tau
-        tau[:] = snap.h
-        if dn != 0.0:
-            tau = _dgemv(-dn, snap.M.T, snap.v, 1.0, tau, 0, 1, 0, 1, 0, 1)
-        tau = _dgemv(1.0, JbT, y - F_body, 1.0, tau, 0, 1, 0, 1, 0, 1)
+        r = self.law(snap.T_world_ee, snap.twist_ee_body, mref.T, mref.V, mref.dV, F_body)
+        # q̈_ref = J̄_b (V̇_ref − J̇_b q̇) − N D_null q̇ and τ = M q̈_ref + h − J_bᵀ F_body, with one solve:
+        # Λ_b⁻¹ y = V̇_ref − J̇_b q̇ + d_null V, q̈_ref = M⁻¹J_bᵀ y − d_null q̇, τ = J_bᵀ (y − F_body) − d_null M q̇ + h
+        Jb, dn = snap.J_ee_body, c.d_null
+        MinvJt = snap.Minv @ Jb.T
+        y = np.linalg.solve(Jb @ MinvJt, r["dV_ref"] - snap.dJdq_ee_body + dn * snap.twist_ee_body)
+        tau = Jb.T @ (y - F_body) - dn * (snap.M @ snap.v) + snap.h
         if self.ff.active:
-            f0, f1, f2 = F_body[0], F_body[1], F_body[2]
-            tau += self.ff.compute(snap.v, tau, snap.g, math.sqrt(f0 * f0 + f1 * f1 + f2 * f2))
-        if tau is not cmd.tau:  # dgemv worked on a copy (cmd.tau not a contiguous float64 array)
-            cmd.tau[:] = tau
-        cmd.diag[:] = self._lam_t
+            tau += self.ff.compute(snap.v, tau, snap.g, float(np.linalg.norm(F_body[:3])))
+        cmd.tau[:] = tau
+        cmd.diag[:] = r["lam"]
+        self._py.update(r, y=y, q_ddot_ref=MinvJt @ y - dn * snap.v, T_d=mref.T.copy(), V_d=mref.V.copy(),
+                        dV_d=mref.dV.copy())

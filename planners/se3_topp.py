@@ -131,7 +131,6 @@ class ScrewSegment:
         self.sd_max, self.sdd_max = theorem1_bounds(self.xi, self.v_lim, self.a_lim)
         self.profile = None if math.isinf(self.sd_max) else RestToRestProfile(self.sd_max, self.sdd_max)
         self.t0 = float(t0)
-        self._E = np.empty((4, 4))
         self._sxi = np.empty(6)
 
     @property
@@ -149,8 +148,7 @@ class ScrewSegment:
         """T_out (4, 4) = T_a Exp(s ξ), V_out (6,) = ξ ṡ, dV_out (6,) = ξ s̈ (body) at planner time t."""
         s, sd, sdd = self.s_profile(t)
         np.multiply(self.xi, s, out=self._sxi)
-        se3_exp(self._sxi, self._E)
-        self.T_a.dot(self._E, out=T_out)  # ndarray.dot: np.matmul's BLAS call, less call overhead
+        self.T_a.dot(se3_exp(self._sxi), out=T_out)  # ndarray.dot: np.matmul's BLAS call, less call overhead
         np.multiply(self.xi, sd, out=V_out)
         np.multiply(self.xi, sdd, out=dV_out)
 

@@ -1,15 +1,16 @@
 /*
  * Shared by the kernels (controllers/_khatib_kernel.c, _se3_kernel.c, _hqp_kernel.c, sim/_dynamics_kernel.c):
- * the rotation log and the joint feedforward (float code that has one Python reference, ported operation
- * for operation, compiled without fused multiply-add, setup.py, so its results equal the Python ones bit
- * for bit), and the one small Cholesky factorisation every kernel's linear algebra uses.
+ * the rotation log (agreeing with sim.lie.so3_log, Pinocchio's log3, to round-off), the joint feedforward
+ * (ported from controllers/feedforward.py operation for operation, compiled without fused multiply-add,
+ * setup.py) and the one small Cholesky factorisation every kernel's linear algebra uses.
  */
 #ifndef DOCKBENCH_KERNEL_MATH_H
 #define DOCKBENCH_KERNEL_MATH_H
 
 #include <math.h>
 
-/* sim.lie.so3_log_floats (returns 0, or 1 where Python's math would raise): φ = log R (|φ| = θ ∈ [0, π]) for R given by rows.
+/* The kernels' rotation log (returns 0, or 1 where it is undefined: then the caller hands the step to its
+ * Python path): φ = log R (|φ| = θ ∈ [0, π], sim.lie.so3_log) for R given by rows.
  * θ = atan2(|s|, c), s = vee(½(R − Rᵀ)) = sin θ n, c = (tr R − 1)/2 clamped to [−1, 1]; axis s/|s| for
  * c > −0.9, else from the symmetric part ½(R + Rᵀ) − cI = (1 − c) n nᵀ with n·s ≥ 0. */
 static inline int kernel_so3_log(double r00, double r01, double r02, double r10, double r11, double r12, double r20,

@@ -375,6 +375,14 @@ def split_bound(s_solve: float, kappa: float, s_plain: float) -> tuple[float, fl
     return s_solve + s_plain / k, k
 
 
+def inf_norm_times_inverse(B: np.ndarray, A: np.ndarray) -> float:
+    """‖B A⁻¹‖∞ (the largest absolute row sum) for a small square A; inf when A is singular."""
+    try:
+        return float(np.abs(B @ np.linalg.inv(A)).sum(axis=1).max())
+    except np.linalg.LinAlgError:
+        return math.inf
+
+
 def condition(A: np.ndarray) -> float:
     """κ₂ of a small symmetric matrix (|μ|max / |μ|min of its eigenvalues; inf when singular)."""
     mu = np.abs(np.linalg.eigvalsh(A))

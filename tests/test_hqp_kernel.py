@@ -1,7 +1,7 @@
 """The compiled HQP kernel (controllers/_hqp_kernel.c) against the Python reference it replaces
 (controllers/hqp.py, HQPController._compute_python on the closed-form path).
 
-* F_ext about the EE, α, K_r, e_p, Δν, the copy of J (and q̈_2 without ∇w, the τ offset without wrench
+* F_ext about the EE, α, K_r, Δν, the copy of J (and q̈_2 without ∇w, the τ offset without wrench
   compensation) equal the Python floats path BIT FOR BIT (==), as do the diagnostics α, K_r, f_ext, the
   status and the counters: random states of the iiwa14 and FR3 scenario configurations with every
   configuration branch, and every rotation error up to π (on a plant with limits wide enough that the
@@ -64,8 +64,9 @@ TOL_SEATED = 1e-5  # final EE position of the two paths' runs after contact [m] 
 
 SEED = 31
 SCENES = ("iiwa14_docking_hqp", "fr3_docking_hqp", "fr3_docking_misaligned")
-#: problem fields equal bit for bit (always), and those equal to round-off
-EXACT = ("F_ext", "K_r", "e_p", "dnu", "J")
+#: problem fields equal bit for bit (always: scalar code on both sides), and those equal to round-off (e_p's
+#: rotation part is Pinocchio's log3 in Python and the kernel's own log in C)
+EXACT = ("F_ext", "K_r", "dnu", "J")
 TASK = ("Lambda_inv", "Lambda", "D_r", "F_r", "a", "b")
 JOINT = ("qdd_posture", "qdd_closed", "tau_offset")
 #: rotation errors [rad]: zero, small, the near-π branch of the log (c ≤ −0.9), π
@@ -106,7 +107,8 @@ def _compare(py: HQPController, ck: HQPController, cmd_py, cmd_ck, snap, ref) ->
     if not py.config.wrench_compensation:
         np.testing.assert_array_equal(k.tau_offset, p.tau_offset)
     bounds = py.roundoff_bounds(snap, ref, cmd_py)
-    pairs = [(name, getattr(k, name), getattr(p, name)) for name in (*TASK, *JOINT)]
+    bounds["e_p"] = bounds["task_rows"]
+    pairs = [(name, getattr(k, name), getattr(p, name)) for name in ("e_p", *TASK, *JOINT)]
     pairs += [("Lambda_half_s", ck._LL[6:], py._LL[6:]), ("MinvJt", ck._MinvJt, py._MinvJt)]
     pairs += [("Mx", ck._Mx, py._Mx), ("tau", cmd_ck.tau, cmd_py.tau)]
     pairs += [("qdd", ck.sol.qdd, py.sol.qdd), ("qdd_level1", ck.sol.qdd_level1, py.sol.qdd_level1)]
@@ -276,9 +278,10 @@ def test_step_equals_python_on_random_inputs(setup) -> None:
     assert WORST["tau"] > 0.0  # the round-off comparisons are not vacuous
 
 
-def test_every_rotation_error_bit_for_bit_on_a_wide_plant(setup) -> None:
-    """Rotation errors up to π (both branches of the log), large wrenches and velocities: with limits
-    that keep the closed form feasible the kernel takes every step, e_p and the rest bit for bit."""
+def test_every_rotation_error_on_a_wide_plant(setup) -> None:
+    """Rotation errors up to π − 1e-6 (both branches of the log), large wrenches and velocities: with limits
+    that keep the closed form feasible the kernel takes every step and agrees with Python within the bounds.
+    (At θ = π exactly both ±φ are logarithms, and the two logs may pick either: not compared here.)"""
     s = setup
     nv = s.plant.nv
     big = np.full(nv, 1e12)
@@ -287,7 +290,7 @@ def test_every_rotation_error_bit_for_bit_on_a_wide_plant(setup) -> None:
     py, ck = _pair(s.controller.config, wide, s.planner)
     cmd_py, cmd_ck = py.make_command(), ck.make_command()
     ref, w = Reference(), WrenchState()
-    for angle in ANGLES * 3:
+    for angle in [a for a in ANGLES if a < math.pi] * 3:
         snap = _random_step(s, rng, ref, w, dq=0.5, dv=0.5, err=0.05, force=30.0, moment=3.0, angle=angle)
         assert _both(py, ck, snap, ref, w, cmd_py, cmd_ck)
     assert ck.kernel_fallbacks == 0
@@ -518,18 +521,21 @@ def test_not_positive_definite_lambda_inv_hands_back(setup) -> None:
     assert ck.kernel_fallbacks == 2
 
 
-def test_where_python_raises_the_kernel_hands_over_and_the_same_error_follows(setup) -> None:
-    """A garbage rotation (trace < −3: math.sqrt of a negative in the near-π log) raises ValueError in
-    Python; the kernel returns its domain status instead, so the controller raises the same."""
+def test_where_the_kernels_log_is_undefined_it_hands_the_step_to_python(setup) -> None:
+    """A garbage rotation (trace < −3: the square root of a negative in the kernel's near-π log): the kernel
+    returns its domain status and writes nothing, the Python path takes the step (Pinocchio's log3 of
+    whatever it is given), bit for bit the Python controller's."""
     s = setup
     snap = s.dynamics.update(s.q0, np.zeros(s.plant.nv))
     snap.T_world_ee[:3, :3] = -1e200 * np.eye(3)
     ref, w = Reference(), WrenchState()
     py, ck = _pair(s.controller.config, s.plant, s.planner)
-    for ctrl in (py, ck):
-        with pytest.raises(ValueError, match="math domain error"), np.errstate(all="ignore"):
-            ctrl.compute(snap, ref, w, ctrl.make_command())
+    cmd_py, cmd_ck = py.make_command(), ck.make_command()
+    with np.errstate(all="ignore"):
+        py.compute(snap, ref, w, cmd_py)
+        ck.compute(snap, ref, w, cmd_ck)
     assert ck.kernel_fallbacks == 1
+    np.testing.assert_array_equal(cmd_ck.tau, cmd_py.tau)  # the same operations on both sides
 
 
 def test_sensorless_and_qp_always_run_the_python_path() -> None:

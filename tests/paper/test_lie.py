@@ -39,10 +39,6 @@ TOL_FD = 1e-7  # central differences with step H_FD: truncation H²/6·|f‴| pl
 C_SWITCH = 256  # series vs closed form at the switch θ = 1.5, in units of ε·max(1, |f|): the closed
 #   form's cancellation (3β − α loses ~25×, the derivative chain of dexp_dot ~5× more) times ~10
 #   roundings per entry; measured ≤ 7 (after the step across the switch, bounded separately)
-C_FUSED = 32  # fused evaluation (DexpSE3 products, *_floats) vs the matrices and the separate
-#   functions, in units of ε·(|D||y|) (the magnitude of the product's terms): the BLAS product adds
-#   ≤ γ_6, each rank-one-form entry ≤ ~12 roundings, both sides counted; measured ≤ 1.8. A wrong term
-#   in a fused formula is ≥ 1e-3 relative, 10¹¹× above this.
 TOL_LAPACK = 1e-10  # np.linalg.inv (LAPACK getri, ≤ c·n·ε·κ with n = 6, κ(Ad) ≤ ~1e2 for these poses)
 #   and scipy.linalg.expm (Padé 13 with scaling and squaring, relative backward error ≤ ~ε·‖A‖·2^s): both
 #   ≲ 1e-12; measured ≤ 2.2e-15
@@ -334,26 +330,6 @@ def test_wrench_power_invariance_under_Ad():
 # ------------------------------------------------------------------------------------ helpers
 
 
-def test_out_arguments_match_allocating_calls():
-    rng = np.random.default_rng(SEED + 13)
-    xi, rate = rng.normal(size=6), rng.normal(size=6)
-    T = lie.se3_exp(xi)
-    for f, args, shape in (
-        (lie.dexp, (xi,), (6, 6)),
-        (lie.dexp_inv, (xi,), (6, 6)),
-        (lie.dexp_dot, (xi, rate), (6, 6)),
-        (lie.se3_exp, (xi,), (4, 4)),
-        (lie.Ad, (T,), (6, 6)),
-        (lie.Ad_inv, (T,), (6, 6)),
-        (lie.ad, (xi,), (6, 6)),
-        (lie.so3_exp, (xi[3:],), (3, 3)),
-    ):
-        buf = np.full(shape, np.nan)
-        res = f(*args, out=buf)
-        assert res is buf
-        np.testing.assert_array_equal(buf, f(*args))  # exact: the same function on the same input twice
-
-
 def test_rotation_error_world():
     rng = np.random.default_rng(SEED + 14)
     R = lie.so3_exp(rng.normal(size=3))
@@ -383,126 +359,71 @@ def test_quaternion_conversions():
         )
 
 
-# ------------------------------------------------------------------------------------ fused evaluation
+# ------------------------------------------------------------------------------------ coefficients
 
 
-def _assert_round_off(got, want, scale, c: float = C_FUSED) -> None:
-    """|got − want| ≤ c·ε·scale entrywise (scale: the magnitude of the terms, e.g. max(|D||y|))."""
-    np.testing.assert_allclose(np.asarray(got, dtype=float), want, rtol=0, atol=c * EPS * scale)
+#: the coefficient functions' 50-digit references and where they switch branches (sim.lie.coefficients)
+_COEFF_ANGLES = (
+    0.0, 1e-9, 1e-6, 1e-3, 0.1, 0.5, 1.0, 1.4, 1.5 * (1 - 4 * EPS), 1.5, 1.6, 2.0, 2.5, 3.0, math.pi, 4.0, 6.0
+)
+#: series side (θ < 1.5): Horner's rule on 14 terms, |Δ| ≤ γ_28 Σ|c_k| x^k (Higham, Accuracy and
+#: Stability, eq. 5.3) ≤ 28 ε Σ|c_k| x^k, plus the truncated tail (< 1e-17 |f|); C_SERIES counts the
+#: roundings (measured ≤ 0.75, in units of ε Σ|c_k| x^k)
+C_SERIES = 280
+#: closed-form side (θ ≥ 1.5): the formulas cancel (b = (1 − 2α)/(2x), c = (3β − α)/(2x) lose ~7× at
+#: θ = 1.5, the derivatives another ~7×) over ~10 roundings: ≲ 500 ε max(1, |f|), 4× that allowed
+#: (measured ≤ 0.5)
+C_CLOSED = 2000
 
 
-def _mag(A: np.ndarray, y) -> float:
-    """max over rows of |A||y| (the magnitude of a matrix-vector product's terms), at least 1."""
-    return max(1.0, float((np.abs(A) @ np.abs(np.asarray(y, dtype=float))).max()))
+def _mp_coefficients(theta):
+    """(α, β, b, c, γ) and f'(θ)/θ of α, β, b, c at θ from the closed forms in 120-digit arithmetic (the
+    closed forms cancel ~5 log₁₀(1/θ) digits at small θ: ≥ 50 correct digits left down to θ = 1e-9), and the
+    series' leading terms at θ = 0."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 120
+    t = mp.mpf(theta)
+    if t == 0:
+        return (mp.mpf(1) / 2, mp.mpf(1) / 6, mp.mpf(1) / 24, mp.mpf(1) / 120, mp.mpf(1) / 12,
+                -mp.mpf(1) / 12, -mp.mpf(1) / 60, -mp.mpf(1) / 360, -mp.mpf(1) / 1260)
+
+    def funcs(u):
+        x = u * u
+        al = (1 - mp.cos(u)) / x
+        be = (u - mp.sin(u)) / (x * u)
+        b = (x + 2 * mp.cos(u) - 2) / (2 * x * x)
+        c = (2 * u - 3 * mp.sin(u) + u * mp.cos(u)) / (2 * x * x * u)
+        g = (1 - (u / 2) * mp.cot(u / 2)) / x
+        return al, be, b, c, g
+
+    vals = funcs(t)
+    ders = [mp.diff(lambda u, k=k: funcs(u)[k], t) / t for k in range(4)]
+    return (*vals, *ders)
 
 
-@pytest.mark.parametrize("xi", TWISTS, ids=IDS)
-def test_fused_dexp_equals_separate_functions(xi):
-    """DexpSE3 (one coefficient evaluation) equals dexp, dexp_inv, dexp_dot and their products.
-
-    The matrices are the same code as the functions (dexp = DexpSE3(λ).matrix() …): equal bit for bit.
-    The vector products (Python floats, rank-one form) against the matrices times y (BLAS) agree within
-    C_FUSED·ε·|D||y|."""
-    rng = np.random.default_rng(SEED + 20)
-    rate, y = rng.normal(size=6), rng.normal(size=6)
-    D, Di, Dd = lie.dexp(xi), lie.dexp_inv(xi), lie.dexp_dot(xi, rate)
-    jac = lie.DexpSE3(xi)
-    # exact: dexp / dexp_inv / dexp_dot / dexp_and_dot are these very methods on the same floats
-    np.testing.assert_array_equal(jac.matrix(), D)
-    np.testing.assert_array_equal(jac.inverse(), Di)
-    np.testing.assert_array_equal(jac.dot_matrix(rate.tolist()), Dd)
-    A, B = lie.dexp_and_dot(xi, rate)
-    np.testing.assert_array_equal(A, D)
-    np.testing.assert_array_equal(B, Dd)
-    _assert_round_off(jac.mul(y.tolist()), D @ y, _mag(D, y))
-    _assert_round_off(jac.tmul(y.tolist()), D.T @ y, _mag(D.T, y))
-    _assert_round_off(jac.solve(y.tolist()), Di @ y, _mag(Di, y))
-    _assert_round_off(jac.dot_mul(rate.tolist(), y.tolist()), Dd @ y, _mag(Dd, y))
-    # the fused products of the SE(3) controller: (dexp⁻¹ y, dexpᵀ w) and dexp y − (d/dt dexp) λ̇ for
-    # the derivative along the rate λ̇ applied to λ̇ itself, against the matrices and the separate methods
-    w = rng.normal(size=6)
-    sol, tr = jac.solve_tmul(y.tolist(), w.tolist())
-    _assert_round_off(sol, Di @ y, _mag(Di, y))
-    _assert_round_off(sol, jac.solve(y.tolist()), _mag(Di, y))
-    _assert_round_off(tr, D.T @ w, _mag(D.T, w))
-    _assert_round_off(tr, jac.tmul(w.tolist()), _mag(D.T, w))
-    mmd = jac.mul_minus_dot(y.tolist(), rate.tolist())
-    scale = _mag(D, y) + _mag(Dd, rate)
-    _assert_round_off(mmd, D @ y - Dd @ rate, scale)
-    _assert_round_off(mmd, np.subtract(jac.mul(y.tolist()), jac.dot_mul(rate.tolist(), rate.tolist())), scale)
-    # set() with the coefficients handed over (as the SE(3) controller does for −λ): the coefficients are
-    # even in θ and x = |φ|² is the same float for ±φ, so this is dexp(−λ)'s own evaluation, bit for bit
-    p0, p1, p2 = xi[3:].tolist()
-    jac2 = lie.DexpSE3().set(*(-xi).tolist(), lie.se3_jacobian_coeffs(p0 * p0 + p1 * p1 + p2 * p2))
-    np.testing.assert_array_equal(jac2.matrix(), lie.dexp(-xi))
-
-
-def _horner_bound(s: int, x: float) -> float:
-    """Round-off bound for series s (column of lie._FUSED_ROWS) evaluated by Horner's rule at x with up to
-    N = 14 terms: γ_2N Σ|c_k| x^k (Higham, Accuracy and Stability, eq. 5.3), for two evaluations, plus
-    the dropped tail of a shorter evaluation (≤ 2⁻⁶⁴ |f|, test_fused_series_truncation_tiers_are_safe)."""
-    coeffs = [r[s] for r in lie._FUSED_ROWS]
-    mag = sum(abs(c) * x**k for k, c in enumerate(coeffs))
-    f = abs(sum(c * x**k for k, c in enumerate(coeffs)))
-    return 2.0 * (2 * len(coeffs)) * EPS * mag + 2.0**-64 * f
-
-
-@pytest.mark.parametrize("th", [*ANGLES, 1.35, 1.36, 2.25, 3.0, 4.0, 6.0])
-def test_fused_coefficients_equal_separate_series(th):
-    """(α, β, b, c, γ, α'/θ, β'/θ, b'/θ, c'/θ) in one truncated pass = the 14-term series / closed forms."""
+@pytest.mark.parametrize("th", _COEFF_ANGLES)
+def test_coefficients_equal_a_high_precision_evaluation(th):
+    """sim.lie.coefficients (α, β, b, c, γ and α'/θ … c'/θ, the functions every Jacobian is built from)
+    against the closed forms in 50-digit arithmetic, on both sides of the θ = 1.5 switch: within the
+    Horner bound on the series side and the cancellation bound on the closed-form side. A wrong series
+    coefficient among the first seven terms (≥ 6e-12 at θ = 1.5) or a sign error fails."""
+    got = lie.coefficients(th * th)
+    want = _mp_coefficients(th)
     x = th * th
-    ref = (*lie._se3_coeffs(x), lie._gamma(x), *lie._se3_coeff_derivs(x))
-    got = lie.se3_jacobian_coeffs(x)
-    if x >= lie._SERIES_X:  # exact: the same closed-form expressions on the same x (same libm sin/cos)
-        assert got == ref, (th, got, ref)
-        return
-    # series: the fused pass uses the first n ≤ 14 terms, the reference all 14 (Horner bound per series)
-    for s, (a, b) in enumerate(zip(got, ref, strict=True)):
-        assert abs(a - b) <= _horner_bound(s, x), (th, s, a, b)
-
-
-def test_fused_series_truncation_tiers_are_safe():
-    """At each tier boundary x = X_n, the n + 1 terms used leave a tail below 2⁻⁶⁴ |f| for all nine
-    series (so dropping it is far below round-off), and the tiers increase."""
-    tiers = lie._X_TIERS
-    assert all(a < b for a, b in zip(tiers[:-1], tiers[1:], strict=True)) and tiers[-1] < lie._SERIES_X
-    rows = lie._FUSED_ROWS
-    for n, x in enumerate(tiers, start=1):
-        used = n + 1
-        for s in range(9):
-            coeffs = [r[s] for r in rows]
-            f = sum(c * x**k for k, c in enumerate(coeffs))
-            tail = sum(abs(c) * x**k for k, c in enumerate(coeffs) if k >= used)
-            assert tail <= 2.0**-64 * abs(f), (n, s, tail, f)
-
-
-@pytest.mark.parametrize("xi", TWISTS, ids=IDS)
-def test_log_floats_equal_log(xi):
-    T = lie.se3_exp(xi)
-    R9, p3 = T[:3, :3].ravel().tolist(), T[:3, 3].tolist()
-    phi = lie.so3_log_floats(*R9)
-    # exact: the same scalar IEEE operations and the same libm sqrt/atan2 (numpy float64 scalars round
-    # like Python floats; the near-π branch picks the same pivot)
-    np.testing.assert_array_equal(phi, lie.so3_log(T[:3, :3]))
-    lam, co = lie.se3_log_floats(*R9, *p3)
-    # se3_log takes γ from the 14-term series, se3_log_floats from the fused (truncated) pass: they differ
-    # by ≤ the Horner bound of γ times |φ × (φ × p)|, far inside C_FUSED·ε·(|p| + |φ||p| + |γ||φ|²|p|)
-    w, p = np.abs(phi), np.abs(p3)
-    _assert_round_off(lam, lie.se3_log(T), max(1.0, float((1 + w.max() + w.max() ** 2) * p.max())))
-    # exact: the coefficients are se3_jacobian_coeffs of |φ|² formed with the same operations
-    w0, w1, w2 = phi
-    assert co == lie.se3_jacobian_coeffs(w0 * w0 + w1 * w1 + w2 * w2)
-
-
-def test_so3_log_floats_at_pi_equals_so3_log():
-    """The near-π branch (axis from the symmetric part), including θ = π exactly, each diagonal pivot."""
-    rng = np.random.default_rng(SEED + 21)
-    axes = [np.eye(3)[i] for i in range(3)] + [_axis(rng) for _ in range(6)]
-    for th in (2.7, math.pi - 1e-9, math.pi):
-        for n in axes:
-            R = lie.so3_exp(th * n)
-            # exact: the same scalar operations (see test_log_floats_equal_log)
-            np.testing.assert_array_equal(lie.so3_log_floats(*R.ravel().tolist()), lie.so3_log(R))
+    for name, g, w in zip(got._fields, got, want, strict=True):
+        w = float(w)
+        if x < lie._SERIES_X:
+            series = {"alpha": 0, "beta": 1, "b": 2, "c": 3}.get(name.removeprefix("d_"))
+            if name == "gamma":
+                mag = sum(abs(c) * x**k for k, c in enumerate(lie._GAMMA))
+            elif name.startswith("d_"):
+                mag = sum(abs(c) * x ** k for k, c in enumerate(lie._SERIES_D[series]))
+            else:
+                mag = sum(abs(c) * x**k for k, c in enumerate(lie._SERIES[series]))
+            bound = C_SERIES * EPS * mag
+        else:
+            bound = C_CLOSED * EPS * max(1.0, abs(w))
+        assert abs(g - w) <= bound, (name, th, g, w, abs(g - w) / bound)
 
 
 def test_mat2quat_batch_equals_mujoco_row_by_row() -> None:

@@ -43,9 +43,9 @@ TOL_TASK = 1e-9  # task acceleration with/without the null-space term (algebra)
 TOL_TASK_MJ = 1e-6  # the same measured through MuJoCo (model agreement ~1e-9 relative)
 TOL_CLOSURE = 1e-3  # ‖λ − λ_analytic‖ / ‖λ(0)‖ over 2 s (MATH.md §4)
 TOL_OVERSHOOT = 0.01  # relative error of the step overshoot
-C_IMPL = 64  # float implementation vs the matrix-form reference, in units of ε·max(1, |x|), for the terms
-#   before the task-space solve (T̃ … V̇_ref): the fused DexpSE3 products vs 6×6 BLAS products and a
-#   6×6 LU solve (C_FUSED of tests/paper/test_lie.py) per side; measured ≤ 3.5
+C_IMPL = 64  # the controller vs the matrix-form reference, in units of ε·max(1, |x|), for the terms before
+#   the task-space solve (T̃ … V̇_ref): 6×6 BLAS products and a 6×6 LU solve on both sides in another
+#   grouping (≤ ~20 roundings each, both sides counted); measured ≤ 3.5
 C_SOLVE = 12  # q̈_ref and τ, through the Cholesky solve with Λ⁻¹ = J M⁻¹ Jᵀ, in units of
 #   ε·κ(Λ⁻¹)·max(1, |x|): two evaluations × the solve's backward error n·ε, n = 6; measured ≤ 0.093
 
@@ -266,7 +266,7 @@ def _matrix_form(ctrl: SE3LieController, snap, mr_T, mr_V, mr_dV, F_body) -> dic
 @pytest.mark.parametrize("robot", ["iiwa14", "fr3"])
 @pytest.mark.parametrize("angle", ANGLES)
 def test_float_implementation_equals_matrix_form(robot: str, angle: float, rotating: bool) -> None:
-    """compute() (Python floats, fused lie.DexpSE3, Cholesky, BLAS) = the matrix-form equations to
+    """compute() (SE3LieController.law and the joint-space solve) = the matrix-form equations to
     round-off, for diagonal and full A, D, K, with and without F_d and d_null, at rotation errors up to
     near π, for a rotating reference (ω, α ≠ 0) and a fixed-orientation one (ω = α = 0: the code paths
     that leave out the exact zeros). Bounds: C_IMPL·ε·max(1, |x|) before the task-space solve,
