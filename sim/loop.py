@@ -446,7 +446,7 @@ def simulate(
     for k, name in enumerate(ctrl.diag_names):
         src[f"ctrl_{name}"] = cmd.diag[k : k + 1]
     if orbit is not None:
-        src.update(orbit.sources)  # the whole MuJoCo state (views), replayed after the run
+        src.update(orbit.sources)  # base / target joint states and the momentum sensors (views of MjData)
     row_sources = _coalesce([src[name] for name in tel.row_channels])
     block = tel.block
     planner.evaluate(0.0, ref)

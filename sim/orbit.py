@@ -43,6 +43,7 @@ CHANNELS: dict[str, tuple[tuple[int, ...], str, str]] = {
     "target_pos": ((3,), "m", "target frame origin (the drogue mouth), world (moving target)"),
     "target_quat": ((4,), "", "target orientation (w, x, y, z), world"),
     "target_vel": ((6,), "m/s | rad/s", "target twist [v of its centre of mass; ω], world axes"),
+    "target_qpos": ((7,), "m | —", "the target joints' qpos (free joint, or three slides and a ball), for replay"),
     "momentum": ((6,), "N·s | N·m·s", "total momentum [P; L] of every body, L about the world origin (at momentum_t)"),
     "momentum_target": ((6,), "N·s | N·m·s", "target's momentum [P; L about its own centre of mass] (at momentum_t)"),
     "momentum_abs": ((2,), "N·s | N·m·s", "Σ over the parts (bus, arm, target) of ‖P‖ and of ‖L about the system COM‖"),
@@ -89,6 +90,7 @@ class TargetTracking(Planner):
             o0 = np.array(model.body_pos[b], dtype=float)
             self._R0 = R0
             self._o_model = o0.copy()
+            self._R0f, self._cf, self._omf = tuple(R0.ravel().tolist()), tuple(self._c.tolist()), tuple(o0.tolist())
         self._R_init, self._o_init = R0, o0
         self._Ri = R0.ravel().tolist()
         self._oi = tuple(o0.tolist())
@@ -121,19 +123,36 @@ class TargetTracking(Planner):
             )
             return r, (o0, o1, o2), (d0, d1, d2), w
         # compliant: R = R0 R_b, o = o_model + R0 (s + c − R_b c), ω = R ω_b, ȯ = R0 ṡ − ω × (R c)
-        Rb = R9.reshape(3, 3)
-        R0, c = self._R0, self._c
-        R = R0 @ Rb
-        o = self._o_model + R0 @ (q[0:3] + c - Rb @ c)
-        w = R @ v[3:6]
-        Rc = R @ c
-        s = R0 @ v[0:3]
-        od = (
-            s[0] - (w[1] * Rc[2] - w[2] * Rc[1]),
-            s[1] - (w[2] * Rc[0] - w[0] * Rc[2]),
-            s[2] - (w[0] * Rc[1] - w[1] * Rc[0]),
+        (a00, a01, a02, a10, a11, a12, a20, a21, a22), (c0, c1, c2), (m0, m1, m2) = self._R0f, self._cf, self._omf
+        b00, b01, b02, b10, b11, b12, b20, b21, b22 = R9.tolist()
+        s0, s1, s2, _, _, _, _ = q.tolist()
+        sd0, sd1, sd2, wb0, wb1, wb2 = v.tolist()
+        r = [
+            a00 * b00 + a01 * b10 + a02 * b20, a00 * b01 + a01 * b11 + a02 * b21, a00 * b02 + a01 * b12 + a02 * b22,
+            a10 * b00 + a11 * b10 + a12 * b20, a10 * b01 + a11 * b11 + a12 * b21, a10 * b02 + a11 * b12 + a12 * b22,
+            a20 * b00 + a21 * b10 + a22 * b20, a20 * b01 + a21 * b11 + a22 * b21, a20 * b02 + a21 * b12 + a22 * b22,
+        ]
+        # y = s + c − R_b c (target axes at rest), o = o_model + R0 y
+        y0 = s0 + c0 - (b00 * c0 + b01 * c1 + b02 * c2)
+        y1 = s1 + c1 - (b10 * c0 + b11 * c1 + b12 * c2)
+        y2 = s2 + c2 - (b20 * c0 + b21 * c1 + b22 * c2)
+        o = (
+            m0 + a00 * y0 + a01 * y1 + a02 * y2,
+            m1 + a10 * y0 + a11 * y1 + a12 * y2,
+            m2 + a20 * y0 + a21 * y1 + a22 * y2,
         )
-        return R.ravel().tolist(), tuple(o.tolist()), od, tuple(w.tolist())
+        w0 = r[0] * wb0 + r[1] * wb1 + r[2] * wb2
+        w1 = r[3] * wb0 + r[4] * wb1 + r[5] * wb2
+        w2 = r[6] * wb0 + r[7] * wb1 + r[8] * wb2
+        k0 = r[0] * c0 + r[1] * c1 + r[2] * c2  # R c
+        k1 = r[3] * c0 + r[4] * c1 + r[5] * c2
+        k2 = r[6] * c0 + r[7] * c1 + r[8] * c2
+        od = (
+            (a00 * sd0 + a01 * sd1 + a02 * sd2) - (w1 * k2 - w2 * k1),
+            (a10 * sd0 + a11 * sd1 + a12 * sd2) - (w2 * k0 - w0 * k2),
+            (a20 * sd0 + a21 * sd1 + a22 * sd2) - (w0 * k1 - w1 * k0),
+        )
+        return r, o, od, (w0, w1, w2)
 
     def evaluate(self, t: float, out: Reference) -> None:
         """The inner plan at time ``t`` [s], carried by the target's current displacement (3-vector
@@ -218,7 +237,7 @@ class OrbitTelemetry:
         if base_body >= 0:
             names += ["base_pos", "base_quat", "base_vel"]
         if target_body >= 0:
-            names += ["target_pos", "target_quat", "target_vel", "momentum_target"]
+            names += ["target_pos", "target_quat", "target_vel", "momentum_target", "target_qpos"]
         #: name → (shape, unit) for Telemetry(extra_shaped=...)
         self.channels = {n: (CHANNELS[n][0], CHANNELS[n][1]) for n in names}
         # the momentum sensors: (body id, sensordata address of [linvel, angmom, com]) per body
@@ -310,6 +329,7 @@ class OrbitTelemetry:
         if self.target_body >= 0:
             b = self.target_body
             qt, vt = tel.raw["orbit_target_qpos"][:n], tel.raw["orbit_target_qvel"][:n]
+            A["target_qpos"][:n] = qt
             c_body = np.array(m.body_ipos[b], dtype=float)  # centre of mass in target axes
             if self.target_floating:
                 o, quat = qt[:, :3], qt[:, 3:7]
