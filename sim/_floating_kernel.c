@@ -23,6 +23,7 @@
  *              written: the Python path then takes the step and raises its error).
  */
 #include "_kernel_util.h"
+#include "_kernel_math.h"
 #include <math.h>
 
 enum {
@@ -76,37 +77,6 @@ static PyObject *FloatingKernel_prepare(FloatingKernel *self, PyObject *Py_UNUSE
     Py_RETURN_NONE;
 }
 
-/* in-place Cholesky A = L Lᵀ of the k × k row-major A (lower triangle used and overwritten); 0 if SPD */
-static int chol(double *A, int k) {
-    for (int j = 0; j < k; j++) {
-        double d = A[j * k + j];
-        for (int c = 0; c < j; c++) d -= A[j * k + c] * A[j * k + c];
-        if (!(d > 0.0)) return 1;
-        d = sqrt(d);
-        A[j * k + j] = d;
-        for (int i = j + 1; i < k; i++) {
-            double s = A[i * k + j];
-            for (int c = 0; c < j; c++) s -= A[i * k + c] * A[j * k + c];
-            A[i * k + j] = s / d;
-        }
-    }
-    return 0;
-}
-
-/* solve L Lᵀ x = rhs in place (x: k values with stride st) */
-static void chol_solve(const double *L, int k, double *x, int st) {
-    for (int i = 0; i < k; i++) {
-        double s = x[i * st];
-        for (int c = 0; c < i; c++) s -= L[i * k + c] * x[c * st];
-        x[i * st] = s / L[i * k + i];
-    }
-    for (int i = k - 1; i >= 0; i--) {
-        double s = x[i * st];
-        for (int c = i + 1; c < k; c++) s -= L[c * k + i] * x[c * st];
-        x[i * st] = s / L[i * k + i];
-    }
-}
-
 static PyObject *FloatingKernel_reduce(FloatingKernel *self, PyObject *Py_UNUSED(ignored)) {
     if (!self->bound) {
         PyErr_SetString(PyExc_RuntimeError, KERNEL ": not bound");
@@ -117,17 +87,17 @@ static PyObject *FloatingKernel_reduce(FloatingKernel *self, PyObject *Py_UNUSED
     const double *M = b[B_M], *h = b[B_H], *g = b[B_G], *JF = b[B_JF];
     const Py_ssize_t mr = self->rs[B_M], mc = self->cs[B_M];
 #define MF(i, j) ((i) <= (j) ? M[(i) * mr + (j) * mc] : M[(j) * mr + (i) * mc]) /* upper triangle */
-    double Hb[36], X[6 * (NMAX + 2)];
+    double Hb[36], X[6 * (NMAX + 2)]; /* H_b's Cholesky factor (kernel_cholesky, sim/_kernel_math.h) */
     for (int i = 0; i < 6; i++)
         for (int j = 0; j <= i; j++) Hb[6 * i + j] = MF(i, j);
-    if (chol(Hb, 6)) return PyFloat_FromDouble(-1.0);
+    if (kernel_cholesky(Hb, 6, KERNEL_POSITIVE)) return PyFloat_FromDouble(-1.0);
     /* X = H_b⁻¹ [H_bm | c_b | g_b]  (6 × (n + 2), row-major) */
     for (int i = 0; i < 6; i++) {
         for (int j = 0; j < n; j++) X[i * nx + j] = MF(i, 6 + j);
         X[i * nx + n] = h[i];
         X[i * nx + n + 1] = self->gravity ? g[i] : 0.0;
     }
-    for (int j = 0; j < nx; j++) chol_solve(Hb, 6, X + j, nx);
+    kernel_cholesky_solve(Hb, 6, X, nx);
     /* J* = J_m − J_b X_m, drift* = drift − J_b x_c; J_full rows 0–5 LOCAL, 6–11 LWA */
     double *Jvh = b[B_JVH], *Jb = b[B_JB], *dl = b[B_DL], *db = b[B_DB];
     const double *al = b[B_AL], *ab = b[B_AB];
@@ -164,27 +134,22 @@ static PyObject *FloatingKernel_reduce(FloatingKernel *self, PyObject *Py_UNUSED
         if (self->gravity) gr[i] = sg;
     }
 #undef MF
-    /* H*⁻¹ by Cholesky: column j solves H* x = e_j (lower triangle kept, mirrored) */
-    double L[NMAX * NMAX], col[NMAX];
+    /* H*⁻¹ by Cholesky: H* X = I solved for all columns, the lower triangle kept and mirrored */
+    double L[NMAX * NMAX];
     for (int i = 0; i < n * n; i++) L[i] = Mr[i];
-    if (chol(L, n)) return PyFloat_FromDouble(-1.0);
-    for (int j = 0; j < n; j++) {
-        for (int i = 0; i < n; i++) col[i] = (i == j) ? 1.0 : 0.0;
-        chol_solve(L, n, col, 1);
-        for (int i = j; i < n; i++) {
-            Mir[i * n + j] = col[i];
-            Mir[j * n + i] = col[i];
-        }
-    }
+    if (kernel_cholesky(L, n, KERNEL_POSITIVE)) return PyFloat_FromDouble(-1.0);
+    for (int i = 0; i < n * n; i++) Mir[i] = (i % (n + 1) == 0) ? 1.0 : 0.0;
+    kernel_cholesky_solve(L, n, Mir, n);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++) Mir[j * n + i] = Mir[i * n + j];
     /* the base's own mobility at the EE, Λ_b⁻¹ = J_b H_b⁻¹ J_bᵀ, both frames (J_full rows 6–11 LWA, 0–5 LOCAL) */
     for (int f = 0; f < 2; f++) {
         const double *Jrows = JF + (f == 0 ? 6 : 0) * nf;
         double *Lam = b[f == 0 ? B_LL : B_LB];
-        double Z[36]; /* Z = H_b⁻¹ J_bᵀ, column c = H_b⁻¹ (row c of J_b) */
-        for (int c = 0; c < 6; c++) {
+        double Z[36]; /* Z = H_b⁻¹ J_bᵀ (6 × 6, row-major): column c = H_b⁻¹ (row c of J_b) */
+        for (int c = 0; c < 6; c++)
             for (int k = 0; k < 6; k++) Z[k * 6 + c] = Jrows[c * nf + k];
-            chol_solve(Hb, 6, Z + c, 6);
-        }
+        kernel_cholesky_solve(Hb, 6, Z, 6);
         for (int r = 0; r < 6; r++)
             for (int c = 0; c < 6; c++) {
                 double s = 0.0;
