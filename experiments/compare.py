@@ -10,9 +10,10 @@ are added to the table. Metrics are recomputed from each run's telemetry
 (:func:`telemetry.metrics.metrics_from_run`); verdicts are the ones recorded in summary.json.
 
 Markdown shows lengths in mm and 4 significant digits; CSV keeps SI units and full precision. Without
-``--md``/``--csv`` the Markdown table is printed. docs/results.md is written by::
+``--md``/``--csv`` the Markdown table is printed. Runs with a free-floating base or a moving target
+get a second table with the orbit metrics (:data:`ORBIT_METRICS`). docs/results.md is written by::
 
-    python experiments/compare.py --scenarios scenarios/*.yaml --md docs/results.md
+    python experiments/compare.py --scenarios scenarios/*.yaml scenarios/orbit/*.yaml --md docs/results.md
 
 A page written again keeps the sections other tools generated into it (between ``<!-- BEGIN name -->`` and
 ``<!-- END name -->``: docs/results.md's "Paper vs dockbench", experiments/paper_vs_dockbench.py).
@@ -48,6 +49,22 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "safety.min_manipulability",
     "safety.saturation_ratio",
     "contact.force_spikes_truth",
+)
+
+#: The columns of the second table, for runs with a free-floating base or a moving target (docs/metrics.md,
+#: "Orbit"): docking and contact, then the floating bodies.
+ORBIT_METRICS: tuple[str, ...] = (
+    "docking.depth",
+    "docking.lateral",
+    "contact.peak_force_truth",
+    "orbit.base_attitude_peak_deg",
+    "orbit.base_attitude_final_deg",
+    "orbit.base_drift",
+    "orbit.target_speed_after_seating",
+    "orbit.target_rate_after_seating_deg_s",
+    "orbit.momentum_exchanged",
+    "orbit.momentum_drift_rel",
+    "orbit.com_deviation",
 )
 
 #: Identity columns before the metrics.
@@ -216,10 +233,21 @@ def results_markdown(rows: Sequence[Row], metrics: Sequence[str], command: str) 
         "",
         markdown_table(rows, metrics).rstrip("\n"),
         "",
-        "| metric | unit (SI) | meaning |",
-        "|---|---|---|",
     ]
-    for m in metrics:
+    orbit = [r for r in rows if any(k.startswith("orbit.") for k in r.metrics)]
+    legend = list(metrics)
+    if orbit:
+        lines += [
+            "In orbit (a free-floating base or a moving target; docs/theory/floating_base.md): the bus's",
+            "attitude change and drift, the target's motion after seating, the momentum exchanged at contact",
+            "and, for isolated systems, the momentum drift and the centre of mass's distance from its line.",
+            "",
+            markdown_table(orbit, ORBIT_METRICS).rstrip("\n"),
+            "",
+        ]
+        legend += [m for m in ORBIT_METRICS if m not in legend]
+    lines += ["| metric | unit (SI) | meaning |", "|---|---|---|"]
+    for m in legend:
         unit, doc = METRICS.get(m, ("", ""))
         lines.append(f"| `{m}` | {_md_escape(unit) or '–'} | {_md_escape(doc)} |")
     return "\n".join(lines) + "\n"
@@ -252,14 +280,16 @@ def _metric_list(arg: str | None) -> tuple[str, ...]:
 
 
 def _compress_glob(files: Sequence[str]) -> list[str]:
-    """Show ``DIR/*.yaml`` instead of the list the shell expanded, when the list is all of it."""
-    parents = {str(Path(f).parent) for f in files}
-    if len(parents) == 1:
-        folder = parents.pop()
+    """Show ``DIR/*.yaml`` instead of the list the shell expanded, for each folder whose files are all of
+    it (in the order the folders first appear)."""
+    by_folder: dict[str, list[str]] = {}
+    for f in files:
+        by_folder.setdefault(str(Path(f).parent), []).append(str(Path(f)))
+    out: list[str] = []
+    for folder, given in by_folder.items():
         every = sorted(str(p) for p in Path(folder).glob("*.yaml"))
-        if every and sorted(str(Path(f)) for f in files) == every:
-            return [f"{folder}/*.yaml"]
-    return list(files)
+        out += [f"{folder}/*.yaml"] if every and sorted(given) == every else given
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,13 +2,19 @@
 Pinocchio model built from that same compiled model.
 
 The tool is added as a child body of the robot's flange body at the ``attachment_site`` pose; an
-F/T ``force``/``torque`` sensor pair sits on the tool's ``ft_sensor`` site. The target is a static
-body in the world. Physics options come from the scenario's ``sim:`` block.
+F/T ``force``/``torque`` sensor pair sits on the tool's ``ft_sensor`` site. The target is a body in the
+world, static or on the mount its ``mount:`` block names; the robot's base is bolted to the world or
+free-floating on a spacecraft bus (``robot.base``; sim/mounts.py). Physics options come from the
+scenario's ``sim:`` block.
+
+With a free-floating base the assembly carries two Pinocchio models built from the same compiled
+MjModel: ``pin_model``, the arm with its base held at the initial base pose (IK, planning), and
+``pin_floating``, the same arm on a free-flyer root (the control loop's dynamics, sim/dynamics.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import mujoco
 import numpy as np
@@ -17,6 +23,7 @@ import pinocchio as pin
 from sim.dynamics import pinocchio_model_from_mujoco
 from sim.errors import ModelError
 from sim.interfaces import TARGETS, TOOLS, Target, Tool
+from sim.mounts import BASE_JOINT, add_momentum_sensors, mount_free_floating_base, target_joint_addresses
 from sim.robots import RobotSpec, get_robot
 from sim.scenario import Scenario
 
@@ -26,6 +33,7 @@ _INTEGRATORS = {
     "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
     "rk4": mujoco.mjtIntegrator.mjINT_RK4,
 }
+_SOLVERS = {"newton": mujoco.mjtSolver.mjSOL_NEWTON, "cg": mujoco.mjtSolver.mjSOL_CG, "pgs": mujoco.mjtSolver.mjSOL_PGS}
 _CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
 
 FORCE_SENSOR = "ft_force"
@@ -46,6 +54,12 @@ class Assembly:
         qpos_adr, dof_adr: (nv,) MuJoCo qpos / dof addresses of the arm joints.
         act_ids: (nv,) MuJoCo actuator ids of the arm motors.
         ee_site, sensor_site: MuJoCo site ids.
+        pin_floating: with a free-floating base, the arm on a free-flyer root (Pinocchio q = [p, quat (x, y,
+            z, w), arm], v = [base twist in base axes (v; ω), arm]); None for a fixed base.
+        floating_frame_ids: the ``ee`` and ``ft_sensor`` frame ids in ``pin_floating``.
+        base_qpos, base_qvel: MuJoCo qpos (7) / qvel (6) slices of the base's free joint (empty when fixed).
+        target_body: MuJoCo body id of the target (-1 without one); target_qpos / target_qvel its joints'
+            slices (empty for a fixed mount).
     """
 
     spec: mujoco.MjSpec
@@ -60,6 +74,18 @@ class Assembly:
     act_ids: np.ndarray
     ee_site: int
     sensor_site: int
+    pin_floating: pin.Model | None = None
+    floating_frame_ids: dict[str, int] | None = None
+    base_qpos: slice = field(default_factory=lambda: slice(0, 0))
+    base_qvel: slice = field(default_factory=lambda: slice(0, 0))
+    target_body: int = -1
+    target_qpos: slice = field(default_factory=lambda: slice(0, 0))
+    target_qvel: slice = field(default_factory=lambda: slice(0, 0))
+
+    @property
+    def floating_base(self) -> bool:
+        """True when the arm's base is free-floating."""
+        return self.pin_floating is not None
 
 
 def assemble(scenario: Scenario) -> Assembly:
@@ -77,6 +103,11 @@ def assemble(scenario: Scenario) -> Assembly:
     spec.option.cone = _CONES[s.cone]
     spec.option.iterations = s.iterations
     spec.option.ls_iterations = s.ls_iterations
+    spec.option.tolerance = s.tolerance
+    spec.option.solver = _SOLVERS[s.solver]
+    base_cfg = scenario.robot.base
+    if base_cfg.floating:
+        mount_free_floating_base(spec, base_cfg)
 
     site = spec.site(robot.attachment_site)
     if site is None:
@@ -103,14 +134,35 @@ def assemble(scenario: Scenario) -> Assembly:
         tool_radius = getattr(scenario.tool.config, "radius", 0.0)
         target = TARGETS.get(scenario.target.type)(scenario.target.config, tool_radius)
         target.build(spec)
+    mount = getattr(scenario.target.config, "mount", None) if scenario.target is not None else None
+    if base_cfg.floating or (mount is not None and mount.moving):
+        # momentum telemetry (sim/orbit.py): every body under the world, and the arm's first body
+        names = [b.name for b in spec.worldbody.bodies]
+        if base_cfg.floating:
+            names.append(spec.joint(robot.joint_names[0]).parent.name)
+        add_momentum_sensors(spec, names)
     try:
         model = spec.compile()
     except Exception as exc:  # mujoco raises ValueError with the compiler's message
         raise ModelError(f"assembled model failed to compile: {exc}") from exc
 
-    pin_model, frame_ids = pinocchio_model_from_mujoco(
-        model, robot.joint_names, (tool.ee_site, tool.sensor_site), qpos_ref=tool.lumping_qpos(model)
-    )
+    sites = (tool.ee_site, tool.sensor_site)
+    qpos_ref = tool.lumping_qpos(model)
+    pin_model, frame_ids = pinocchio_model_from_mujoco(model, robot.joint_names, sites, qpos_ref=qpos_ref)
+    pin_floating, floating_frame_ids = None, None
+    base_qpos = base_qvel = slice(0, 0)
+    if base_cfg.floating:
+        pin_floating, floating_frame_ids = pinocchio_model_from_mujoco(
+            model, robot.joint_names, sites, qpos_ref=qpos_ref, floating_base=True
+        )
+        j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, BASE_JOINT)
+        base_qpos = slice(int(model.jnt_qposadr[j]), int(model.jnt_qposadr[j]) + 7)
+        base_qvel = slice(int(model.jnt_dofadr[j]), int(model.jnt_dofadr[j]) + 6)
+    target_body = -1
+    target_qpos = target_qvel = slice(0, 0)
+    if target is not None:
+        target_body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, target.body_name)
+        target_qpos, target_qvel = target_joint_addresses(model, target_body)
     jids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot.joint_names]
     act_ids = np.array(
         [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in robot.actuator_names]
@@ -130,4 +182,11 @@ def assemble(scenario: Scenario) -> Assembly:
         act_ids=act_ids,
         ee_site=mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, tool.ee_site),
         sensor_site=mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, tool.sensor_site),
+        pin_floating=pin_floating,
+        floating_frame_ids=floating_frame_ids,
+        base_qpos=base_qpos,
+        base_qvel=base_qvel,
+        target_body=target_body,
+        target_qpos=target_qpos,
+        target_qvel=target_qvel,
     )

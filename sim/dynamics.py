@@ -70,6 +70,7 @@ def pinocchio_model_from_mujoco(
     arm_joints: Sequence[str],
     frame_sites: Sequence[str],
     qpos_ref: np.ndarray | None = None,
+    floating_base: bool = False,
 ) -> tuple[pin.Model, dict[str, int]]:
     """Build the arm's Pinocchio model from a compiled MjModel.
 
@@ -79,13 +80,19 @@ def pinocchio_model_from_mujoco(
             body, joint origin at the body origin).
         frame_sites: MuJoCo site names to add as Pinocchio operational frames (same names).
         qpos_ref: configuration used to place bodies whose joints are NOT arm joints (e.g. hand
-            fingers held kinematically); default ``m.qpos0``.
+            fingers held kinematically) and, for a fixed base, the base itself; default ``m.qpos0``.
+        floating_base: the arm's root body has a MuJoCo free joint (a free-floating base,
+            sim/mounts.py): give the model a free-flyer root there (joint ``base_free``, Pinocchio
+            q = [p, quat (x, y, z, w)], v = [v; ω] in base axes), carrying the root body and every body
+            rigidly attached to it (the spacecraft bus). Without it, every ancestor of the first arm
+            body is held fixed at its pose in ``qpos_ref`` (a free joint there included).
 
     Returns:
         (model, frame ids by site name).
 
     Raises:
-        ModelError: unknown joint/site, non-hinge arm joint, joint not at the body origin.
+        ModelError: unknown joint/site, non-hinge arm joint, joint not at the body origin; with
+            ``floating_base``, a root body without a free joint or a joint between it and the arm.
     """
     jids = []
     for name in arm_joints:
@@ -116,8 +123,24 @@ def pinocchio_model_from_mujoco(
     while b != 0:
         chain.append(b)
         b = int(m.body_parentid[b])
-    for b in reversed(chain[1:]):
-        carrier[b] = (0, _se3(d.xmat[b].reshape(3, 3), d.xpos[b]))
+    if floating_base:
+        # chain[-1] is the root body (child of the world): the free-flyer joint sits at its frame (a
+        # MuJoCo free joint has no offset); the bodies between it and the first arm body ride on it rigidly
+        root = chain[-1]
+        if len(chain) < 2 or m.body_jntnum[root] != 1 or m.jnt_type[m.body_jntadr[root]] != mujoco.mjtJoint.mjJNT_FREE:
+            raise ModelError("floating_base: the arm's root body must carry one free joint (sim/mounts.py)")
+        ff = model.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), "base_free")
+        model.appendBodyToJoint(ff, _body_inertia(m, root), pin.SE3.Identity())
+        carrier[root] = (ff, pin.SE3.Identity())
+        for b in reversed(chain[1:-1]):
+            if m.body_jntnum[b] > 0:
+                raise ModelError(f"floating_base: body {b} between the base and the arm has a joint")
+            placement = carrier[int(m.body_parentid[b])][1] * _se3(_quat_to_R(m.body_quat[b]), m.body_pos[b])
+            model.appendBodyToJoint(ff, _body_inertia(m, b), placement)
+            carrier[b] = (ff, placement)
+    else:
+        for b in reversed(chain[1:]):
+            carrier[b] = (0, _se3(d.xmat[b].reshape(3, 3), d.xpos[b]))
 
     for b in range(1, m.nbody):
         parent = int(m.body_parentid[b])
@@ -125,7 +148,7 @@ def pinocchio_model_from_mujoco(
             continue
         if parent not in carrier and b != first_arm_body:
             continue  # not part of the arm (target, world clutter)
-        if b == first_arm_body:
+        if b == first_arm_body and not floating_base:
             parent_joint, T_parent = 0, _se3(d.xmat[parent].reshape(3, 3), d.xpos[parent])
             if parent == 0:
                 T_parent = pin.SE3.Identity()
@@ -175,8 +198,9 @@ def pinocchio_model_from_mujoco(
         placement = T_body * _se3(_quat_to_R(m.site_quat[s]), m.site_pos[s])
         frame = pin.Frame(site, jid, placement, pin.FrameType.OP_FRAME)
         frame_ids[site] = model.addFrame(frame)
-    if model.nv != len(arm_joints):
-        raise ModelError(f"Pinocchio model has nv={model.nv}, expected {len(arm_joints)}")
+    expected = len(arm_joints) + (6 if floating_base else 0)
+    if model.nv != expected:
+        raise ModelError(f"Pinocchio model has nv={model.nv}, expected {expected}")
     return model, frame_ids
 
 
@@ -255,6 +279,15 @@ class LumpedInertia:
             self.model.inertias[jid] = pin.Inertia(M, c, 0.5 * (I_c + I_c.T))
 
 
+def manipulability(J: np.ndarray, JJt: np.ndarray) -> float:
+    """w = sqrt(det(J Jᵀ)) of a (6, n) Jacobian, as the product of the Cholesky diagonal of J Jᵀ (MuJoCo's
+    mju_* routines: less binding overhead than numpy/LAPACK at 6×7); a zero pivot (rank < 6) means w = 0,
+    and so does a NaN Jacobian. ``JJt`` is a (6, 6) work array."""
+    _mulMatMatT(JJt, J, J)
+    w = math.prod(JJt.diagonal().tolist()) if _cholFactor(JJt, 1e-300) == 6 else 0.0
+    return w if w == w else 0.0  # a NaN Jacobian: 0, as the kernels' pivot rule (NaN fails)
+
+
 class Snapshot:
     """Everything a control step needs, computed once (see module docstring for frames/units).
 
@@ -287,6 +320,10 @@ class Snapshot:
         self.twist_ee_body = np.zeros(6)
         self.T_world_sensor = np.eye(4)
         self.manipulability = 0.0
+
+    #: True for the snapshot of a free-floating base (:class:`FloatingSnapshot`): the fields above then
+    #: hold the base-eliminated quantities of docs/theory/floating_base.md
+    floating = False
 
 
 class Dynamics:
@@ -323,6 +360,10 @@ class Dynamics:
         self.sensor_pose = sensor_pose
         self.world_drift = world_drift
         self.snap = Snapshot(model.nv)
+        #: the snapshot the kinematic part (kernel or Python) fills; the floating base fills a full-state one
+        self._kin = self.snap
+        #: the kinematic part also computes the manipulability (the floating base computes it after its reduction)
+        self._manip_in_kinematics = True
         self._zero = np.zeros(model.nv)
         #: the model has gravity: fill Snapshot.g every step (it stays zero otherwise)
         self.gravity = bool(np.any(np.asarray(model.gravity.linear) != 0.0))
@@ -389,7 +430,7 @@ class Dynamics:
     def _kinematics_python(self) -> None:
         """The kinematic part of :meth:`update` that the compiled kernel replaces (its Python reference):
         poses, EE Jacobians, twists and w from Pinocchio's data of this step."""
-        model, data, s, fid = self.model, self.data, self.snap, self.ee_frame
+        model, data, s, fid = self.model, self.data, self._kin, self.ee_frame
         s.J_ee_lwa[:] = pin.getFrameJacobian(model, data, fid, LWA)
         if self.body_frame:
             s.J_ee_body[:] = pin.getFrameJacobian(model, data, fid, LOCAL)
@@ -402,16 +443,12 @@ class Dynamics:
         s.J_ee_lwa.dot(s.v, out=s.twist_ee_lwa)  # ndarray.dot: np.dot's BLAS call, less call overhead
         if self.body_frame:
             s.J_ee_body.dot(s.v, out=s.twist_ee_body)
-        # w = sqrt(det(J Jᵀ)) = product of the Cholesky diagonal of J Jᵀ (MuJoCo's mju_* routines: less
-        # binding overhead than numpy/LAPACK at 6×7); a zero pivot (rank < 6) means w = 0
-        JJt = self._JJt
-        _mulMatMatT(JJt, s.J_ee_lwa, s.J_ee_lwa)
-        w = math.prod(JJt.diagonal().tolist()) if _cholFactor(JJt, 1e-300) == 6 else 0.0
-        s.manipulability = w if w == w else 0.0  # a NaN Jacobian: 0, as the kernel's pivot rule (NaN fails)
+        if self._manip_in_kinematics:
+            s.manipulability = manipulability(s.J_ee_lwa, self._JJt)
 
     def _guard_values(self) -> kernels.Values:
         """The kinematic outputs the guard compares (copies)."""
-        s = self.snap
+        s = self._kin
         out = [
             ("T_world_ee", s.T_world_ee.copy()),
             ("J_ee_lwa", s.J_ee_lwa.copy()),
@@ -421,7 +458,8 @@ class Dynamics:
             out += [("J_ee_body", s.J_ee_body.copy()), ("twist_ee_body", s.twist_ee_body.copy())]
         if self.sensor_pose:
             out.append(("T_world_sensor", s.T_world_sensor.copy()))
-        out.append(("manipulability", np.array([s.manipulability])))
+        if self._manip_in_kinematics:
+            out.append(("manipulability", np.array([s.manipulability])))
         return out
 
     def _guard_bounds(self) -> kernels.Bounds:
@@ -432,7 +470,7 @@ class Dynamics:
         S = max |J| (1 + max |r|), r the EE position. The twists are J q̇ (nv-term sums): S = max_i Σ_j |J_ij
         q̇_j| (1 + max |r|). w = sqrt(det(J Jᵀ)) is a product of Cholesky pivots of J Jᵀ, whose relative
         error grows with κ(J Jᵀ): S = w, κ = κ(J Jᵀ)."""
-        s = self.snap
+        s = self._kin
         lever = 1.0 + kernels.magnitude(s.p_ee_in_world)
         sJ = kernels.magnitude(s.J_ee_lwa) * lever
         absv = np.abs(s.v)
@@ -445,7 +483,8 @@ class Dynamics:
             out += [(sJ, 1.0), (kernels.magnitude(np.abs(s.J_ee_body) @ absv) * lever, 1.0)]
         if self.sensor_pose:
             out.append((1.0 + kernels.magnitude(s.T_world_sensor), 1.0))
-        out.append((max(s.manipulability, 1e-300), kernels.condition(s.J_ee_lwa @ s.J_ee_lwa.T)))
+        if self._manip_in_kinematics:
+            out.append((max(s.manipulability, 1e-300), kernels.condition(s.J_ee_lwa @ s.J_ee_lwa.T)))
         return out
 
     def check_kernel(self) -> tuple[float, kernels.KernelMismatch | None]:
@@ -455,7 +494,7 @@ class Dynamics:
         Returns (largest |Δ|/bound, mismatch or None); (0, None) when no kernel is bound."""
         if self._kernel is None:
             return 0.0, None
-        s = self.snap
+        s = self._kin
         got = self._guard_values()
         outputs = (s.J_v_h, s.J_ee_body, s.twist_ee_lwa, s.twist_ee_body, s.T_world_ee, s.T_world_sensor)
         kept = [(a, a.copy()) for a in outputs]
@@ -470,7 +509,12 @@ class Dynamics:
             s.manipulability = w
         else:
             self.use_python()
+            self._after_kinematics_replaced()
         return ratio, bad
+
+    def _after_kinematics_replaced(self) -> None:
+        """Called when the guard replaced the kernel's kinematics by the Python reference's (the floating
+        base then recomputes what it derived from them). Default: nothing."""
 
     def use_python(self) -> None:
         """Run the Python reference from now on (the guard calls this on a mismatch)."""

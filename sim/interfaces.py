@@ -31,6 +31,7 @@ import numpy as np
 
 from sim.config import param
 from sim.errors import ScenarioError
+from sim.mounts import MountConfig, mount_target
 from sim.registry import Registry
 
 R_D_EE_SEATED = np.diag([1.0, -1.0, -1.0])
@@ -168,11 +169,6 @@ class Probe(Tool):
 
 # --------------------------------------------------------------------------------------- targets
 @dataclass(frozen=True)
-class MountConfig:
-    type: Literal["fixed"] = param("fixed", doc="target mount; only 'fixed' exists today")
-
-
-@dataclass(frozen=True)
 class PoseConfig:
     position: tuple[float, float, float] = param((0.55, 0.0, 0.20), unit="m", length=3, doc="origin in world")
     rpy_deg: tuple[float, float, float] = param(
@@ -258,8 +254,9 @@ class PlateConfig:
 
 
 class Target:
-    """Base for docking targets. ``T_world_target`` is the TRUE pose; the planner's belief is the
-    true pose composed with ``belief_offset`` (for misalignment studies)."""
+    """Base for docking targets. ``T_world_target`` is the TRUE pose (the initial one for a moving
+    mount, sim/mounts.py); the planner's belief is the true pose composed with ``belief_offset`` (for
+    misalignment studies)."""
 
     Config: ClassVar[type]
     type_name: ClassVar[str]
@@ -379,6 +376,7 @@ class Drogue(Target):
         body = spec.worldbody.add_body(
             name=self.body_name, pos=list(T[:3, 3]), quat=list(matrix_to_quat(T[:3, :3]))
         )
+        mount_target(body, c.mount)  # fixed: static; floating / compliant: joints + declared inertia
         kw = dict(
             friction=[c.friction, 0.005, 0.0001],
             solref=list(c.solref),
@@ -447,6 +445,7 @@ class Plate(Target):
         body = spec.worldbody.add_body(
             name=self.body_name, pos=list(T[:3, 3]), quat=list(matrix_to_quat(T[:3, :3]))
         )
+        mount_target(body, c.mount)
         body.add_geom(
             name="plate",
             type=mujoco.mjtGeom.mjGEOM_BOX,

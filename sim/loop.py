@@ -35,9 +35,12 @@ from sim import kernels
 from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR, Assembly, assemble
 from sim.dynamics import Dynamics
 from sim.errors import ScenarioError, SimulationDiverged
+from sim.floating import FloatingBaseDynamics
 from sim.ik import solve_ik
 from sim.interfaces import ToolRuntime, rpy_to_matrix
 from sim.lie import mat2quat_batch
+from sim.mounts import initial_target_state
+from sim.orbit import OrbitTelemetry, TargetTracking
 from sim.scenario import Scenario
 from sim.wrench import PEAK_CHANNELS, SubstepContact, WrenchPipeline
 from telemetry.gates import detect_instability, evaluate_gates
@@ -93,6 +96,8 @@ class Setup:
     runtime: ToolRuntime | None = None
     #: what the kernel guard saw in the last :func:`simulate` of this setup (sim/kernels.py)
     guard: kernels.GuardReport | None = None
+    #: floating-body telemetry (a free-floating base or a moving target; sim/orbit.py), else None
+    orbit: OrbitTelemetry | None = None
 
 
 def _start_and_goal(
@@ -152,6 +157,9 @@ def build(scenario: Scenario) -> Setup:
 
     data = mujoco.MjData(m)
     data.qpos[asm.qpos_adr] = q0
+    mount = getattr(scenario.target.config, "mount", None) if scenario.target is not None else None
+    if mount is not None and mount.moving:  # the target's initial twist (e.g. a slow tumble)
+        initial_target_state(m, data, asm.target_body, mount, asm.target.T_world_target[:3, :3])
     mujoco.mj_forward(m, data)
     if np.any(m.opt.gravity != 0.0):
         # The first control step reads the sensors of this state. With ctrl = 0 the arm would be in free
@@ -163,6 +171,10 @@ def build(scenario: Scenario) -> Setup:
 
     ctx = PlannerContext(T_world_start=T_start, T_world_goal=T_goal, approach_axis_world=axis)
     planner = PLANNERS.get(scenario.planner.type)(scenario.planner.config, ctx)
+    if mount is not None and mount.moving and mount.track:  # the plan rides on the moving target
+        planner = TargetTracking(
+            planner, data, m, asm.target_body, asm.target_qpos, asm.target_qvel, floating=mount.type == "floating"
+        )
 
     tau_max = np.array([m.actuator_ctrlrange[a, 1] for a in asm.act_ids])
     if scenario.robot.max_torque is not None:
@@ -181,14 +193,17 @@ def build(scenario: Scenario) -> Setup:
         q_home=q0.copy(),
     )
     controller = CONTROLLERS.get(scenario.controller.type)(scenario.controller.config, plant, planner)
-    dyn = Dynamics(
-        asm.pin_model,
-        asm.frame_ids[asm.tool.ee_site],
-        asm.frame_ids[asm.tool.sensor_site],
+    dyn_flags = dict(
         body_frame=controller.needs_body_frame,
         sensor_pose=controller.needs_sensor_pose or scenario.wrench.force_source == "observer",
         world_drift=controller.needs_world_drift,
     )
+    if asm.floating_base:  # the base-eliminated snapshot (sim/floating.py), base state read from MjData
+        fids = asm.floating_frame_ids
+        dyn = FloatingBaseDynamics(asm.pin_floating, fids[asm.tool.ee_site], fids[asm.tool.sensor_site], **dyn_flags)
+        dyn.bind_base(data.qpos[asm.base_qpos], data.qvel[asm.base_qvel])
+    else:
+        dyn = Dynamics(asm.pin_model, asm.frame_ids[asm.tool.ee_site], asm.frame_ids[asm.tool.sensor_site], **dyn_flags)
 
     wp = WrenchPipeline(
         m,
@@ -210,8 +225,17 @@ def build(scenario: Scenario) -> Setup:
     runtime = asm.tool.make_runtime(m, data, scenario)
     if runtime is not None:
         runtime.bind_dynamics(dyn)  # e.g. the hand keeps the lumped inertia at its current pose
+    orbit = None
+    if asm.floating_base or (mount is not None and mount.moving):
+        base_body = int(m.jnt_bodyid[m.dof_jntid[asm.base_qvel.start]]) if asm.floating_base else -1
+        moving = mount is not None and mount.moving
+        orbit = OrbitTelemetry(
+            m, data, base_body, asm.target_body if moving else -1, asm.base_qpos, asm.base_qvel,
+            asm.target_qpos, asm.target_qvel, moving and mount.type == "floating", scenario.sim.timestep,
+        )
     return Setup(
-        scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration, runtime
+        scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration, runtime,
+        orbit=orbit,
     )
 
 
@@ -343,6 +367,8 @@ def simulate(
     ctrl = setup.controller
     extra = {f"ctrl_{n}": ctrl.diag_units.get(n, "") for n in ctrl.diag_names}
     runtime = setup.runtime
+    orbit = setup.orbit
+    shaped = {**(runtime.channels if runtime is not None else {}), **(orbit.channels if orbit is not None else {})}
     # The EE pose and the desired rotation are copied raw each step (a contiguous 4×4 and 3×3, part of
     # the one row copy); ee_pos, ee_quat and ee_quat_des are derived from them once the run ends
     # (_derive_pose_channels), which costs less than two quaternion conversions per step.
@@ -350,8 +376,8 @@ def simulate(
         n_steps,
         setup.plant.nv,
         extra,
-        runtime.channels if runtime is not None else None,
-        raw={"T_world_ee": 16, "R_world_ee_des": 9},
+        shaped or None,
+        raw={"T_world_ee": 16, "R_world_ee_des": 9, **(orbit.raw if orbit is not None else {})},
         derived=("ee_pos", "ee_quat", "ee_quat_des", *PEAK_CHANNELS),
     )
     # contact at every substep (per-period maxima; no extra work at one substep per period)
@@ -360,6 +386,7 @@ def simulate(
     resolved = substeps.resolved
 
     qadr, dadr, aids = setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids
+    floating = setup.asm.floating_base
 
     qs, vs, as_ = contiguous_slice(qadr), contiguous_slice(dadr), contiguous_slice(aids)
     dyn, wp, planner = setup.dynamics, setup.wrench, setup.planner
@@ -418,6 +445,8 @@ def simulate(
     }
     for k, name in enumerate(ctrl.diag_names):
         src[f"ctrl_{name}"] = cmd.diag[k : k + 1]
+    if orbit is not None:
+        src.update(orbit.sources)  # base / target joint states and the momentum sensors (views of MjData)
     row_sources = _coalesce([src[name] for name in tel.row_channels])
     block = tel.block
     planner.evaluate(0.0, ref)
@@ -465,6 +494,8 @@ def simulate(
             elif observer is not None:
                 observer.update(snap, tau)  # tau = the torque applied during the last step (clipped)
                 w = observer.fill_wrench_state(snap, w_obs)
+            if floating:  # the base's response to the measured wrench joins the snapshot's drift (sim/floating.py)
+                dyn.apply_wrench(w.ext_body)
             planner.evaluate(t, ref)
             if checking:
                 guard.note("controller", ctrl.compute_checked(snap, ref, w, cmd), i, t)
@@ -528,6 +559,8 @@ def simulate(
     if record:
         _derive_pose_channels(tel)
         substeps.fill(tel.arrays, tel.n)
+        if orbit is not None:
+            orbit.derive(tel)
     wall = time.perf_counter() - t_wall0
     sim_time = tel.n * T_c
     timing = {
@@ -554,6 +587,14 @@ def kernel_paths(setup: Setup) -> dict[str, str]:
     }
 
 
+def _mount_type(scenario: Scenario) -> str | None:
+    """The target's mount type (sim/mounts.py), None without a target."""
+    if scenario.target is None:
+        return None
+    mount = getattr(scenario.target.config, "mount", None)
+    return mount.type if mount is not None else "fixed"
+
+
 def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -> dict[str, Any]:
     asm = setup.asm
     return {
@@ -575,6 +616,9 @@ def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -
         "v_max": setup.plant.v_max,
         "tau_max": setup.plant.tau_max,
         "target_type": setup.scenario.target.type if setup.scenario.target else None,
+        "base_type": setup.scenario.robot.base.type,
+        "target_mount": _mount_type(setup.scenario),
+        "orbit_mass": setup.orbit.system_mass if setup.orbit is not None else None,
         "T_world_target": asm.target.T_world_target if asm.target else None,
         "T_world_target_believed": asm.target.T_world_believed if asm.target else None,
         "target_depth_total": asm.target.depth_total if asm.target else None,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ import yaml
 
 from sim.config import config_to_dict, describe_config, param, parse_config
 from sim.errors import ScenarioError
+from sim.mounts import BaseConfig
 from sim.robots import get_robot, robot_names
 
 
@@ -35,6 +36,7 @@ class RobotConfig:
     max_torque: float | None = param(
         None, unit="N·m", gt=0.0, doc="optional uniform torque limit, tighter than the actuators' own"
     )
+    base: BaseConfig = field(default_factory=BaseConfig)  # fixed (bolted to the world) or free_floating (sim/mounts.py)
 
 
 #: smallest contact friction coefficient accepted with ``sim.cone: pyramidal`` (docs/theory/ft_pipeline.md)
@@ -64,6 +66,18 @@ class SimConfig:
     )
     iterations: int = param(50, ge=1, doc="constraint solver iterations")
     ls_iterations: int = param(20, ge=1, doc="solver line-search iterations")
+    solver: Literal["newton", "cg", "pgs"] = param(
+        "newton",
+        doc="MuJoCo's constraint solver: newton and cg solve for the accelerations (primal), pgs for the "
+        "constraint forces (dual: its accelerations follow from forces applied in equal and opposite pairs, "
+        "so an unfinished solve still conserves momentum; docs/theory/floating_base.md)",
+    )
+    tolerance: float = param(
+        1e-8, ge=0.0, lt=1.0,
+        doc="constraint solver tolerance (MuJoCo's; 0 = always run every iteration). MuJoCo's default solver "
+        "returns the accelerations, so an early stop leaves a small non-internal residual force: floating "
+        "systems that must conserve momentum use 1e-12 (docs/theory/floating_base.md)",
+    )
     seed: int = param(0, ge=0, doc="random seed (recorded in meta.json; the loop itself is deterministic)")
 
     def validate(self) -> None:
@@ -291,6 +305,7 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
                 file=file, key="sim.cone",
             )
     wrench = parse_config(WrenchConfig, data.get("wrench"), file=file, path="wrench")
+    _check_mounts(robot, sim, target, wrench, file)
     if wrench.tare_time is not None and wrench.tare_time < sim.control_period - 1e-12:
         raise ScenarioError(
             f"must be ≥ one control period ({sim.control_period} s), got {wrench.tare_time}: the first control "
@@ -312,6 +327,32 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
         gates=gates,
         source_file=file,
     )
+
+
+def _check_mounts(
+    robot: RobotConfig, sim: SimConfig, target: TypedBlock | None, wrench: WrenchConfig, file: str
+) -> None:
+    """Combinations of mounts (sim/mounts.py) that the physics or the estimators do not support."""
+    gravity = any(g != 0.0 for g in sim.gravity)
+    if robot.base.floating and gravity:
+        raise ScenarioError(
+            f"a free-floating base needs sim.gravity = [0, 0, 0] (got {list(sim.gravity)}): under gravity the whole "
+            "spacecraft falls; in orbit chaser and target fall together and their relative motion is gravity-free",
+            file=file, key="robot.base.type",
+        )
+    mount = getattr(target.config, "mount", None) if target is not None else None
+    if mount is not None and mount.type == "floating" and gravity:
+        raise ScenarioError(
+            f"a floating target needs sim.gravity = [0, 0, 0] (got {list(sim.gravity)}): it would fall away; use "
+            "type compliant for a test bed on the ground",
+            file=file, key="target.mount.type",
+        )
+    if robot.base.floating and wrench.force_source == "observer":
+        raise ScenarioError(
+            "the momentum observer models a fixed-base arm (p = M q̇ with the base at rest); with a free-floating "
+            "base use force_source sensor or truth",
+            file=file, key="wrench.force_source",
+        )
 
 
 def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:

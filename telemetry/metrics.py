@@ -51,6 +51,23 @@ over the final ``window`` seconds:
 * tilt    = ∠(z_tool, −z_D) [deg].
 
 "steady" and docking values use the last ``window`` = 1 s of the run (t_end − window < t ≤ t_end).
+
+A moving target (``target.mount`` floating or compliant, sim/mounts.py) records its pose (``target_pos``,
+``target_quat``): the docking layer and the axial/lateral split then use the target frame D(t) of each
+sample instead of the configured pose.
+
+Orbit (runs with a free-floating base or a moving target, the channels of sim/orbit.py):
+
+* base attitude disturbance = angle of R_base(0)ᵀ R_base(t) [deg]: peak over the run, mean over the final
+  window; base drift = ‖p_base − p_base(0)‖ [m], mean over the final window;
+* target speed ‖v‖ of its centre of mass [m/s] and rate ‖ω‖ [deg/s] after seating (final window means);
+* momentum exchanged at contact = ‖P_target(end) − P_target(t_c⁻)‖ [N·s] and the same for its angular
+  momentum about its own centre of mass [N·m·s], t_c⁻ the last sample before the first tool contact (0
+  without contact);
+* for an ISOLATED system (free-floating base or no robot base on the world, and a floating target or
+  none): momentum drift = max_t max(‖P(t) − P(0)‖ / S_P, ‖L(t) − L(0)‖ / S_L) with S_P, S_L the largest
+  Σ of the parts' momentum magnitudes over the run (``momentum_abs``: the momentum the parts exchange),
+  and the centre-of-mass line deviation max_t ‖C(t) − C(0) − P(0) t / m‖ [m] (m the system mass).
 """
 
 from __future__ import annotations
@@ -103,6 +120,16 @@ METRICS: dict[str, tuple[str, str]] = {
     "docking.seat_error": ("m", "seat depth (from the target geometry) minus docking.depth; > 0: short of the seat"),
     "docking.lateral": ("m", "tip distance from the target axis (window mean)"),
     "docking.tilt_deg": ("deg", "tool-axis tilt from the mating axis (window mean)"),
+    "orbit.base_attitude_peak_deg": ("deg", "peak rotation of the free-floating base from its initial attitude"),
+    "orbit.base_attitude_final_deg": ("deg", "base rotation from its initial attitude, mean over the final window"),
+    "orbit.base_drift": ("m", "base origin displacement from its initial position, mean over the final window"),
+    "orbit.base_drift_peak": ("m", "peak base origin displacement from its initial position"),
+    "orbit.target_speed_after_seating": ("m/s", "moving target: centre-of-mass speed, mean over the final window"),
+    "orbit.target_rate_after_seating_deg_s": ("deg/s", "moving target: angular rate, mean over the final window"),
+    "orbit.momentum_exchanged": ("N·s", "‖ΔP‖ of the target from before the first tool contact to the end"),
+    "orbit.angular_momentum_exchanged": ("N·m·s", "‖ΔL‖ of the target about its centre of mass, same interval"),
+    "orbit.momentum_drift_rel": ("", "isolated system: max relative change of total linear/angular momentum"),
+    "orbit.com_deviation": ("m", "isolated system: max distance of the system COM from its straight line"),
     "hand.max_preset_error": ("rad", "G20 hand: worst |applied − goal| at the end of a hold window"),
     "hand.max_penetration": ("m", "G20 hand: max self-penetration depth"),
     "hand.projected_ratio": ("%", "G20 hand: share of steps that ran the collision projection"),
@@ -231,8 +258,31 @@ def mating_axis(meta: dict[str, Any]) -> np.ndarray:
     return np.array([0.0, 0.0, 1.0]) if T is None else np.asarray(T, dtype=float)[:3, 2].copy()
 
 
-def axial_force(wrench_world: np.ndarray, meta: dict[str, Any]) -> np.ndarray:
-    """(N,) force along the mating axis (+z_D) [N] from an (N, 6) env-on-tool world wrench."""
+def target_frames(ch: dict[str, np.ndarray], meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(R_world_D (N, 3, 3), o_D (N, 3)) of every sample: the recorded pose of a moving target, else the
+    configured pose repeated; None without a target."""
+    if "target_pos" in ch and "target_quat" in ch:
+        return quat_to_matrix(ch["target_quat"]), np.asarray(ch["target_pos"], dtype=float)
+    T = meta.get("T_world_target")
+    if T is None:
+        return None
+    T = np.asarray(T, dtype=float)
+    n = len(ch["t"])
+    return np.broadcast_to(T[:3, :3], (n, 3, 3)), np.broadcast_to(T[:3, 3], (n, 3))
+
+
+def mating_axes(ch: dict[str, np.ndarray], meta: dict[str, Any]) -> np.ndarray:
+    """(N, 3) +z of the target frame of each sample (moving targets), else :func:`mating_axis` repeated."""
+    if "target_quat" in ch:
+        return quat_to_matrix(ch["target_quat"])[:, :, 2]
+    return np.broadcast_to(mating_axis(meta), (len(ch["t"]), 3))
+
+
+def axial_force(wrench_world: np.ndarray, meta: dict[str, Any], ch: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """(N,) force along the mating axis (+z_D) [N] from an (N, 6) env-on-tool world wrench (the axis of each
+    sample for a moving target when its channels ``ch`` are given)."""
+    if ch is not None and "target_quat" in ch:
+        return np.einsum("ni,ni->n", wrench_world[:, :3], mating_axes(ch, meta))
     return wrench_world[:, :3] @ mating_axis(meta)
 
 
@@ -334,14 +384,14 @@ def compute_metrics(
         out["tracking.max_segment_rot_peak_deg"] = max(s["rot_peak_deg"] for s in segs.values())
 
     # ---- contact
-    axis = mating_axis(meta)
+    axes = mating_axes(ch, meta)  # (N, 3): the target's +z of each sample
     R_world_ee = quat_to_matrix(ch["ee_quat"])
-    axis_ee = np.einsum("nji,j->ni", R_world_ee, axis)  # R_world_eeᵀ a, (N, 3)
+    axis_ee = np.einsum("nji,nj->ni", R_world_ee, axes)  # R_world_eeᵀ a, (N, 3)
     for src, key in (("truth", "wrench_truth"), ("ft", "wrench_ext")):
         f_world = ch[f"{key}_world"][:, :3]
         w_body = ch[f"{key}_body"]
-        axial = f_world @ axis
-        lateral = np.linalg.norm(f_world - np.outer(axial, axis), axis=1)
+        axial = np.einsum("ni,ni->n", f_world, axes)
+        lateral = np.linalg.norm(f_world - axial[:, None] * axes, axis=1)
         if src == "truth" and "contact_force_peak" in ch:  # substep-resolved (SubstepContact)
             out["contact.peak_force_truth"] = _peak(np.asarray(ch["contact_force_peak"], dtype=float))
             out["contact.peak_axial_force_truth"] = _peak(np.asarray(ch["contact_axial_force_peak"], dtype=float))
@@ -383,10 +433,10 @@ def compute_metrics(
         out["controller.qp_share"] = float(100.0 * np.mean(np.asarray(ch["ctrl_qp_status"]) >= 1.0))
 
     # ---- docking
-    T_target = meta.get("T_world_target")
-    if T_target is not None and is_mating_target(meta.get("target_type")):
-        T = np.asarray(T_target, dtype=float)
-        p_in_D = (ch["ee_pos"][w_mask] - T[:3, 3]) @ T[:3, :3]  # rows: R_world_Dᵀ (p − o_D)
+    frames = target_frames(ch, meta)
+    if frames is not None and is_mating_target(meta.get("target_type")):
+        R_D, o_D = frames[0][w_mask], frames[1][w_mask]
+        p_in_D = np.einsum("nji,nj->ni", R_D, ch["ee_pos"][w_mask] - o_D)  # R_world_Dᵀ (p − o_D)
         out["docking.depth"] = float(np.mean(-p_in_D[:, 2]))
         seat = meta.get("target_depth_total")
         if seat is not None:
@@ -394,15 +444,65 @@ def compute_metrics(
         out["docking.lateral"] = float(np.mean(np.linalg.norm(p_in_D[:, :2], axis=1)))
         z_tool = R_world_ee[w_mask][:, :, 2]
         # angle via atan2(‖a × b‖, a·b): exact for small tilts
-        minus_z = -T[:3, 2]
-        tilt = np.arctan2(np.linalg.norm(np.cross(z_tool, minus_z), axis=1), z_tool @ minus_z)
+        minus_z = -R_D[:, :, 2]
+        tilt = np.arctan2(np.linalg.norm(np.cross(z_tool, minus_z), axis=1), np.einsum("ni,ni->n", z_tool, minus_z))
         out["docking.tilt_deg"] = float(np.mean(np.degrees(tilt)))
+
+    # ---- orbit (free-floating base, moving target; sim/orbit.py)
+    out.update(orbit_metrics(ch, meta, w_mask))
 
     # ---- hand (runs with the G20 hand's telemetry channels; definitions in hand.effector)
     if "hand_goal" in ch and "hand_applied" in ch:
         from hand.effector import hand_metrics
 
         out.update(hand_metrics(ch))
+    return out
+
+
+def _angle_from_first(quat: np.ndarray) -> np.ndarray:
+    """(N,) rotation angle [rad] of each orientation (w, x, y, z) relative to the first."""
+    q = np.asarray(quat, dtype=float)
+    return rotation_angle_between(np.broadcast_to(q[0], q.shape), q)
+
+
+def is_isolated(meta: dict[str, Any]) -> bool:
+    """True when no external force acts on the moving bodies: the robot base floats (or there is no fixed
+    base: always one here) and the target floats or there is none."""
+    return meta.get("base_type") == "free_floating" and meta.get("target_mount") in (None, "floating")
+
+
+def orbit_metrics(ch: dict[str, np.ndarray], meta: dict[str, Any], w_mask: np.ndarray) -> dict[str, float]:
+    """The ``orbit.*`` metrics of the run (module docstring) from the channels of sim/orbit.py; {} when the
+    run has none of them."""
+    out: dict[str, float] = {}
+    if "base_quat" in ch:
+        att = np.degrees(_angle_from_first(ch["base_quat"]))
+        drift = np.linalg.norm(ch["base_pos"] - ch["base_pos"][0], axis=1)
+        out["orbit.base_attitude_peak_deg"] = float(np.max(att))
+        out["orbit.base_attitude_final_deg"] = float(np.mean(att[w_mask]))
+        out["orbit.base_drift"] = float(np.mean(drift[w_mask]))
+        out["orbit.base_drift_peak"] = float(np.max(drift))
+    if "target_vel" in ch:
+        v = ch["target_vel"]
+        out["orbit.target_speed_after_seating"] = float(np.mean(np.linalg.norm(v[w_mask, :3], axis=1)))
+        out["orbit.target_rate_after_seating_deg_s"] = float(np.degrees(np.mean(np.linalg.norm(v[w_mask, 3:], axis=1))))
+        pt = ch["momentum_target"]
+        contact = np.flatnonzero(np.asarray(ch.get("contact_count_peak", ch["contact_count"])) > 0)
+        i0 = max(int(contact[0]) - 1, 0) if contact.size else len(pt) - 1
+        out["orbit.momentum_exchanged"] = float(np.linalg.norm(pt[-1, :3] - pt[i0, :3]))
+        out["orbit.angular_momentum_exchanged"] = float(np.linalg.norm(pt[-1, 3:] - pt[i0, 3:]))
+    if "momentum" in ch and is_isolated(meta):
+        P = ch["momentum"]
+        scale = np.max(ch["momentum_abs"], axis=0)
+        dP = np.max(np.linalg.norm(P[:, :3] - P[0, :3], axis=1)) / max(scale[0], 1e-300)
+        dL = np.max(np.linalg.norm(P[:, 3:] - P[0, 3:], axis=1)) / max(scale[1], 1e-300)
+        out["orbit.momentum_drift_rel"] = float(max(dP, dL))
+        mass = meta.get("orbit_mass")
+        if mass:
+            t = np.asarray(ch["momentum_t"], dtype=float)
+            C = ch["system_com"]
+            line = C[0] + np.outer(t - t[0], P[0, :3] / float(mass))
+            out["orbit.com_deviation"] = float(np.max(np.linalg.norm(C - line, axis=1)))
     return out
 
 

@@ -18,6 +18,10 @@ docking                   (mating targets) depth, lateral offset [mm] and tilt [
                           window the gates average over, and the window means with their verdicts
 controller                (runs with ``ctrl_*`` channels) the controller's diagnostic channels, one
                           panel per group of channels with a common prefix, in their recorded units
+orbit                     (free-floating base or moving target, sim/orbit.py) base attitude
+                          disturbance [deg] and drift [mm]; target speed [mm/s] and rate [deg/s];
+                          relative change of the total momentum and the centre of mass's distance
+                          from its straight line, log scale, with the gates; tool-contact spans
 hand                      G20 hand (only runs with ``hand_goal``): active-joint angles goal vs applied
                           [rad]; max_j |applied − goal| [rad], log scale, with the preset
                           tolerance; self-penetration [mm] with its tolerance and the projected /
@@ -26,7 +30,7 @@ hand                      G20 hand (only runs with ``hand_goal``): active-joint 
 
 A figure whose channels the run does not have is left out (:func:`figures_for`): ``hand`` needs the
 G20 hand's ``hand_*`` channels (``hand.effector.HandRuntime``), ``docking`` a mating target,
-``controller`` at least one ``ctrl_*`` channel.
+``controller`` at least one ``ctrl_*`` channel, ``orbit`` the ``momentum`` channel of sim/orbit.py.
 
 Several runs on shared axes (:data:`COMPARE_FIGURES`, :func:`plot_compare`,
 ``plot_telemetry.py RUN_A RUN_B …``): ``compare_contact_force`` (‖f‖ and axial force of the contact
@@ -62,6 +66,7 @@ from telemetry.metrics import (  # noqa: E402
     orientation_error_deg,
     position_error,
     quat_to_matrix,
+    target_frames,
 )
 from telemetry.run import Run  # noqa: E402
 
@@ -69,12 +74,12 @@ from telemetry.run import Run  # noqa: E402
 #: :func:`figures_for`).
 FIGURES: tuple[str, ...] = (
     "tracking", "tracking_error", "orientation_error", "contact_force", "joint_torques", "path", "docking",
-    "controller", "hand",
+    "controller", "orbit", "hand",
 )
 
 #: Figures drawn only when the run has this channel (all others: every run; ``docking`` and
 #: ``controller`` have their own tests in :func:`figures_for`).
-REQUIRES: dict[str, str] = {"hand": "hand_goal"}
+REQUIRES: dict[str, str] = {"hand": "hand_goal", "orbit": "momentum"}
 
 #: Overlay figures of several runs (:func:`plot_compare`).
 COMPARE_FIGURES: tuple[str, ...] = ("compare_contact_force", "compare_docking", "compare_tracking")
@@ -327,11 +332,11 @@ def docking_series(ch: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str,
 
     depth = −z of R_Dᵀ (p − o_D), lateral = ‖(x, y)‖ of it, tilt = ∠(z_tool, −z_D) via atan2.
     """
-    T = np.asarray(meta["T_world_target"], dtype=float)
-    p_in_D = (ch["ee_pos"] - T[:3, 3]) @ T[:3, :3]
+    R_D, o_D = target_frames(ch, meta)  # the recorded pose of a moving target, else the configured one
+    p_in_D = np.einsum("nji,nj->ni", R_D, ch["ee_pos"] - o_D)
     z_tool = quat_to_matrix(ch["ee_quat"])[:, :, 2]
-    minus_z = -T[:3, 2]
-    tilt = np.arctan2(np.linalg.norm(np.cross(z_tool, minus_z), axis=1), z_tool @ minus_z)
+    minus_z = -R_D[:, :, 2]
+    tilt = np.arctan2(np.linalg.norm(np.cross(z_tool, minus_z), axis=1), np.einsum("ni,ni->n", z_tool, minus_z))
     return {"depth": -p_in_D[:, 2], "lateral": np.linalg.norm(p_in_D[:, :2], axis=1), "tilt_deg": np.degrees(tilt)}
 
 
@@ -625,6 +630,69 @@ def fig_hand(run: Run) -> Figure:
     return fig
 
 
+def fig_orbit(run: Run) -> Figure:
+    """The floating bodies (sim/orbit.py, docs/metrics.md "Orbit"): the base's attitude disturbance and
+    drift, the target's speed and rate, the relative change of the total momentum and the centre of mass's
+    distance from its straight line (log scale; isolated systems only), each with its gate bound."""
+    from telemetry.metrics import _angle_from_first, is_isolated
+
+    ch, t, meta = run.channels, run.t, run.meta
+    gates = {g.get("metric"): g for g in _gates(run)}
+    panels = [p for p, key in (("base", "base_quat"), ("target", "target_vel")) if key in ch]
+    if is_isolated(meta):
+        panels.append("momentum")
+    if not panels:
+        raise DockbenchError(f"{run.path}: the orbit figure needs a free-floating base or a moving target")
+    fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, 1.9 * len(panels) + 0.8), sharex=True,
+                             layout="constrained", squeeze=False)
+    axes = axes[:, 0]
+    contact = np.asarray(ch.get("contact_count_peak", ch["contact_count"])) > 0
+
+    def gate_line(ax: Any, metric: str, scale: float = 1.0) -> None:
+        g = gates.get(metric)
+        if g is not None and g.get("max") is not None:
+            ax.axhline(scale * float(g["max"]), **_GATE)
+
+    for ax, panel in zip(axes, panels, strict=True):
+        for t0, t1 in _flag_spans(t, contact):
+            ax.axvspan(t0, t1, color="C1", alpha=0.10, lw=0, zorder=0)
+        if panel == "base":
+            ax.plot(t, np.degrees(_angle_from_first(ch["base_quat"])), **_ACTUAL)
+            gate_line(ax, "orbit.base_attitude_peak_deg")
+            ax.set_ylabel("base attitude change [deg]")
+            ax2 = ax.twinx()
+            ax2.plot(t, 1e3 * np.linalg.norm(ch["base_pos"] - ch["base_pos"][0], axis=1), color="C2", lw=1.0, ls="--")
+            ax2.set_ylabel("base drift [mm]", color="C2")
+            ax2.grid(False)
+        elif panel == "target":
+            v = ch["target_vel"]
+            ax.plot(t, 1e3 * np.linalg.norm(v[:, :3], axis=1), **_ACTUAL)
+            gate_line(ax, "orbit.target_speed_after_seating", 1e3)
+            ax.set_ylabel("target speed [mm/s]")
+            ax2 = ax.twinx()
+            ax2.plot(t, np.degrees(np.linalg.norm(v[:, 3:], axis=1)), color="C2", lw=1.0, ls="--")
+            ax2.set_ylabel("target rate [deg/s]", color="C2")
+            ax2.grid(False)
+        else:
+            P, S = ch["momentum"], np.max(ch["momentum_abs"], axis=0)
+            tm = np.asarray(ch["momentum_t"], dtype=float)
+            ax.semilogy(tm, _positive_or_nan(np.linalg.norm(P[:, :3] - P[0, :3], axis=1) / max(S[0], 1e-300)),
+                        label="‖P − P(0)‖ / S_P", color="C0", lw=1.0)
+            ax.semilogy(tm, _positive_or_nan(np.linalg.norm(P[:, 3:] - P[0, 3:], axis=1) / max(S[1], 1e-300)),
+                        label="‖L − L(0)‖ / S_L", color="C4", lw=1.0)
+            gate_line(ax, "orbit.momentum_drift_rel")
+            mass = meta.get("orbit_mass")
+            if mass:
+                C = ch["system_com"]
+                dev = np.linalg.norm(C - (C[0] + np.outer(tm - tm[0], P[0, :3] / float(mass))), axis=1)
+                ax.semilogy(tm, _positive_or_nan(dev), label="COM off its line [m]", color="C2", lw=1.0)
+            ax.set_ylabel("momentum change")
+            ax.legend(loc="upper left", fontsize=7, ncols=3)
+    _finish_time_axes(axes, run)
+    fig.suptitle(f"In orbit: base, target and momentum (tool contact shaded)\n{_title(run)}")
+    return fig
+
+
 _BUILDERS = {
     "tracking": fig_tracking,
     "tracking_error": fig_tracking_error,
@@ -635,6 +703,7 @@ _BUILDERS = {
     "docking": fig_docking,
     "controller": fig_controller,
     "hand": fig_hand,
+    "orbit": fig_orbit,
 }
 
 

@@ -3,7 +3,8 @@
 :func:`render_run_video` loads ``scene.xml`` (the assembled MJCF the run used), and for each video
 frame k at time t_k = t_0 + k / fps (a fixed frame rate, decoupled from the 1 ms control loop) takes
 the telemetry sample nearest to t_k, writes the arm joint positions ``q`` into ``qpos`` by joint name
-(``meta["joint_names"]``) — and the G20 hand's ``hand_applied`` pose when the run recorded it — calls
+(``meta["joint_names"]``) — and the G20 hand's ``hand_applied`` pose, a free-floating base's and a moving
+target's joint states (sim/orbit.py) when the run recorded them — calls
 ``mj_forward`` and renders. Everything else not in the telemetry (e.g. a floating target) stays at its
 model default; a non-finite sample (a diverged run) holds the last finite pose. The frame count is
 ``floor((t_end − t_0) · fps) + 1``.
@@ -263,6 +264,22 @@ def _hand_replay(model: mujoco.MjModel, run: Run) -> tuple[np.ndarray, np.ndarra
     return np.array([int(model.jnt_qposadr[j]) for j in ids]), applied
 
 
+def _floating_replay(model: mujoco.MjModel, run: Run) -> list[tuple[int, np.ndarray]]:
+    """(first qpos address, (N, k) joint states) of a free-floating base (``base_pos``, ``base_quat``: its
+    free joint's qpos) and of a moving target (``target_qpos``) when the run recorded them (sim/orbit.py)."""
+    from sim.mounts import BASE_JOINT
+
+    out = []
+    ch = run.channels
+    j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, BASE_JOINT)
+    if j >= 0 and "base_pos" in ch and "base_quat" in ch:
+        out.append((int(model.jnt_qposadr[j]), np.hstack([ch["base_pos"], ch["base_quat"]])))
+    b = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "target")
+    if b >= 0 and "target_qpos" in ch and model.body_jntnum[b] > 0:
+        out.append((int(model.jnt_qposadr[model.body_jntadr[b]]), ch["target_qpos"]))
+    return out
+
+
 def render_run_video(
     run_dir: str | Path, out_path: str | Path, fps: float = 30, width: int = 640, height: int = 480
 ) -> Path:
@@ -309,6 +326,7 @@ def render_run_video(
             adr.append(int(model.jnt_qposadr[jid]))
         adr_arr = np.array(adr)
         hand = _hand_replay(model, run)
+        floating = _floating_replay(model, run)
         with OffscreenRenderer(model, width, height) as renderer:
             frame_camera(renderer.camera, run, float(model.vis.global_.fovy))
             for i in frame_indices(t, fps):
@@ -316,6 +334,9 @@ def render_run_video(
                     data.qpos[adr_arr] = q[i]
                 if hand is not None and np.all(np.isfinite(hand[1][i])):
                     data.qpos[hand[0]] = hand[1][i]
+                for qadr, poses in floating:  # a free-floating base, a moving target (sim/orbit.py)
+                    if np.all(np.isfinite(poses[i])):
+                        data.qpos[qadr : qadr + poses.shape[1]] = poses[i]
                 mujoco.mj_forward(model, data)
                 writer.append(renderer.render(data))
         writer.close()

@@ -73,6 +73,18 @@ CASES = [
      "controller.qp_share"),
     # a 0.05 rad/s slew: the half fist is not reached before the hand is told to open again
     ("hand_too_slow", "fr3_g20_tracking", {"tool.slew_rad_s": 0.05}, "hand.max_preset_error"),
+    # in orbit: a 60 kg bus instead of 500 kg turns by 8.7° under the same arm motion
+    ("light_bus", "orbit/iiwa14_orbit_fixed_target", {"robot.base.mass": 60.0, "robot.base.inertia": [8.0, 8.0, 8.0]},
+     "orbit.base_attitude_peak_deg"),
+    # a 5 mm preload on a free-floating target pushes it away (8.5 mm/s after seating)
+    ("pushes_the_target_away", "orbit/iiwa14_orbit_floating_target", {"target.seat_gap": -0.005},
+     "orbit.target_speed_after_seating"),
+    # Euler (implicitfast) instead of RK4 + PGS: the momentum drifts by 5e-5 and the centre of mass leaves its
+    # line by 9e-8 m (docs/theory/floating_base.md)
+    ("euler_loses_momentum", "orbit/iiwa14_orbit_floating_target", {"sim.integrator": "implicitfast",
+     "sim.solver": "newton"}, "orbit.momentum_drift_rel"),
+    ("euler_moves_the_com", "orbit/iiwa14_orbit_floating_target", {"sim.integrator": "implicitfast",
+     "sim.solver": "newton"}, "orbit.com_deviation"),
     # the fist without the collision projection: the fingers sink into each other
     ("hand_self_penetration", "fr3_g20_tracking", {"tool.collision_project": False, "tool.schedule": [
         {"t": 4.0, "preset": "fist"}, {"t": 8.0, "preset": "open"}]}, "hand.max_penetration"),

@@ -33,6 +33,7 @@ KERNEL_MODULES = (
     "controllers._hqp_kernel",
     "sim._wrench_kernel",
     "sim._dynamics_kernel",
+    "sim._floating_kernel",
 )
 khatib_built = pytest.mark.skipif(
     kernels.status(KHATIB)[0] is None, reason=f"{kernels.status(KHATIB)[1]}; {kernels.BUILD_HINT}"

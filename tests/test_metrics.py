@@ -362,9 +362,12 @@ def test_hand_metrics_when_the_hand_channels_exist() -> None:
 
 
 def test_every_computed_metric_is_documented() -> None:
+    from tests.orbit_helpers import add_orbit
+
     ch, meta = synthetic()
     _add_hand(ch)
     _add_qp_status(ch)
+    add_orbit(ch, meta)
     m = compute_metrics(ch, meta)
     assert set(scalar_metrics(m)) == set(METRICS)
     assert set(k for k in m if k != "segments") == set(METRICS)
@@ -421,7 +424,7 @@ def test_empty_telemetry_gives_no_metrics() -> None:
 @pytest.mark.parametrize("name", sorted(METRICS))
 def test_metric_names_have_a_layer_and_unit(name: str) -> None:
     layer = name.split(".")[0]
-    assert layer in ("tracking", "contact", "safety", "docking", "hand", "controller")
+    assert layer in ("tracking", "contact", "safety", "docking", "hand", "controller", "orbit")
     unit, doc = METRICS[name]
     assert isinstance(unit, str) and doc
 

@@ -25,7 +25,7 @@ from telemetry.run import Run, write_json
 from tests.test_metrics import DT, SEGMENTS, N, write_synthetic_run
 
 #: the figures of the synthetic run (a drogue target, no controller diagnostics, no hand channels)
-BASE_FIGURES = tuple(n for n in FIGURES if n not in ("hand", "controller"))
+BASE_FIGURES = tuple(n for n in FIGURES if n not in ("hand", "controller", "orbit"))
 
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF", "svg": b"<?xml"}
 
@@ -217,12 +217,12 @@ def test_hand_figure_only_for_hand_runs(tmp_path: Path, run_dir: Path) -> None:
     assert hand_run is not None and probe_run is not None
 
     files = plot_run(hand_run)  # a tracking run (no target: no docking figure), with controller channels
-    assert [f.name for f in files] == [f"{n}.png" for n in FIGURES if n != "docking"]
+    assert [f.name for f in files] == [f"{n}.png" for n in FIGURES if n not in ("docking", "orbit")]
     assert (hand_run / "hand.png").stat().st_size > 5_000
     np.testing.assert_allclose(hand_command_times(Run.load(hand_run)), [0.1], atol=1e-9)
 
     files = plot_run(probe_run)
-    assert [f.name for f in files] == [f"{n}.png" for n in FIGURES if n not in ("docking", "hand")]
+    assert [f.name for f in files] == [f"{n}.png" for n in FIGURES if n not in ("docking", "hand", "orbit")]
     assert not (probe_run / "hand.png").exists()
     with pytest.raises(DockbenchError, match="needs the channel 'hand_goal'"):
         make_figures(Run.load(run_dir), ["hand"])

@@ -74,6 +74,12 @@ DEFAULT_TOLERANCES: dict[str, dict[str, float]] = {
     "contact.force_spikes_truth": {"rel": 0.5, "abs": 3.0},
     "contact.on_off_toggles_truth": {"rel": 0.5, "abs": 15.0},
     "controller.qp_share": {"rel": 0.2, "abs": 0.2},          # %
+    # in orbit (issue 19): the momentum and COM-line errors are round-off and truncation (≈ 1e-8, ≈ 1e-11 m),
+    # which another CPU's round-off moves by a factor; their gates (1e-6, 1e-8 m) are the physics check
+    "orbit.momentum_drift_rel": {"rel": 1.0, "abs": 1e-7},
+    "orbit.com_deviation": {"rel": 1.0, "abs": 1e-9},         # m
+    "orbit.base_attitude_peak_deg": {"rel": 0.05, "abs": 0.02},   # deg
+    "orbit.target_speed_after_seating": {"rel": 0.10, "abs": 1e-4},  # m/s
 }
 
 
