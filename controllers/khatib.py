@@ -11,11 +11,10 @@ J̄ = M⁻¹ Jᵀ Λ; N = I − J̄ J.
 
 F_ext is the force part of ``WrenchState.ext_world`` (environment on tool, world axes).
 
-Implementation (1 kHz loop): the 3-vector algebra on Python floats; the joint-space part as
-τ = Jᵀ y + h − D_null q̇ with Λ⁻¹ y = u − J̇q̇ + D_null J M⁻¹ q̇ (the task and null-space terms folded
-into one solve), where [J; q̇ᵀ] M⁻¹Jᵀ gives Λ⁻¹ and J M⁻¹ q̇ in one product, y is solved in place
-(MuJoCo's Cholesky; least squares at a singular Λ⁻¹) and τ = [J; q̇ᵀ; hᵀ]ᵀ [y; −D_null; 1] is one
-product (``Snapshot.J_v_h``). tests/test_optimised_equals_reference.py pins it to the textbook form.
+Implementation: :meth:`KhatibController._compute_python` writes these equations in numpy, one line
+each; the task and null-space terms share one solve, τ = Jᵀ y + h − D_null q̇ with
+Λ⁻¹ y = u − J̇q̇ + D_null J M⁻¹ q̇ (Nᵀ q̇ = q̇ − Jᵀ Λ J M⁻¹ q̇), least squares where Λ⁻¹ is singular.
+tests/test_optimised_equals_reference.py checks it against the textbook form with explicit Λ, J̄, N.
 
 Compiled kernel: when ``controllers._khatib_kernel`` is built (sim/kernels.py), :meth:`KhatibController.compute`
 binds it once to the run's arrays and each step is one call (≈10× cheaper); this Python code stays the
@@ -25,11 +24,9 @@ reference and runs when the kernel is missing, when ``DOCKBENCH_KERNELS=python``
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-import mujoco
 import numpy as np
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
@@ -45,11 +42,20 @@ from sim.wrench import WrenchState
 #: diagnostics added by the force set-point: ramp s, F_d, f_a [N] and the integral I [N]
 SETPOINT_DIAG = ("fs_s", "fs_force_desired", "fs_force_axial", "fs_integral")
 
-_mulMatMatT = mujoco.mju_mulMatMatT
-_cholFactor = mujoco.mju_cholFactor
-_cholSolve = mujoco.mju_cholSolve
-#: Cholesky pivots (squared) below this count as zero: Λ⁻¹ singular → least-squares solve [1/kg-ish units]
+#: the compiled kernel's Cholesky pivots (squared) below this count as zero: Λ⁻¹ singular → it hands the step to
+#: the Python path, which solves by least squares there [1/kg-ish units]
 _CHOL_MIN_PIVOT = 1e-15
+
+
+def _solve_task(Li: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """y with Λ⁻¹ y = rhs. Λ⁻¹ is SPD away from singularities; where a Cholesky pivot (squared) falls below
+    _CHOL_MIN_PIVOT or the factorisation fails (rank < 6), least squares instead."""
+    try:
+        if float(np.diagonal(np.linalg.cholesky(Li)).min()) ** 2 >= _CHOL_MIN_PIVOT:
+            return np.linalg.solve(Li, rhs)
+    except np.linalg.LinAlgError:
+        pass
+    return np.linalg.lstsq(Li, rhs, rcond=None)[0]
 
 
 @dataclass(frozen=True)
@@ -109,17 +115,9 @@ class KhatibController(Controller):
         self.dt = plant.control_period
         #: commanded task acceleration u = [u_pos; u_rot] of the last compute() [m/s²; rad/s²]
         self.u = np.zeros(6)
-        nv = plant.nv
-        # work arrays (C-contiguous, the exact shapes ndarray.dot(..., out=) and mju_* need)
-        self._MinvJt = np.zeros((nv, 6))
-        # [J; q̇ᵀ] M⁻¹ Jᵀ: rows 0–5 Λ⁻¹ = J M⁻¹ Jᵀ, row 6 (J M⁻¹ q̇)ᵀ (M⁻¹ symmetric)
-        self._LiR = np.zeros((7, 6))
-        # [y; −d_null; 1]: y solved in place in the first six entries, so that
-        # [J; q̇ᵀ; hᵀ]ᵀ [y; −d_null; 1] = Jᵀ y − d_null q̇ + h is one product
-        self._yext = np.zeros(8)
-        self._yext[7] = 1.0
-        self._y_view = self._yext[:6]
-        self._Li = np.zeros((6, 6))  # Cholesky factor of Λ⁻¹
+        #: Λ⁻¹ = J M⁻¹ Jᵀ and y = Λ (u − J̇q̇ + D_null J M⁻¹ q̇) of the last Python step (the guard's bounds)
+        self._Li = np.eye(6)
+        self._y = np.zeros(6)
         self._gains_of: KhatibConfig | None = None
         self._gains: tuple[float, ...] = ()
         # contact-force options (controllers/force_control.py; Python only)
@@ -182,8 +180,8 @@ class KhatibController(Controller):
         + (k_rot π + d_rot max |ω − ω_d|) / m_rot. F_I = clamp(k_i ∫(x_d − x) dt): S = max |F_I| + f_i,max."""
         c = self.config
         a = np.abs
-        Li = self._LiR[:6]
-        s_solve = 3.0 * kernels.magnitude(a(snap.J_ee_lwa).T @ a(self._y_view))
+        Li = self._Li
+        s_solve = 3.0 * kernels.magnitude(a(snap.J_ee_lwa).T @ a(self._y))
         s_plain = 3.0 * kernels.magnitude(a(snap.h) + c.d_null * a(snap.v))
         if self.ff.active:
             s_plain += kernels.magnitude(self.ff.out)
@@ -238,116 +236,62 @@ class KhatibController(Controller):
 
     def _compute_python(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """The reference implementation of :meth:`compute` (module docstring)."""
-        # 3-vector algebra on Python floats (one numpy call costs more than the arithmetic), in the
-        # same operation order as the array form; tests/test_khatib_fast.py pins it to the array
-        # implementation and tests/test_optimised_equals_reference.py to the textbook equations.
-        md, k, inv_m, k_rot, d_rot, inv_mrot, dn, k_i, f_i_max, f_contact = self._config_gains()
-        x0, x1, x2 = snap.p_ee_in_world.tolist()
-        v0, v1, v2, w0, w1, w2 = snap.twist_ee_lwa.tolist()
-        p0, p1, p2 = ref.pos.tolist()
-        pv0, pv1, pv2 = ref.vel.tolist()
-        f0, f1, f2, _, _, _ = wrench.ext_world.tolist()
+        c = self.config
+        x, v, w = snap.p_ee_in_world, snap.twist_ee_lwa[:3], snap.twist_ee_lwa[3:]
+        f = wrench.ext_world[:3]
         if self.force_filter.active:  # F̄: the law's force (controllers/force_control.py)
-            f0, f1, f2 = self.force_filter.update([f0, f1, f2])
-        ep0, ep1, ep2 = x0 - p0, x1 - p1, x2 - p2  # x − x_d
-        ev0, ev1, ev2 = v0 - pv0, v1 - pv1, v2 - pv2  # ẋ − ẋ_d
-        f_norm = math.sqrt(f0 * f0 + f1 * f1 + f2 * f2)  # ‖f̄‖ (the hybrid feedforward's contact test)
+            f = np.array(self.force_filter.update(f.tolist()))
+        e_x, e_v = x - ref.pos, v - ref.vel  # x − x_d, ẋ − ẋ_d
+        f_norm = float(np.sqrt(f @ f))  # ‖f̄‖ (the integral's freeze and the hybrid feedforward's contact test)
         fs = self.setpoint
-        s_fs = fs.update(snap.t, [f0, f1, f2], [v0, v1, v2]) if fs is not None else 0.0
+        s_fs = fs.update(snap.t, f.tolist(), v.tolist()) if fs is not None else 0.0
 
-        # Friction integral, frozen once contact is detected.
+        # friction integral F_I = clamp(k_i ∫(x_d − x) dt, ±F_I,max), frozen from the first contact
         if self.use_integral and not self.frozen:
-            if f_norm > f_contact:
+            if f_norm > c.contact_threshold:
                 self.frozen = True
             else:
-                dt = self.dt
-                i0, i1, i2 = self.integral.tolist()
-                i0 -= ep0 * dt
-                i1 -= ep1 * dt
-                i2 -= ep2 * dt
-                self.integral[:] = (i0, i1, i2)
-                self.F_I[:] = (
-                    min(max(k_i * i0, -f_i_max), f_i_max),
-                    min(max(k_i * i1, -f_i_max), f_i_max),
-                    min(max(k_i * i2, -f_i_max), f_i_max),
-                )
-        fi0, fi1, fi2 = fi_log = self.F_I.tolist()
-        a0, a1, a2 = ref.acc.tolist()
+                self.integral -= e_x * self.dt
+                np.clip(c.k_i * self.integral, -c.f_i_max, c.f_i_max, out=self.F_I)
+        F_I, acc = self.F_I, ref.acc
+        fi_log = F_I.tolist()
         if s_fs > 0.0:
             # hybrid impedance: along the mating axis the position impedance (pose error, reference motion,
             # friction integral, measured force) is faded out by s and the absolute velocity is damped; the
             # set-point's task force is added to τ below (controllers/force_control.py)
-            ep0, ep1, ep2 = fs.remove_axial((ep0, ep1, ep2), s_fs)
-            va = s_fs * (fs.axis[0] * v0 + fs.axis[1] * v1 + fs.axis[2] * v2)
-            ev0, ev1, ev2 = fs.remove_axial((ev0, ev1, ev2), s_fs)
-            ev0, ev1, ev2 = ev0 + va * fs.axis[0], ev1 + va * fs.axis[1], ev2 + va * fs.axis[2]
-            a0, a1, a2 = fs.remove_axial((a0, a1, a2), s_fs)
-            fi0, fi1, fi2 = fs.remove_axial((fi0, fi1, fi2), s_fs)
-            f0, f1, f2 = fs.remove_axial((f0, f1, f2), s_fs)
+            def fade(x: np.ndarray) -> np.ndarray:
+                return np.array(fs.remove_axial(x.tolist(), s_fs))
 
-        # u_pos = ẍ_d + M_d⁻¹ (−D_d (ẋ − ẋ_d) − K_d (x − x_d) [+ F_I] [+ F_ext])
-        g0 = ev0 * md - k * ep0
-        g1 = ev1 * md - k * ep1
-        g2 = ev2 * md - k * ep2
+            axis = np.array(fs.axis)
+            e_x, acc, F_I, f = fade(e_x), fade(acc), fade(F_I), fade(f)
+            e_v = fade(e_v) + s_fs * float(axis @ v) * axis
+
+        # u_pos = ẍ_d + M_d⁻¹ (F_ext − D_d (ẋ − ẋ_d) − K_d (x − x_d) + F_I)
+        force = -c.d * e_v - c.k * e_x
         if self.use_integral:
-            g0 += fi0
-            g1 += fi1
-            g2 += fi2
-        if self.config.use_force_feedback:
-            g0 += f0
-            g1 += f1
-            g2 += f2
+            force = force + F_I
+        if c.use_force_feedback:
+            force = force + f
         # e_R = log(R_d Rᵀ);  u_rot = α_d + M_R⁻¹ (K_R e_R + D_R (ω_d − ω))
-        e0, e1, e2 = rotation_error_world(ref.R, snap.R_world_ee).tolist()
-        o0, o1, o2 = ref.omega.tolist()
-        al0, al1, al2 = ref.alpha.tolist()
-        u0 = a0 + g0 * inv_m
-        u1 = a1 + g1 * inv_m
-        u2 = a2 + g2 * inv_m
-        u3 = al0 + (e0 * k_rot + d_rot * (o0 - w0)) * inv_mrot
-        u4 = al1 + (e1 * k_rot + d_rot * (o1 - w1)) * inv_mrot
-        u5 = al2 + (e2 * k_rot + d_rot * (o2 - w2)) * inv_mrot
-        self.u[:] = (u0, u1, u2, u3, u4, u5)
+        e_R = rotation_error_world(ref.R, snap.R_world_ee)
+        self.u[:3] = acc + force / c.m
+        self.u[3:] = ref.alpha + (c.k_rot * e_R + c.d_rot * (ref.omega - w)) / c.m_rot
 
-        # τ = Jᵀ Λ (u − J̇q̇) + h − D_null Nᵀ q̇ with Nᵀ q̇ = q̇ − Jᵀ Λ J M⁻¹ q̇, folded into one solve:
-        # τ = Jᵀ y + h − d_null q̇,  y = Λ (u − J̇q̇ + d_null J M⁻¹ q̇),  Λ⁻¹ = J M⁻¹ Jᵀ.
-        # Small dense products through ndarray.dot(out=) or MuJoCo's mju_*, whichever binding costs less
-        # at this size (measured), and the Cholesky solve through mju_* (less than scipy's LAPACK wrapper).
-        MinvJt = self._MinvJt
-        _mulMatMatT(MinvJt, snap.Minv, snap.J_ee_lwa)  # M⁻¹ Jᵀ (nv, 6)
-        LiR = self._LiR
-        snap.J_v.dot(MinvJt, out=LiR)  # [Λ⁻¹; (J M⁻¹ q̇)ᵀ]
-        r0, r1, r2, r3, r4, r5 = LiR[6].tolist()
-        j0, j1, j2, j3, j4, j5 = snap.dJdq_ee_lwa.tolist()
-        rhs = (
-            (u0 - j0) + dn * r0,
-            (u1 - j1) + dn * r1,
-            (u2 - j2) + dn * r2,
-            (u3 - j3) + dn * r3,
-            (u4 - j4) + dn * r4,
-            (u5 - j5) + dn * r5,
-        )
-        yext, Li = self._yext, self._Li
-        yext[:7] = (*rhs, -dn)
-        # Λ⁻¹ y = rhs. Λ⁻¹ is SPD away from singularities: Cholesky-factor a copy of it (LiR keeps Λ⁻¹),
-        # then solve in place in yext[:6]. A pivot below _CHOL_MIN_PIVOT (rank < 6) means Λ⁻¹ is
-        # singular there: least squares instead.
-        Li[:] = LiR[:6]
-        if _cholFactor(Li, _CHOL_MIN_PIVOT) == 6:
-            y = self._y_view
-            _cholSolve(y, Li, y)
-        else:
-            yext[:6] = np.linalg.lstsq(LiR[:6], np.array(rhs), rcond=None)[0]
-        tau = cmd.tau
-        snap.J_v_h.T.dot(yext, out=tau)  # [J; q̇ᵀ; hᵀ]ᵀ [y; −d_null; 1] = Jᵀ y − d_null q̇ + h
+        # τ = Jᵀ Λ (u − J̇q̇) + h − Nᵀ D_null q̇ with Nᵀ q̇ = q̇ − Jᵀ Λ J M⁻¹ q̇, in one solve:
+        # τ = Jᵀ y + h − D_null q̇,  Λ⁻¹ y = u − J̇q̇ + D_null J M⁻¹ q̇,  Λ⁻¹ = J M⁻¹ Jᵀ
+        J, dn = snap.J_ee_lwa, c.d_null
+        MinvJt = snap.Minv @ J.T
+        self._Li = Li = J @ MinvJt
+        rhs = self.u - snap.dJdq_ee_lwa + dn * (MinvJt.T @ snap.v)
+        self._y = y = _solve_task(Li, rhs)
+        tau = J.T @ y + snap.h - dn * snap.v
         if fs is not None and s_fs > 0.0:
-            tf = fs.task_force()
-            tau += snap.J_ee_lwa[:3].T.dot(tf)  # Jᵀ [F_f; 0]
+            tau += J[:3].T @ np.array(fs.task_force())  # Jᵀ [F_f; 0]
         if self.ff.active:
             tau += self.ff.compute(snap.v, tau, snap.g, f_norm)
+        cmd.tau[:] = tau
+        frozen = 1.0 if self.frozen else 0.0
         if fs is None:
-            cmd.diag[:] = (fi0, fi1, fi2, 1.0 if self.frozen else 0.0)
+            cmd.diag[:] = (*fi_log, frozen)
         else:
-            cmd.diag[:] = (
-                *fi_log, 1.0 if self.frozen else 0.0, s_fs, fs.force_desired, fs.force_axial, fs.integral
-            )
+            cmd.diag[:] = (*fi_log, frozen, s_fs, fs.force_desired, fs.force_axial, fs.integral)

@@ -1,29 +1,24 @@
 """The float fast paths of the 1 kHz loop equal their straightforward numpy array forms to round-off.
 
-Khatib's control law, the F/T wrench pipeline, the quintic planner and the MotionReference adapter do
-their 3-vector algebra on Python floats (cheaper than numpy calls at this size). Each test below runs
-the previous array implementation of the same equations (kept here verbatim as the reference) next to
-the fast one on random / simulated states, including the friction integral and its freeze, the joint
-feedforward, contacts and inertial compensation.
+The F/T wrench pipeline and the quintic planner do their 3-vector algebra on Python floats (cheaper than
+numpy calls at this size). Each test below runs the array implementation of the same equations (kept
+here as the reference) next to the fast one on random / simulated states, including contacts and
+inertial compensation; the MotionReference adapter's two entry points are checked against each other
+and against the array formulas.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
-from controllers.khatib import KhatibController
 from planners import PLANNERS, MotionReference, PlannerContext, Reference
-from sim import kernels
 from sim.config import parse_config
-from sim.lie import so3_exp, so3_log
+from sim.lie import so3_exp
 from sim.loop import build, simulate
 from sim.scenario import scenario_from_dict
-from sim.wrench import WrenchState, cross3
-from tests.helpers import kernel_scenario_dict, planner_context, press_scenario, random_reference
-from tests.roundoff import assert_within_bound
+from sim.wrench import cross3
+from tests.helpers import planner_context, press_scenario
 
 #: relative round-off allowed between the float and the array forms of the short sums (3-term dot products,
 #: cross products, a few additions: |Δ| ≤ ~10 ε (1 + |lever|) |x|, so 1e-12 ≈ 4500 ε is ≥ 100× that);
@@ -36,100 +31,6 @@ def _close(a, b, name: str) -> None:
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     scale = max(1.0, float(np.abs(b).max()))
     np.testing.assert_allclose(a, b, rtol=0, atol=TOL_ROUNDOFF * scale, err_msg=name)
-
-
-# ------------------------------------------------------------------------------------------ Khatib
-
-
-class _ArrayKhatib:
-    """The array-form Khatib law (previous implementation), with its own integral state."""
-
-    def __init__(self, ctrl: KhatibController):
-        self.c = ctrl
-        self.integral = np.zeros(3)
-        self.F_I = np.zeros(3)
-        self.frozen = False
-        self.u = np.zeros(6)
-
-    def compute(self, snap, ref, wrench, tau_out: np.ndarray, diag: np.ndarray) -> None:
-        ctrl, c = self.c, self.c.config
-        J = snap.J_ee_lwa
-        x = snap.p_ee_in_world
-        xd = snap.twist_ee_lwa
-        f_ext = wrench.ext_world[:3]
-        e_pos = x - ref.pos
-        e_vel = xd[:3] - ref.vel
-        if ctrl.use_integral and not self.frozen:
-            if np.linalg.norm(f_ext) > c.contact_threshold:
-                self.frozen = True
-            else:
-                self.integral -= e_pos * ctrl.dt
-                np.clip(c.k_i * self.integral, -c.f_i_max, c.f_i_max, out=self.F_I)
-        u = self.u
-        force = np.multiply(e_vel, -c.d)
-        force -= c.k * e_pos
-        if ctrl.use_integral:
-            force += self.F_I
-        if c.use_force_feedback:
-            force += f_ext
-        force *= 1.0 / c.m
-        np.add(ref.acc, force, out=u[:3])
-        e_R = so3_log(ref.R @ snap.R_world_ee.T)
-        e_R *= c.k_rot
-        e_R += c.d_rot * (ref.omega - xd[3:])
-        e_R *= 1.0 / c.m_rot
-        np.add(ref.alpha, e_R, out=u[3:])
-        MinvJt = snap.Minv @ J.T
-        rhs = u - snap.dJdq_ee_lwa
-        rhs += c.d_null * (snap.v @ MinvJt)
-        y = np.linalg.solve(J @ MinvJt, rhs)
-        tau = J.T @ y
-        tau += snap.h
-        tau -= c.d_null * snap.v
-        if ctrl.ff.active:
-            tau += ctrl.ff.compute(snap.v, tau.copy())
-        tau_out[:] = tau
-        diag[:3] = self.F_I
-        diag[3] = 1.0 if self.frozen else 0.0
-
-
-@pytest.mark.parametrize(
-    "scene, overrides",
-    [
-        ("iiwa14_docking", {}),
-        ("fr3_docking", {}),  # friction integral + torque-mode feedforward
-        ("fr3_docking", {"feedforward": "velocity", "use_force_feedback": False}),
-        ("iiwa14_docking", {"friction_integral": "on", "d_null": 0.0}),
-    ],
-)
-def test_khatib_float_form_equals_array_form(scene: str, overrides: dict) -> None:
-    s = build(scenario_from_dict(kernel_scenario_dict(scene)))
-    cfg = dataclasses.replace(s.controller.config, **overrides)
-    with kernels.forced("python"):  # the float form itself, not its kernel
-        ctrl = KhatibController(cfg, s.plant)
-    ref_impl = _ArrayKhatib(ctrl)
-    rng = np.random.default_rng(5)
-    cmd = ctrl.make_command()
-    tau_ref, diag_ref = np.zeros(s.plant.nv), np.zeros(len(ctrl.diag_names))
-    w = WrenchState()
-    for step in range(60):
-        q = s.q0 + rng.uniform(-0.3, 0.3, s.plant.nv)
-        v = rng.uniform(-0.4, 0.4, s.plant.nv)
-        snap = s.dynamics.update(q, v, 0.001 * step)
-        ref = random_reference(rng, snap)
-        # small forces first (the integral runs), then contact (it freezes)
-        w.ext_world[:] = rng.normal(scale=0.2 if step < 40 else 3.0, size=6)
-        ctrl.compute(snap, ref, w, cmd)
-        ref_impl.compute(snap, ref, w, tau_ref, diag_ref)
-        _close(ctrl.u, ref_impl.u, f"u, step {step}")
-        bound = ctrl._guard_bounds(snap, ref, w, cmd)[0]  # τ: S and κ(Λ⁻¹) of the float form's own step
-        assert_within_bound("controller", s.plant.nv, [("tau", cmd.tau)], [("tau", tau_ref)], [bound])
-        _close(cmd.diag, diag_ref, f"diag, step {step}")
-        _close(ctrl.F_I, ref_impl.F_I, f"F_I, step {step}")
-        _close(ctrl.integral, ref_impl.integral, f"integral, step {step}")
-        assert ctrl.frozen == ref_impl.frozen
-    if ctrl.use_integral:
-        assert ctrl.frozen and np.any(ctrl.F_I != 0.0)
 
 
 # ------------------------------------------------------------------------------------------ wrench
