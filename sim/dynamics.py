@@ -352,13 +352,7 @@ class Dynamics:
         sensor_pose: bool = True,
         world_drift: bool = True,
     ):
-        self.model = model
-        self.data = model.createData()
-        self.ee_frame = ee_frame
-        self.sensor_frame = sensor_frame
-        self.body_frame = body_frame
-        self.sensor_pose = sensor_pose
-        self.world_drift = world_drift
+        self._set_frames(model, ee_frame, sensor_frame, body_frame, sensor_pose, world_drift)
         self.snap = Snapshot(model.nv)
         #: the snapshot the kinematic part (kernel or Python) fills; the floating base fills a full-state one
         self._kin = self.snap
@@ -394,25 +388,25 @@ class Dynamics:
                 s.twist_ee_lwa, s.twist_ee_body, s.T_world_ee, s.T_world_sensor, body_frame, sensor_pose,
             )
 
+    def _set_frames(
+        self, model: pin.Model, ee_frame: int, sensor_frame: int, body_frame: bool, sensor_pose: bool, world_drift: bool
+    ) -> None:
+        """The model, its data, the two frames and which optional quantities to fill (class docstring)."""
+        self.model = model
+        self.data = model.createData()
+        self.ee_frame = ee_frame
+        self.sensor_frame = sensor_frame
+        self.body_frame = body_frame
+        self.sensor_pose = sensor_pose
+        self.world_drift = world_drift
+
     def update(self, q: np.ndarray, v: np.ndarray, t: float = 0.0) -> Snapshot:
         """Compute the snapshot at joint positions ``q`` [rad] and velocities ``v`` [rad/s]."""
         model, data, s = self.model, self.data, self.snap
         s.t = t
         s.q[:] = q
         s.v[:] = v
-        # Kinematics with q̈ = 0: placements, velocities and the drift accelerations J̇q̇.
-        pin.forwardKinematics(model, data, s.q, s.v, self._zero)
-        pin.computeJointJacobians(model, data)
-        pin.updateFramePlacements(model, data)
-        if self._kernel is not None:  # poses, Jacobians, twists and w in one call (module docstring)
-            s.manipulability = self._kernel.step()
-        else:
-            self._kinematics_python()
-        fid = self.ee_frame
-        if self.body_frame:
-            s.dJdq_ee_body[:] = pin.getFrameAcceleration(model, data, fid, LOCAL).vector
-        if self.world_drift:
-            s.dJdq_ee_lwa[:] = pin.getFrameClassicalAcceleration(model, data, fid, LWA).vector
+        self._kinematics(s.q, s.v, s.dJdq_ee_body, s.dJdq_ee_lwa)
         # Mass matrix (CRBA, incl. armature) and M⁻¹, written into data.M and data.Minv (= s.M, s.Minv
         # unless the symmetrising fallback below is needed); bias h = C q̇ + g
         pin.crba(model, data, s.q)
@@ -426,6 +420,25 @@ class Dynamics:
             s.M[self._il] = s.M.T[self._il]
             s.Minv[self._il] = s.Minv.T[self._il]
         return s
+
+    def _kinematics(self, q: np.ndarray, v: np.ndarray, drift_body: np.ndarray, drift_lwa: np.ndarray) -> None:
+        """Kinematics at q̈ = 0: placements, velocities, the kinematic part (the compiled kernel or
+        :meth:`_kinematics_python`: poses, EE Jacobians, twists, w) and the drift accelerations J̇q̇ of the EE
+        (LOCAL into ``drift_body``, classical LWA into ``drift_lwa``, when asked for)."""
+        model, data, fid = self.model, self.data, self.ee_frame
+        pin.forwardKinematics(model, data, q, v, self._zero)
+        pin.computeJointJacobians(model, data)
+        pin.updateFramePlacements(model, data)
+        if self._kernel is not None:  # poses, Jacobians, twists and w in one call (module docstring)
+            w = self._kernel.step()
+            if self._manip_in_kinematics:
+                self._kin.manipulability = w
+        else:
+            self._kinematics_python()
+        if self.body_frame:
+            drift_body[:] = pin.getFrameAcceleration(model, data, fid, LOCAL).vector
+        if self.world_drift:
+            drift_lwa[:] = pin.getFrameClassicalAcceleration(model, data, fid, LWA).vector
 
     def _kinematics_python(self) -> None:
         """The kinematic part of :meth:`update` that the compiled kernel replaces (its Python reference):

@@ -21,7 +21,7 @@ import pinocchio as pin
 from scipy.linalg.lapack import dposv as _dposv
 
 from sim import kernels
-from sim.dynamics import LOCAL, LWA, Dynamics, Snapshot, manipulability
+from sim.dynamics import Dynamics, Snapshot, manipulability
 from sim.errors import ModelError
 
 _negQuat = mujoco.mju_negQuat
@@ -118,24 +118,13 @@ class FloatingBaseDynamics(Dynamics):
     (``sim/_floating_kernel.c``); the kernel guard compares each kernel with its Python reference.
     """
 
-    def __init__(
-        self,
-        model: pin.Model,
-        ee_frame: int,
-        sensor_frame: int,
-        body_frame: bool = True,
-        sensor_pose: bool = True,
-        world_drift: bool = True,
-    ):
+    def __init__(self, model: pin.Model, ee_frame: int, sensor_frame: int, **flags: bool):
+        """Arguments as :class:`sim.dynamics.Dynamics` (``body_frame``, ``sensor_pose``, ``world_drift``)."""
         if model.njoints < 2 or model.joints[1].shortname() != "JointModelFreeFlyer":
             raise ModelError("FloatingBaseDynamics needs a model whose first joint is a free flyer")
-        self.model = model
-        self.data = data = model.createData()
-        self.ee_frame = ee_frame
-        self.sensor_frame = sensor_frame
-        self.body_frame = body_frame
-        self.sensor_pose = sensor_pose
-        self.world_drift = world_drift
+        options = {"body_frame": True, "sensor_pose": True, "world_drift": True, **flags}
+        self._set_frames(model, ee_frame, sensor_frame, **options)
+        data = self.data
         nf = model.nv
         n = nf - 6
         self.n = n
@@ -179,7 +168,7 @@ class FloatingBaseDynamics(Dynamics):
             k = self._kin
             self._kernel = kmod.DynamicsKernel(
                 data.J, self._R_ee, self._p_ee, self._R_s, self._p_s, k.J_v_h, k.J_ee_body,
-                k.twist_ee_lwa, k.twist_ee_body, k.T_world_ee, k.T_world_sensor, body_frame, sensor_pose,
+                k.twist_ee_lwa, k.twist_ee_body, k.T_world_ee, k.T_world_sensor, self.body_frame, self.sensor_pose,
             )
         self._set_kernel_label()
 
@@ -232,18 +221,8 @@ class FloatingBaseDynamics(Dynamics):
         else:
             self._prepare_python(qb, vb)
         qf, vf = s.q_full, s.v_full
-        pin.forwardKinematics(model, data, qf, vf, self._zero)
-        pin.computeJointJacobians(model, data)
-        pin.updateFramePlacements(model, data)
-        if self._kernel is not None:
-            self._kernel.step()  # full-state J, twists, poses (its manipulability is of the full J: unused)
-        else:
-            self._kinematics_python()
-        fid = self.ee_frame
-        if self.body_frame:
-            self._a_body[:] = pin.getFrameAcceleration(model, data, fid, LOCAL).vector
-        if self.world_drift:
-            self._a_lwa[:] = pin.getFrameClassicalAcceleration(model, data, fid, LWA).vector
+        # full-state J, twists, poses and the drifts (the kernel's manipulability is of the full J: unused)
+        self._kinematics(qf, vf, self._a_body, self._a_lwa)
         pin.crba(model, data, qf)
         pin.nonLinearEffects(model, data, qf, vf)  # into data.nle = s.h_full
         if self.gravity:  # after every read of data.v / data.a (this RNEA pass overwrites them)

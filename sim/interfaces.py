@@ -32,6 +32,7 @@ import numpy as np
 from sim.config import param
 from sim.errors import ScenarioError
 from sim.mounts import MountConfig, mount_target
+from sim.poses import PoseConfig, rpy_to_matrix  # noqa: F401 - re-exported: the targets' pose and its rotations
 from sim.registry import Registry
 
 R_D_EE_SEATED = np.diag([1.0, -1.0, -1.0])
@@ -169,20 +170,6 @@ class Probe(Tool):
 
 # --------------------------------------------------------------------------------------- targets
 @dataclass(frozen=True)
-class PoseConfig:
-    position: tuple[float, float, float] = param((0.55, 0.0, 0.20), unit="m", length=3, doc="origin in world")
-    rpy_deg: tuple[float, float, float] = param(
-        (0.0, 0.0, 0.0), unit="deg", length=3, doc="fixed-axis roll/pitch/yaw (R = Rz Ry Rx)"
-    )
-
-    def matrix(self) -> np.ndarray:
-        T = np.eye(4)
-        T[:3, :3] = rpy_to_matrix(np.radians(self.rpy_deg))
-        T[:3, 3] = self.position
-        return T
-
-
-@dataclass(frozen=True)
 class OffsetConfig(PoseConfig):
     """A pose offset (the planner's belief error of a target): zero unless given, key by key."""
 
@@ -191,19 +178,6 @@ class OffsetConfig(PoseConfig):
     )
     rpy_deg: tuple[float, float, float] = param(
         (0.0, 0.0, 0.0), unit="deg", length=3, doc="rotation offset, fixed-axis roll/pitch/yaw (R = Rz Ry Rx)"
-    )
-
-
-def rpy_to_matrix(rpy: np.ndarray) -> np.ndarray:
-    """R = Rz(yaw) Ry(pitch) Rx(roll) for rpy = (roll, pitch, yaw) [rad]."""
-    r, p, y = rpy
-    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
-    return np.array(
-        [
-            [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-            [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-            [-sp, cp * sr, cp * cr],
-        ]
     )
 
 

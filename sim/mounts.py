@@ -30,7 +30,6 @@ sum of the other two).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,25 +38,13 @@ import numpy as np
 
 from sim.config import param
 from sim.errors import ScenarioError
+from sim.poses import PoseConfig
 
 #: name of the free joint a free-floating base gets, and of the bus body it carries
 BASE_JOINT = "base_free"
 BUS_BODY = "spacecraft"
 #: name of the target's free joint (floating) / joint prefix (compliant)
 TARGET_JOINT = "target_free"
-
-
-def rpy_matrix(rpy: np.ndarray) -> np.ndarray:
-    """R = Rz(yaw) Ry(pitch) Rx(roll) for rpy = (roll, pitch, yaw) [rad] (as sim.interfaces.rpy_to_matrix)."""
-    r, p, y = rpy
-    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
-    return np.array(
-        [
-            [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-            [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-            [-sp, cp * sr, cp * cr],
-        ]
-    )
 
 
 def inertia_matrix(values: tuple[float, ...], key: str = "inertia") -> np.ndarray:
@@ -96,17 +83,11 @@ def _box_inertia_doc() -> str:
 
 
 @dataclass(frozen=True)
-class BasePoseConfig:
+class BasePoseConfig(PoseConfig):
     position: tuple[float, float, float] = param((0.0, 0.0, 0.0), unit="m", length=3, doc="base origin in world")
     rpy_deg: tuple[float, float, float] = param(
         (0.0, 0.0, 0.0), unit="deg", length=3, doc="fixed-axis roll/pitch/yaw of the base (R = Rz Ry Rx)"
     )
-
-    def matrix(self) -> np.ndarray:
-        T = np.eye(4)
-        T[:3, :3] = rpy_matrix(np.radians(self.rpy_deg))
-        T[:3, 3] = self.position
-        return T
 
 
 @dataclass(frozen=True)
