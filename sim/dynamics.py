@@ -32,7 +32,8 @@ bound to Pinocchio's buffers and the snapshot; the Python code below stays the r
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -508,21 +509,33 @@ class Dynamics:
         if self._kernel is None:
             return 0.0, None
         s = self._kin
-        got = self._guard_values()
         outputs = (s.J_v_h, s.J_ee_body, s.twist_ee_lwa, s.twist_ee_body, s.T_world_ee, s.T_world_sensor)
-        kept = [(a, a.copy()) for a in outputs]
-        w = s.manipulability
-        self._kinematics_python()
-        ratio, bad = kernels.compare(
-            "dynamics", "sim._dynamics_kernel", self.model.nv, got, self._guard_values(), self._guard_bounds
+        ratio, bad = self._compare_reference(
+            "sim._dynamics_kernel", s, outputs, self._guard_values, self._kinematics_python, self._guard_bounds
         )
+        if bad is not None:
+            self._after_kinematics_replaced()
+        return ratio, bad
+
+    def _compare_reference(self, module: str, snap: Any, outputs: Sequence[np.ndarray],
+                           values: Callable[[], list[Any]], reference: Callable[[], None],
+                           bounds: Callable[[], list[Any]]) -> tuple[float, kernels.KernelMismatch | None]:
+        """One guard comparison: read the kernel's ``values()``, run the Python ``reference()`` over the
+        same inputs (it overwrites ``outputs`` and ``snap.manipulability``), read ``values()`` again and
+        compare within ``bounds`` (:func:`sim.kernels.compare`). Agreement restores the kernel's outputs
+        (the run stays bit for bit the unguarded one); a mismatch keeps the reference's and drops the
+        kernels for the rest of the run (:meth:`use_python`)."""
+        got = values()
+        kept = [(a, a.copy()) for a in outputs]
+        w = snap.manipulability
+        reference()
+        ratio, bad = kernels.compare("dynamics", module, self.model.nv, got, values(), bounds)
         if bad is None:
             for a, copy in kept:
                 a[:] = copy
-            s.manipulability = w
+            snap.manipulability = w
         else:
             self.use_python()
-            self._after_kinematics_replaced()
         return ratio, bad
 
     def _after_kinematics_replaced(self) -> None:

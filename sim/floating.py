@@ -399,23 +399,18 @@ class FloatingBaseDynamics(Dynamics):
         if bad is not None or self._fk is None:
             return ratio, bad
         s = self.snap
-        got = self._reduce_guard_values()
         arrays = (s.q_full, s.v_full, s.J_v_h, s.J_ee_body, s.M, s.Minv, s.g, s.dJdq_ee_lwa, s.dJdq_ee_body,
                   s.T_world_base, s.Lambda_b_inv_lwa, s.Lambda_b_inv_body)
-        kept = [(a, a.copy()) for a in arrays]
-        w = s.manipulability
-        self._prepare_python(self._qb, self._vb)
-        pin.computeMinverse(self.model, self.data, s.q_full)
-        self._reduce_python()
-        want = self._reduce_guard_values()
-        bounds = self._reduce_guard_bounds  # evaluated only when a difference exceeds the values' own round-off
-        r2, bad = kernels.compare("dynamics", "sim._floating_kernel", self.model.nv, got, want, bounds)
-        if bad is None:
-            for a, copy in kept:
-                a[:] = copy
-            s.manipulability = w
-        else:
-            self.use_python()
+
+        def reference() -> None:
+            self._prepare_python(self._qb, self._vb)
+            pin.computeMinverse(self.model, self.data, s.q_full)
+            self._reduce_python()
+
+        # the bounds are evaluated only when a difference exceeds the values' own round-off
+        r2, bad = self._compare_reference(
+            "sim._floating_kernel", s, arrays, self._reduce_guard_values, reference, self._reduce_guard_bounds
+        )
         return max(ratio, r2), bad
 
     def chaser_momentum(self) -> np.ndarray:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -721,6 +721,31 @@ def figures_for(run: Run) -> tuple[str, ...]:
     return tuple(n for n in FIGURES if _applies(run, n))
 
 
+def _require_steps(runs: Iterable[Run]) -> None:
+    for r in runs:
+        if len(r.t) == 0:
+            raise DockbenchError(f"{r.path}: the run has no recorded steps; nothing to plot")
+
+
+def _build(names: Iterable[str], builders: dict[str, Callable[[Any], Figure]], known: Sequence[str],
+           kind: str, arg: Any, check: Callable[[str], None] | None = None) -> dict[str, Figure]:
+    """``{name: builders[name](arg)}`` in the figure style; closes what it built if one build raises."""
+    out: dict[str, Figure] = {}
+    try:
+        with plt.rc_context(STYLE):
+            for name in names:
+                if name not in builders:
+                    raise DockbenchError(f"unknown {kind} {name!r}; known: {', '.join(known)}")
+                if check is not None:
+                    check(name)
+                out[name] = builders[name](arg)
+    except BaseException:
+        for fig in out.values():
+            plt.close(fig)
+        raise
+    return out
+
+
 def make_figures(run: Run, names: Iterable[str] | None = None) -> dict[str, Figure]:
     """Build the figures ``names`` (default: :func:`figures_for` the run) for a loaded run (caller
     closes them).
@@ -728,24 +753,15 @@ def make_figures(run: Run, names: Iterable[str] | None = None) -> dict[str, Figu
     Raises:
         DockbenchError: no recorded steps, an unknown figure, or one whose channel the run lacks.
     """
-    if len(run.t) == 0:
-        raise DockbenchError(f"{run.path}: the run has no recorded steps; nothing to plot")
+    _require_steps((run,))
+
+    def has_channel(name: str) -> None:  # docking / controller raise their own message
+        need = REQUIRES.get(name)
+        if need is not None and need not in run.channels:
+            raise DockbenchError(f"{run.path}: figure {name!r} needs the channel {need!r}")
+
     names = figures_for(run) if names is None else tuple(names)
-    out: dict[str, Figure] = {}
-    try:
-        with plt.rc_context(STYLE):
-            for name in names:
-                if name not in _BUILDERS:
-                    raise DockbenchError(f"unknown figure {name!r}; known: {', '.join(FIGURES)}")
-                need = REQUIRES.get(name)
-                if need is not None and need not in run.channels:
-                    raise DockbenchError(f"{run.path}: figure {name!r} needs the channel {need!r}")
-                out[name] = _BUILDERS[name](run)  # docking / controller raise their own message
-    except BaseException:
-        for fig in out.values():
-            plt.close(fig)
-        raise
-    return out
+    return _build(names, _BUILDERS, FIGURES, "figure", run, has_channel)
 
 
 def _atomic_savefig(fig: Figure, path: Path, fmt: str) -> None:
@@ -758,6 +774,14 @@ def _atomic_savefig(fig: Figure, path: Path, fmt: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _save(fig: Figure, name: str, dest: Path, fmts: Sequence[str], paths: list[Path]) -> None:
+    """Write ``fig`` as ``dest/name.fmt`` for every format, appending the paths."""
+    for fmt in fmts:
+        path = dest / f"{name}.{fmt}"
+        _atomic_savefig(fig, path, fmt)
+        paths.append(path)
 
 
 def parse_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
@@ -793,19 +817,15 @@ def plot_run(
     """
     fmts = parse_formats(formats)
     run = Run.load(run_dir)
-    if len(run.t) == 0:
-        raise DockbenchError(f"{run.path}: the run has no recorded steps; nothing to plot")
+    _require_steps((run,))
     dest = Path(out_dir) if out_dir is not None else run.path
     dest.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     with plt.rc_context(STYLE):
         for name in figures_for(run):
-            fig = _BUILDERS[name](run)
+            fig = _BUILDERS[name](run)  # one at a time: a long run's figures stay out of memory together
             try:
-                for fmt in fmts:
-                    path = dest / f"{name}.{fmt}"
-                    _atomic_savefig(fig, path, fmt)
-                    paths.append(path)
+                _save(fig, name, dest, fmts, paths)
             finally:
                 plt.close(fig)
     return paths
@@ -903,22 +923,9 @@ def compare_figures_for(runs: Sequence[Run]) -> tuple[str, ...]:
 
 def make_compare_figures(runs: Sequence[Run], names: Iterable[str] | None = None) -> dict[str, Figure]:
     """Build the overlay figures of several loaded runs (caller closes them)."""
-    for r in runs:
-        if len(r.t) == 0:
-            raise DockbenchError(f"{r.path}: the run has no recorded steps; nothing to plot")
+    _require_steps(runs)
     names = compare_figures_for(runs) if names is None else tuple(names)
-    out: dict[str, Figure] = {}
-    try:
-        with plt.rc_context(STYLE):
-            for name in names:
-                if name not in _COMPARE_BUILDERS:
-                    raise DockbenchError(f"unknown overlay figure {name!r}; known: {', '.join(COMPARE_FIGURES)}")
-                out[name] = _COMPARE_BUILDERS[name](runs)
-    except BaseException:
-        for fig in out.values():
-            plt.close(fig)
-        raise
-    return out
+    return _build(names, _COMPARE_BUILDERS, COMPARE_FIGURES, "overlay figure", runs)
 
 
 def plot_compare(run_dirs: Sequence[str | Path], out_dir: str | Path,
@@ -934,10 +941,7 @@ def plot_compare(run_dirs: Sequence[str | Path], out_dir: str | Path,
     figs = make_compare_figures(runs)
     try:
         for name, fig in figs.items():
-            for fmt in fmts:
-                path = dest / f"{name}.{fmt}"
-                _atomic_savefig(fig, path, fmt)
-                paths.append(path)
+            _save(fig, name, dest, fmts, paths)
     finally:
         for fig in figs.values():
             plt.close(fig)
