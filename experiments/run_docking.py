@@ -12,7 +12,10 @@ joint states, EE and reference poses and the F/T and truth wrenches on ROS 2 top
 
 Exit codes: 0 = all gates pass, 2 = a gate fails, the run is unstable (sustained torque saturation or a
 velocity runaway, telemetry/gates.py) or incomplete, 1 = error (the message is printed without a
-traceback; a diverged run still writes its telemetry).
+traceback; a diverged run, a run whose metrics fail and a run that fills the disk still write what
+they recorded), 130 / 143 = interrupted by Ctrl-C (SIGINT) / SIGTERM (both take the same path: the
+telemetry recorded so far is written to a complete run folder with status ``interrupted``; a signal
+before the first step leaves nothing).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # allow `python experiments/run_docking.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sim import interrupts  # noqa: E402
 from sim.errors import DockbenchError, ScenarioError  # noqa: E402
 
 
@@ -100,11 +104,54 @@ def format_summary(result, scenario) -> str:
     return "\n".join(lines)
 
 
+def _parse_duration(text: str | None) -> float | None:
+    """``--duration`` as seconds, validated like ``sim.duration`` (finite, in range)."""
+    if text is None:
+        return None
+    from sim.config import check_value
+    from sim.scenario import SimConfig
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise DockbenchError(f"--duration: expected a number of seconds, got {text!r}") from None
+    return check_value(SimConfig, "duration", value, key="--duration")
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """The CLI's other numbers: finite and in range, like the scenario keys."""
+    import math
+
+    if args.kernel_check is not None and not 0 <= args.kernel_check <= 10**9:
+        raise ScenarioError(
+            f"must be in 0..10^9 (0 turns the guard off), got {args.kernel_check}", key="--kernel-check"
+        )
+    for key, value, hi in (("--speed", args.speed, 1e6), ("--live-rate-hz", args.live_rate_hz, 1e6)):
+        if value is not None and not (math.isfinite(value) and 0 < value <= hi):
+            raise ScenarioError(f"must be a finite number in (0, {hi:g}], got {value}", key=key)
+
+
+def _signum(exc: BaseException) -> int:
+    return exc.signum if isinstance(exc, interrupts.Interrupted) else 2
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The CLI (see the module docstring for the exit codes). SIGTERM is handled like Ctrl-C from the
+    first line on."""
+    with interrupts.guard():
+        try:
+            return _main(argv)
+        except KeyboardInterrupt as exc:
+            sig = interrupts.Interrupted(_signum(exc))
+            print(f"interrupted ({sig.name}) before the first control step: nothing was recorded", file=sys.stderr)
+            return sig.exit_code
+
+
+def _main(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", required=True, help="scenario YAML file")
     ap.add_argument("--out", default="runs", help="parent folder of run folders (default: runs)")
-    ap.add_argument("--duration", type=float, default=None, help="override the run length [s]")
+    ap.add_argument("--duration", default=None, help="override the run length [s] (same bounds as sim.duration)")
     ap.add_argument("--controller", default=None, help="override controller.type (its keys take defaults)")
     ap.add_argument("--planner", default=None, help="override planner.type (its keys take defaults)")
     ap.add_argument(
@@ -136,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     from sim.loop import run
     from sim.scenario import load_scenario
 
+    progress = None
     try:
+        duration = _parse_duration(args.duration)
         overrides = {}
         if args.controller:
             overrides["controller"] = {"type": args.controller}
@@ -144,19 +193,36 @@ def main(argv: list[str] | None = None) -> int:
             overrides["planner"] = {"type": args.planner}
         scenario = load_scenario(args.scenario, overrides or None)
         progress = None if args.no_progress or not sys.stderr.isatty() else _progress_bar(sys.stderr)
-        if args.kernel_check is not None and args.kernel_check < 0:
-            raise ScenarioError(f"must be ≥ 0 (0 turns the guard off), got {args.kernel_check}", key="--kernel-check")
+        _check_numbers(args)
         from experiments.live_cli import LiveSession, check_args
 
         check_args(args)
         with LiveSession(args, scenario) as live:
-            result = run(scenario, out_root=args.out, duration=args.duration, progress=progress,
+            result = run(scenario, out_root=args.out, duration=duration, progress=progress,
                          kernel_check=args.kernel_check, step_observer=live.observer)
-            if progress is not None:
-                sys.stderr.write("\n")
+            _end_progress(progress)
+            progress = None
             print(format_summary(result, scenario))
             live.report()
-            live.hold()
+            if result.signal is None:
+                try:
+                    interrupts.arm()  # a Ctrl-C while the viewer is held ends the hold; the folder is complete
+                    live.hold()
+                except KeyboardInterrupt as exc:
+                    result.signal = _signum(exc)
+    except DockbenchError as exc:  # incl. SimulationDiverged, RunFolderError, InternalError: folder written
+        _end_progress(progress)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if result.signal is not None:
+        sig = interrupts.Interrupted(result.signal)
+        if result.status != "interrupted":
+            print(f"{sig.name} received after the run: its folder is complete", file=sys.stderr)
+        else:
+            print(f"interrupted: {result.message}", file=sys.stderr)
+        return sig.exit_code
+    try:
+        interrupts.arm()  # plotting and the video may be interrupted; the run folder is complete
         if args.plot and result.run_dir is not None:
             from experiments.plot_telemetry import plot_run
 
@@ -167,14 +233,28 @@ def main(argv: list[str] | None = None) -> int:
 
             path = render_run_video(result.run_dir, args.video)
             print(f"video      {path}")
+    except KeyboardInterrupt as exc:
+        sig = interrupts.Interrupted(_signum(exc))
+        print(f"interrupted ({sig.name}) while plotting; the run folder {result.run_dir} is complete", file=sys.stderr)
+        return sig.exit_code
     except DockbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc} (the run folder {result.run_dir} is complete)", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - a plotting bug must not hide that the run itself is saved
+        print(f"error: plotting failed ({type(exc).__name__}: {exc}); the run folder {result.run_dir} is complete",
+              file=sys.stderr)
         return 1
     return 0 if result.verdict == "PASS" else 2
 
 
+def _end_progress(progress) -> None:
+    if progress is not None:
+        sys.stderr.write("\n")
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:  # a Ctrl-C before main() installed its handler
+        sys.stderr.write("interrupted before the first control step: nothing was recorded\n")
+        raise SystemExit(130) from None

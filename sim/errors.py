@@ -41,3 +41,21 @@ class HandCommandError(DockbenchError):
 
 class SimulationDiverged(DockbenchError):
     """The state became NaN/Inf; the run stops and the telemetry up to the bad step is kept."""
+
+
+class RunFolderError(DockbenchError):
+    """The run folder could not be finished (e.g. the disk is full): what was written stays in the
+    ``<stamp>.partial`` folder, which loads as partial. ``result`` is the run's RunResult."""
+
+    def __init__(self, message: str, *, result: object = None):
+        super().__init__(message)
+        self.result = result
+
+
+class InternalError(DockbenchError):
+    """An unexpected exception inside the control loop or the metrics (a bug): the telemetry recorded
+    so far is written, the traceback is in the run folder's error.txt. ``result``: the RunResult."""
+
+    def __init__(self, message: str, *, result: object = None):
+        super().__init__(message)
+        self.result = result
