@@ -126,8 +126,9 @@ def signals(trials: int, seed: int, scenario: str, duration: float) -> int:
                 try:
                     summary = json.loads((folders[0] / "summary.json").read_text())
                     msg = summary.get("message", "")
-                    phase = ("scoring" if "while scoring" in msg else "loop" if summary.get("status") == "interrupted"
-                             else "after the loop (deferred)" if rc == 128 + sig else "finished before")
+                    interrupted = summary.get("status") == "interrupted"
+                    phase = ("after the loop" if "after the loop" in msg else "loop" if interrupted
+                             else "writing the folder (deferred)" if rc == 128 + sig else "finished before")
                 except (OSError, ValueError):
                     phase = "?"
             elif rc == 128 + sig and "nothing was recorded" not in stderr:

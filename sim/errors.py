@@ -36,7 +36,14 @@ class SolverError(DockbenchError):
 
 
 class HandCommandError(DockbenchError):
-    """A G20 hand command was rejected whole (bad length, non-numeric, NaN/Inf, unknown joint)."""
+    """A G20 hand command was rejected whole (bad length, non-numeric, NaN/Inf, unknown joint).
+
+    ``kind`` is a short reason (``empty``, ``not_finite``, ``unknown_name``, …) for counting
+    rejections per reason."""
+
+    def __init__(self, message: str, kind: str = "invalid"):
+        super().__init__(message)
+        self.kind = kind
 
 
 class SimulationDiverged(DockbenchError):

@@ -799,13 +799,30 @@ def _fmt_bytes(n: float) -> str:
 
 #: bytes the run folder needs beyond the telemetry (meta, summary, scene.xml, timing) [bytes]
 FOLDER_SLACK_BYTES = 256 << 10
+#: memory the metrics take per recorded step [bytes]: they work on whole (N,)/(N, 6) vectors (≈ 350 B
+#: per step measured on iiwa14_docking_twophase × 10, tests/test_run_folder.py); the telemetry itself
+#: is flat in the duration, the metrics are not
+METRICS_BYTES_PER_STEP = 512
+
+
+def _memory_available() -> int | None:
+    """MemAvailable of /proc/meminfo [bytes], None where unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def check_budget(setup: Setup, duration: float, where: Path | None, key: str, what: str) -> int:
     """Check, before the first step, that the telemetry of a run of ``duration`` [s] fits: a run of at
     most :data:`telemetry.log.CHUNK_ROWS` steps in memory (a few tens of MB at most), a longer one on
-    the disk holding ``where`` (its part files plus the assembled telemetry.npz: twice its size).
-    Returns the telemetry size [bytes].
+    the disk holding ``where`` (its part files plus the assembled telemetry.npz: twice its size); and
+    that the memory the metrics need (:data:`METRICS_BYTES_PER_STEP`) is available. Returns the
+    telemetry size [bytes].
 
     Raises:
         ScenarioError: naming ``key`` (``--duration``, ``sim.duration`` or ``planner``), the step count,
@@ -818,6 +835,17 @@ def check_budget(setup: Setup, duration: float, where: Path | None, key: str, wh
     shaped = setup.runtime.channels if setup.runtime is not None else None
     size = n * Telemetry.bytes_per_step(setup.plant.nv, extra, shaped) if sc.telemetry.enabled else 0
     spills = sc.telemetry.enabled and n > CHUNK_ROWS
+    if sc.telemetry.enabled:
+        mem = n * METRICS_BYTES_PER_STEP
+        avail = _memory_available()
+        if avail is not None and mem > avail:
+            raise ScenarioError(
+                f"{what} is {n:,} control steps of {sc.sim.control_period:g} s: scoring them needs about "
+                f"{_fmt_bytes(mem)} of memory, but {_fmt_bytes(avail)} are available; shorten the run or "
+                "lengthen sim.control_period",
+                file=sc.source_file or None,
+                key=key,
+            )
     if where is None and not spills:
         return size
     need = (2 * size if spills else size) + FOLDER_SLACK_BYTES

@@ -178,7 +178,7 @@ class GateSpec:
         doc="lower bound (inclusive); docking.depth without min and max is the seat gate (see tolerance)",
     )
     window: float | None = param(
-        None, unit="s", gt=0.0, le=MAX_DURATION, doc="final window for steady/docking metrics; null = 1 s"
+        None, unit="s", ge=1e-3, le=MAX_DURATION, doc="final window for steady/docking metrics; null = 1 s"
     )
     tolerance: float | None = param(
         None, unit="m", gt=0.0,

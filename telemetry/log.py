@@ -82,7 +82,7 @@ CHANNELS: dict[str, tuple[tuple, str, str, str]] = {
 #: file on disk (see :class:`Telemetry`), so the memory it takes does not grow with its duration
 CHUNK_ROWS = 16384
 #: members of a stored .npz at least this large are memory-mapped by :func:`load_npz` (``mmap=True``)
-MMAP_MIN_BYTES = 16 << 20
+MMAP_MIN_BYTES = 1 << 20
 #: prefix of the wall-clock columns inside a part file (they are not telemetry channels)
 _TIMING_PREFIX = "__timing__"
 PART_GLOB = "telemetry.part*.npz"
@@ -264,10 +264,10 @@ class Telemetry:
         from sim.interrupts import deferred
 
         rows = i - self.base
-        with deferred():
+        with deferred():  # a signal now raises after the part is written and counted, never between
             self._write_part(rows)
-        self.base = i
-        self.spill_at = i + self.capacity
+            self.base = i
+            self.spill_at = i + self.capacity
         return self.spill_at
 
     def _write_part(self, rows: int) -> None:
@@ -296,11 +296,12 @@ class Telemetry:
         return self._own_dir
 
     def finish(self) -> None:
-        """After the loop (idempotent): derive the channels of the rows still in the block and, for a
-        spilled run, write them as the last part (a failure raises :class:`TelemetryWriteError` and
-        leaves them in memory)."""
+        """After the loop (runs once): derive the channels of the rows still in the block and, for a
+        spilled run, write them as the last part (a failure raises :class:`TelemetryWriteError`; the
+        telemetry is then the parts written before)."""
         if self._finished:
             return
+        self._finished = True  # once: after a failed last part, the parts written are what is kept
         rows = self._rows_now()
         if rows > 0 and self._derive is not None and not self._parts:
             self._derive(self, rows)
@@ -309,8 +310,7 @@ class Telemetry:
 
             with deferred():
                 self._write_part(rows)
-            self.base = self.n
-        self._finished = True
+                self.base = self.n
 
     # ------------------------------------------------------------------------------ reading
     def _block_channels(self, rows: int) -> dict[str, np.ndarray]:
@@ -362,6 +362,7 @@ class Telemetry:
             return
         assemble_parts(self._parts, path)
         self._assembled = path
+        self.timing_channels()  # read the wall-clock columns before their parts go
         for part in self._parts:
             with contextlib.suppress(OSError):
                 part.unlink()
@@ -389,6 +390,9 @@ def assemble_parts(parts: list[Path] | tuple[Path, ...], path: str | Path) -> No
     rows = []
     for part in parts:
         with np.load(part) as z:
+            first = int(z["__first_step__"])
+            if first != sum(rows):
+                raise ValueError(f"{part}: starts at step {first}, the parts before it end at {sum(rows)}")
             rows.append(int(z[names[0]].shape[0]) if names else 0)
     total = sum(rows)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
