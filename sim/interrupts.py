@@ -71,6 +71,12 @@ def installed() -> bool:
     return _state.depth > 0
 
 
+def _active() -> bool:
+    """A guard is installed and this is the main thread (signal handlers run there only; a run in
+    another thread must not arm or disarm the main thread's handler)."""
+    return _state.depth > 0 and threading.current_thread() is threading.main_thread()
+
+
 @contextlib.contextmanager
 def guard() -> Iterator[None]:
     """Install the SIGINT/SIGTERM handler (armed) for the duration of the block, restoring the
@@ -102,7 +108,7 @@ def guard() -> Iterator[None]:
 
 def arm() -> None:
     """Let the next signal raise :class:`Interrupted` at once; one already pending raises now."""
-    if _state.depth == 0:
+    if not _active():
         return
     if _state.pending:
         raise Interrupted(_state.pending.pop(0))
@@ -111,11 +117,12 @@ def arm() -> None:
 
 def disarm() -> None:
     """Record signals instead of raising them (until :func:`arm`)."""
-    _state.armed = False
+    if _active():
+        _state.armed = False
 
 
 def is_armed() -> bool:
-    return _state.depth > 0 and _state.armed
+    return _active() and _state.armed
 
 
 def pending() -> int | None:
