@@ -57,8 +57,8 @@ OTHER: tuple[Any, ...] = (None, True, False, "", "abc", "x" * 5000, "..", "/", [
 
 
 def shipped() -> dict[str, dict]:
-    """The shipped scenarios as dicts, by file stem."""
-    return {p.stem: yaml.safe_load(p.read_text()) for p in sorted(SCENARIO_DIR.glob("*.yaml"))}
+    """The shipped scenarios (scenarios/ and its subfolders, e.g. the gravity twins) as dicts, by file stem."""
+    return {p.stem: yaml.safe_load(p.read_text()) for p in sorted(SCENARIO_DIR.rglob("*.yaml"))}
 
 
 # --------------------------------------------------------------------------------------- mutations

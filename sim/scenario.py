@@ -150,12 +150,12 @@ class WrenchConfig:
         False, doc="subtract the tool's full inertial load m(a − g), Iα + ω×Iω (gravity included) from the F/T signal"
     )
     tare_time: float | None = param(
-        None, unit="s", ge=0.0,
+        None, unit="s", ge=0.0, le=MAX_DURATION,
         doc="tare the F/T sensor at this time (tool still and out of contact): the estimate is zeroed there "
         "and the bias removed from then on; null = no tare",
     )
     ft_bias: tuple[float, float, float, float, float, float] = param(
-        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0), unit="N | N·m",
+        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0), unit="N | N·m", length=6, ge=-1e4, le=1e4,
         doc="simulated constant offset of the F/T sensor [f; n] in sensor axes (what a tare removes)",
     )
     force_source: Literal["sensor", "truth", "observer"] = param(
@@ -181,7 +181,7 @@ class GateSpec:
         None, unit="s", ge=1e-3, le=MAX_DURATION, doc="final window for steady/docking metrics; null = 1 s"
     )
     tolerance: float | None = param(
-        None, unit="m", gt=0.0,
+        None, unit="m", gt=0.0, le=1.0,
         doc="seat gate only (docking.depth without min/max): seated within this distance of the seat depth "
         "computed from the target geometry; null = 0.001",
     )

@@ -28,6 +28,7 @@ PER_CONTROLLER = (
     "fr3_docking_hqp_sensorless",  # HQP with the momentum observer (Python path)
     "fr3_docking_se3",  # SE(3) impedance on the Lie group
     "fr3_g20_press",  # the G20 hand effector (its channels and the bridge's projection)
+    "gravity/fr3_g20_press_gravity",  # gravity on: tool-weight compensation, the hand re-lumped as it moves
 )
 
 
