@@ -420,8 +420,8 @@ class StepObserver(Protocol):
         """Called once before the first step, with the run's setup and its (empty) telemetry."""
 
     def step(self, i: int, t: float) -> bool:
-        """Step ``i`` (time ``t`` [s]) is recorded (``tel.block[i]``; ``setup.data`` holds the state at
-        ``t``); return True to end the run."""
+        """Step ``i`` (time ``t`` [s]) is recorded (``tel.block[i - tel.base]``: a long run spills its
+        block, telemetry.log; ``setup.data`` holds the state at ``t``); return True to end the run."""
 
     def finish(self, status: str) -> None:
         """Called once when the loop ends, whatever the reason (``completed``, ``interrupted``, ...)."""

@@ -7,8 +7,8 @@
   building, serialisation, sockets) runs beside it.
 * :class:`Observers` runs several at once; :func:`every_steps` turns a rate into a step count.
 
-The viewer (:mod:`telemetry.viewer`) is an observer too. A row (``Telemetry.block[i]``) holds every
-recorded channel of step i plus the raw EE pose and reference rotation; :class:`RowLayout` names its
+The viewer (:mod:`telemetry.viewer`) is an observer too. A row (``Telemetry.block[i - base]``) holds
+every recorded channel of step i plus the raw EE pose and reference rotation; :class:`RowLayout` names its
 columns and :meth:`RowLayout.channels` turns rows back into channels (with ee_pos, ee_quat and
 ee_quat_des derived the same way as at the end of a run).
 
@@ -47,7 +47,7 @@ def every_steps(rate_hz: float, control_period: float) -> int:
 
 
 class RowLayout:
-    """Column map of one telemetry row (``Telemetry.block[i]``): channel name → slice.
+    """Column map of one telemetry row (``Telemetry.block[i - base]``): channel name → slice.
 
     Args:
         tel: the run's :class:`telemetry.log.Telemetry`.
