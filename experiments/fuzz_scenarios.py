@@ -133,7 +133,12 @@ def _get(d: Any, path: tuple) -> Any:
 def _value(rng: random.Random, original: Any) -> Any:
     r = rng.random()
     if isinstance(original, (int, float)) and not isinstance(original, bool) and r < 0.35:
-        x = float(original) if original else 1.0
+        try:
+            x = float(original) if original else 1.0
+        except OverflowError:
+            x = math.inf
+        if not math.isfinite(x):
+            return rng.choice(NUMBERS)
         return rng.choice([x * 10 ** rng.uniform(-8, 8), -x, x * (1 + 1e-12), x * rng.uniform(0, 3),
                            round(x * rng.uniform(0, 1000))])
     if isinstance(original, list) and original and r < 0.5:
