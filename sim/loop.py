@@ -10,8 +10,11 @@ Per control step (period T_c = k · timestep)::
     k × mj_step                            # the plant
     record                                 # preallocated telemetry
 
-The run folder is written at the end, also when the state goes NaN/Inf (status ``diverged``) or on
-Ctrl-C (status ``interrupted``): whatever was recorded is kept.
+The run folder is one transaction (:func:`run`, telemetry.run.RunFolder): reserved as
+``<stamp>.partial`` before the first step, renamed into place with its manifest when complete. It is
+written also when the state goes NaN/Inf (status ``diverged``), on Ctrl-C or SIGTERM (``interrupted``,
+sim.interrupts), on an exception in the loop or the metrics (``error``) and on a full disk
+(``aborted``; the folder stays partial): whatever was recorded is kept.
 """
 
 from __future__ import annotations
