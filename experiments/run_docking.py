@@ -20,6 +20,15 @@ before the first step leaves nothing).
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # as a program: hold a Ctrl-C / SIGTERM from the first line until main() handles it
+    import signal as _signal
+
+    _EARLY_SIGNALS: list[int] = []
+    for _s in (_signal.SIGINT, _signal.SIGTERM):
+        _signal.signal(_s, lambda signum, frame: _EARLY_SIGNALS.append(signum))
+else:
+    _EARLY_SIGNALS = []
+
 import argparse
 import sys
 from pathlib import Path
@@ -136,11 +145,14 @@ def _signum(exc: BaseException) -> int:
     return exc.signum if isinstance(exc, interrupts.Interrupted) else 2
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
     """The CLI (see the module docstring for the exit codes). SIGTERM is handled like Ctrl-C from the
-    first line on."""
-    with interrupts.guard():
+    first line on; with ``exiting`` (the program, :func:`cli`) also after it returns, until the process
+    ends (a signal then is ignored: the run folder is complete)."""
+    with interrupts.guard(restore=not exiting):
         try:
+            if _EARLY_SIGNALS:  # (the program) a signal while Python was still importing this module
+                raise interrupts.Interrupted(_EARLY_SIGNALS[0])
             return _main(argv)
         except KeyboardInterrupt as exc:
             sig = interrupts.Interrupted(_signum(exc))
@@ -181,8 +193,9 @@ def _main(argv: list[str] | None) -> int:
                       help="--rerun/--ros2 samples per simulated second, and at most per wall second (default 50)")
     args = ap.parse_args(argv)
 
-    from sim.loop import run
-    from sim.scenario import load_scenario
+    with interrupts.deferred():  # a signal inside an extension module's import would become an ImportError
+        from sim.loop import run
+        from sim.scenario import load_scenario
 
     progress = None
     try:
@@ -253,9 +266,14 @@ def _end_progress(progress) -> None:
         sys.stderr.write("\n")
 
 
-if __name__ == "__main__":
+def cli() -> int:
+    """The ``dockbench-run`` program: :func:`main` on ``sys.argv``, signals handled until the process exits."""
     try:
-        raise SystemExit(main())
+        return main(exiting=True)
     except KeyboardInterrupt:  # a Ctrl-C before main() installed its handler
         sys.stderr.write("interrupted before the first control step: nothing was recorded\n")
-        raise SystemExit(130) from None
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())

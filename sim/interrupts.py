@@ -78,9 +78,14 @@ def _active() -> bool:
 
 
 @contextlib.contextmanager
-def guard() -> Iterator[None]:
+def guard(*, restore: bool = True) -> Iterator[None]:
     """Install the SIGINT/SIGTERM handler (armed) for the duration of the block, restoring the
-    previous handlers afterwards. Nested calls and calls outside the main thread do nothing."""
+    previous handlers afterwards. Nested calls and calls outside the main thread do nothing.
+
+    ``restore=False`` (a program about to exit, the CLI): afterwards both signals are ignored
+    (``SIG_IGN``, which Python's finalisation keeps, unlike a Python handler), so one arriving during
+    the interpreter's shutdown cannot kill a process whose work is done (its exit code is the
+    program's)."""
     if _state.depth > 0:
         _state.depth += 1
         try:
@@ -103,7 +108,7 @@ def guard() -> Iterator[None]:
         _state.armed = False
         _state.depth = 0
         for s, h in _state.previous.items():
-            signal.signal(s, h)  # type: ignore[arg-type]
+            signal.signal(s, h if restore else signal.SIG_IGN)  # type: ignore[arg-type]
 
 
 def arm() -> None:

@@ -192,3 +192,19 @@ def test_cli_signal_during_the_loop_exits_128_plus_signum_with_a_complete_folder
     n = len(loaded.t)
     assert n > tlog.CHUNK_ROWS and loaded.meta["timing"]["steps"] == n
     np.testing.assert_array_equal(loaded.t, np.arange(n) * 1e-3)
+
+
+def test_a_program_ignores_signals_after_the_guard() -> None:
+    """guard(restore=False) (the CLI as a program): afterwards the signals are ignored (SIG_IGN, which
+    Python's finalisation keeps), so one arriving during the interpreter's shutdown cannot kill a
+    process whose run folder is complete."""
+    before = {s: signal.getsignal(s) for s in SIGNALS}
+    try:
+        with interrupts.guard(restore=False):
+            pass
+        assert all(signal.getsignal(s) is signal.SIG_IGN for s in SIGNALS)
+        os.kill(os.getpid(), signal.SIGTERM)  # ignored: this process lives on
+        time.sleep(0.01)
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
