@@ -80,7 +80,7 @@ class KhatibConfig:
     contact_threshold: float = param(1.0, unit="N", ge=0.0, le=1e4, doc="|f_ext| that freezes the integral")
     use_force_feedback: bool = param(True, doc="include F_ext in u_pos (false = pure impedance without F/T)")
     force_filter: float = param(
-        0.0, unit="s", ge=0.0,
+        0.0, unit="s", ge=0.0, le=10.0,
         doc="time constant τ_f of a first-order low-pass on F_ext before the law uses it (0 = off; Python only; "
         "docs/theory/force_control.md)",
     )

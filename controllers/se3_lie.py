@@ -128,7 +128,7 @@ class SE3LieConfig:
     )
     use_force_feedback: bool = param(True, doc="use F_body in F̃ and cancel it with −J_bᵀF_body")
     force_filter: float = param(
-        0.0, unit="s", ge=0.0,
+        0.0, unit="s", ge=0.0, le=10.0,
         doc="time constant τ_f of a first-order low-pass on F_body before the law uses it (0 = off; Python only; "
         "docs/theory/force_control.md)",
     )

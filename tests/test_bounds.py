@@ -71,15 +71,29 @@ def test_the_ranges_are_in_the_generated_docs() -> None:
 REQUIRED = {RobotConfig: {"type": "iiwa14"}, GateSpec: {"metric": "docking.depth"}}
 
 
-def _parse_one(cls: type, key: str, value) -> None:
-    """Parse ``{key: value}`` (dotted key into nested records; required keys filled in) as ``cls``."""
-    data: dict = dict(REQUIRED.get(cls, {}))
+def _set_path(data: dict, key: str, value) -> None:
     node = data
     parts = key.split(".")
     for p in parts[:-1]:
         node = node.setdefault(p, {})
     node[parts[-1]] = value
-    parse_config(cls, data, file="x.yaml", path="blk")
+
+
+def _parse_one(cls: type, key: str, value) -> None:
+    """Parse ``{key: value}`` (dotted key into nested records) as ``cls``, with the other required keys
+    (of ``cls`` or of a nested record on the way) filled in with a valid value."""
+    data: dict = dict(REQUIRED.get(cls, {}))
+    _set_path(data, key, value)
+    for _ in range(10):
+        try:
+            parse_config(cls, data, file="x.yaml", path="blk")
+            return
+        except ScenarioError as exc:
+            other = (exc.key or "").removeprefix("blk.")
+            if "required key missing" not in exc.detail or other == key:
+                raise
+            _set_path(data, other, 1.0 if "number" in exc.detail else "x")
+    raise AssertionError(f"{key}: could not fill the required keys")
 
 
 @pytest.mark.parametrize("value", [10**400, -(10**400), 2**1024])
