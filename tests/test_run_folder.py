@@ -23,7 +23,7 @@ from experiments.run_docking import main as cli_main
 from sim import loop
 from sim.errors import DockbenchError, InternalError, RunFolderError
 from sim.loop import build, run
-from sim.scenario import scenario_from_dict
+from sim.scenario import load_scenario, scenario_from_dict
 from telemetry import log as tlog
 from telemetry import run as trun
 from telemetry.run import MANIFEST, Run, RunFolder, check_manifest, first_difference
@@ -294,8 +294,8 @@ def _rss_anon() -> int:
 
 @pytest.mark.slow
 def test_memory_is_flat_in_the_duration_for_ten_times_the_longest_scenario(tmp_path: Path, monkeypatch) -> None:
-    """The telemetry of a run 10× the longest shipped scenario (iiwa14_docking_twophase, 14.5 s →
-    145 s, 145,000 steps, ≈ 110 MB of telemetry that used to be preallocated) is spilled to disk.
+    """The telemetry of a run 10× the longest shipped scenario (scenarios/paper, 14.9 s → 149 s,
+    ≈ 149,000 steps, > 100 MB of telemetry that used to be preallocated) is spilled to disk.
     Resident anonymous memory, sampled every 2 ms by a thread: up to the metrics (build, loop,
     telemetry.npz) it grows by less than 3 blocks of CHUNK_ROWS rows — the telemetry's only per-run
     buffer, whatever the duration; over the whole run by less than that plus what check_budget
@@ -304,10 +304,11 @@ def test_memory_is_flat_in_the_duration_for_ten_times_the_longest_scenario(tmp_p
         _rss_anon()
     except OSError as exc:
         pytest.skip(str(exc))
-    longest = max(SCENARIOS.glob("*.yaml"), key=lambda p: build(scenario_from_dict(scenario_dict(p.stem))).duration)
-    assert longest.stem == "iiwa14_docking_twophase"  # (its gravity twin is as long)
-    sc = scenario_from_dict(scenario_dict(longest.stem))
+    durations = {p: build(load_scenario(p)).duration for p in SCENARIOS.rglob("*.yaml")}
+    longest = max(durations, key=durations.get)  # every shipped scenario, subfolders included
+    sc = load_scenario(longest)
     setup = build(sc)
+    assert setup.duration == max(durations.values()) > 14.0
     duration = 10 * setup.duration
     steps = loop.steps_for(duration, sc.sim.control_period)
     row = tlog.Telemetry.bytes_per_step(setup.plant.nv, {f"ctrl_{n}": "" for n in setup.controller.diag_names})
