@@ -32,6 +32,7 @@ import copy
 import dataclasses
 import math
 import multiprocessing as mp
+import os
 import random
 import sys
 import tempfile
@@ -295,7 +296,9 @@ def run_case(data: Any, out_root: Path, duration: float | None, label: str = "",
 
     t0 = time.perf_counter()
     out_root.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkstemp(dir=out_root, suffix=".yaml", prefix="case_")[1])
+    fd, name = tempfile.mkstemp(dir=out_root, suffix=".yaml", prefix="case_")
+    os.close(fd)
+    path = Path(name)
     try:
         try:
             path.write_text(yaml.safe_dump(data, allow_unicode=True))
@@ -334,8 +337,6 @@ def run_case(data: Any, out_root: Path, duration: float | None, label: str = "",
 
 # --------------------------------------------------------------------------------------- workers
 def _worker(conn: Any, out_root: str) -> None:
-    import os
-
     os.environ.setdefault("MUJOCO_GL", "egl")
     root = Path(out_root)
     while True:

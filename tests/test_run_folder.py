@@ -372,3 +372,21 @@ def test_orbit_channels_survive_the_spill_bit_for_bit(tmp_path: Path, name: str)
     b = run(sc, out_root=tmp_path, duration=0.8, chunk_rows=131)
     assert "momentum" in a.telemetry and len(a.telemetry["t"]) == 801
     assert first_difference(a.telemetry, b.telemetry) is None
+
+
+def test_runs_leave_no_file_descriptor_open(tmp_path: Path) -> None:
+    """Thousands of runs in one process (a sweep, the fuzzer's workers) must not run out of file
+    descriptors: a run with its folder, one spilled to disk, and one without a folder open and close
+    the same set."""
+    fd_dir = Path("/proc/self/fd")
+    if not fd_dir.is_dir():
+        pytest.skip("no /proc/self/fd")
+    sc = scenario_from_dict(_short(duration=0.3))
+    run(sc, out_root=tmp_path)  # (first-use imports and caches)
+    before = len(list(fd_dir.iterdir()))
+    for _ in range(3):
+        run(sc, out_root=tmp_path)
+        run(sc, out_root=tmp_path, chunk_rows=50)
+        r = run(sc, out_root=None, chunk_rows=50)
+        del r
+    assert len(list(fd_dir.iterdir())) == before
