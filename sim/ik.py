@@ -1,4 +1,4 @@
-"""Initial configuration by damped least squares (MATH.md §6).
+"""Initial configuration by damped least squares (docs/theory/ik.md).
 
 Δq = Jᵀ (J Jᵀ + λ² I)⁻¹ e,  e = [p_d − p; log(R_d Rᵀ)] (world axes, LOCAL_WORLD_ALIGNED Jacobian),
 iterated from the seed and clipped to the joint limits after every step.
