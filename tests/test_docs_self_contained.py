@@ -64,10 +64,15 @@ PATH_SUFFIXES = ("md", "py", "yaml", "yml", "xml", "urdf", "c", "h", "json", "ip
 # a repository path: starts at a top-level folder (not inside a longer path, a dotted name or another
 # repository's ``owner/repo:path``), ends in a known extension; a glob character, a further name character
 # or a second extension (``.urdf.xacro``) after it disqualifies it
-_PATH_RE = re.compile(
-    r"(?<![\w/.:\-])((?:" + "|".join(TOP_LEVEL) + r")/[\w./+\-]*?\.(?:" + "|".join(PATH_SUFFIXES) + r"))"
-    r"(?![\w*{\-/])(?!\.\w)"
-)
+def path_pattern(top_level: Iterable[str] = TOP_LEVEL) -> re.Pattern[str]:
+    """The written-out repository path (module docstring) for the given top-level folder names."""
+    return re.compile(
+        r"(?<![\w/.:\-])((?:" + "|".join(top_level) + r")/[\w./+\-]*?\.(?:" + "|".join(PATH_SUFFIXES) + r"))"
+        r"(?![\w*{\-/])(?!\.\w)"
+    )
+
+
+_PATH_RE = path_pattern()
 # an optional section right after the path: ``path §3``, ``path, §3.1``
 _SECTION_RE = re.compile(r"\s*,?\s*§\s*(\d+(?:\.\d+)*)")
 # a markdown link target
@@ -135,7 +140,9 @@ def _link_target_ok(source: Path, target: str, root: Path) -> bool:
     return resolved.exists()
 
 
-def check_text(rel: str, text: str, root: Path, cache: dict[Path, list[str]] | None = None) -> list[str]:
+def check_text(
+    rel: str, text: str, root: Path, cache: dict[Path, list[str]] | None = None, path_re: re.Pattern[str] = _PATH_RE
+) -> list[str]:
     """Findings for one file's text (``rel``: its path relative to ``root``), as ``file:line: message``."""
     cache = {} if cache is None else cache
     source = root / rel
@@ -144,7 +151,7 @@ def check_text(rel: str, text: str, root: Path, cache: dict[Path, list[str]] | N
     for n, line in enumerate(text.splitlines(), start=1):
         for m in _FORBIDDEN_RE.finditer(line):
             out.append(f"{rel}:{n}: cites {m.group(0)!r}, a document that is not in the repository")
-        for m in _PATH_RE.finditer(line):
+        for m in path_re.finditer(line):
             ref = m.group(1).rstrip(".")
             if ref.startswith("runs/") or is_placeholder(ref):
                 continue
@@ -162,8 +169,10 @@ def check_text(rel: str, text: str, root: Path, cache: dict[Path, list[str]] | N
     return out
 
 
-def check_tree(root: Path, files: Iterable[Path] | None = None) -> list[str]:
-    """Findings over ``files`` (default: the tracked text files under ``root``)."""
+def check_tree(root: Path, files: Iterable[Path] | None = None, top_level: Iterable[str] = TOP_LEVEL) -> list[str]:
+    """Findings over ``files`` (default: the tracked text files under ``root``), for repository paths that
+    start with one of ``top_level``."""
+    path_re = path_pattern(top_level)
     cache: dict[Path, list[str]] = {}
     out = []
     for path in files if files is not None else tracked_files(root):
@@ -173,7 +182,7 @@ def check_tree(root: Path, files: Iterable[Path] | None = None) -> list[str]:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue
-        out += check_text(path.relative_to(root).as_posix(), text, root, cache)
+        out += check_text(path.relative_to(root).as_posix(), text, root, cache, path_re)
     return out
 
 
@@ -185,35 +194,39 @@ def test_no_tracked_file_cites_a_missing_document() -> None:
 
 
 def test_checker_finds_what_it_must(tmp_path: Path) -> None:
-    """On a small tree: every kind of bad reference is reported with file:line; good ones are not."""
-    (tmp_path / "docs" / "theory").mkdir(parents=True)
-    (tmp_path / "sim").mkdir()
-    (tmp_path / "docs" / "theory" / "page.md").write_text("# Page\n\n## 1. First\n\n## 2. Second\n")
-    (tmp_path / "sim" / "mod.py").write_text(
-        '"""Law (' + FORBIDDEN[0] + ' §2) and docs/theory/page.md §2."""\n'
-        "# see docs/theory/missing.md and docs/theory/page.md §7\n"
-        "# fine: docs/theory/page.md, scenarios/*.yaml, runs/x/telemetry.npz, https://example.org/a.md\n"
-        "# fine too: scenarios/x.yaml, scenarios/my_robot.yaml (placeholders), see docs/theory/page.md.\n"
-        "# and other repositories: owner/repo:docs/theory/none.md, assets/none.urdf.xacro\n"
-        "# a sentence ends at tests/paper/test_gone.py.\n"
+    """On a small tree: every kind of bad reference is reported with file:line; good ones are not. The tree's
+    top-level folders are ``guide`` and ``lib`` (names the repository does not have, so that this file's own
+    example paths are not references to the repository)."""
+    top = ("guide", "lib")
+    (tmp_path / "guide" / "theory").mkdir(parents=True)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "guide" / "theory" / "page.md").write_text("# Page\n\n## 1. First\n\n## 2. Second\n")
+    (tmp_path / "lib" / "mod.py").write_text(
+        '"""Law (' + FORBIDDEN[0] + ' §2) and guide/theory/page.md §2."""\n'
+        "# see guide/theory/missing.md and guide/theory/page.md §7\n"
+        "# fine: guide/theory/page.md, lib/*.yaml, runs/x/telemetry.npz, https://example.org/a.md\n"
+        "# fine too: lib/x.yaml, lib/my_robot.yaml (placeholders), see guide/theory/page.md.\n"
+        "# and other repositories: owner/repo:guide/theory/none.md, lib/none.urdf.xacro\n"
+        "# a sentence ends at lib/test_gone.py.\n"
     )
-    (tmp_path / "docs" / "index.md").write_text(
+    (tmp_path / "guide" / "index.md").write_text(
         "[ok](theory/page.md#first) [bad](theory/nope.md) [web](https://example.org) [anchor](#top)\n"
         "Notes in " + FORBIDDEN[3] + ".md and " + FORBIDDEN[7] + "/x.\n"
     )
-    (tmp_path / "NOTICE").write_text("numbers via " + FORBIDDEN[4] + ".yaml\n")
-    files = [tmp_path / p for p in ("sim/mod.py", "docs/index.md", "docs/theory/page.md", "NOTICE")]
-    findings = check_tree(tmp_path, files)
+    (tmp_path / "NOTICE").write_text("numbers via " + FORBIDDEN[4] + ".yaml, see " + FORBIDDEN[-1] + "6\n")
+    files = [tmp_path / p for p in ("lib/mod.py", "guide/index.md", "guide/theory/page.md", "NOTICE")]
+    findings = check_tree(tmp_path, files, top)
     expected = [
-        "sim/mod.py:1: cites",
-        "sim/mod.py:2: 'docs/theory/missing.md' does not exist",
-        "sim/mod.py:2: docs/theory/page.md has no section §7",
-        "sim/mod.py:6: 'tests/paper/test_gone.py' does not exist",
-        "docs/index.md:1: link target 'theory/nope.md' does not exist",
-        "docs/index.md:2: cites",
+        "lib/mod.py:1: cites",
+        "lib/mod.py:2: 'guide/theory/missing.md' does not exist",
+        "lib/mod.py:2: guide/theory/page.md has no section §7",
+        "lib/mod.py:6: 'lib/test_gone.py' does not exist",
+        "guide/index.md:1: link target 'theory/nope.md' does not exist",
+        "guide/index.md:2: cites",
         "NOTICE:1: cites",
     ]
     for e in expected:
         assert any(f.startswith(e) for f in findings), f"not reported: {e!r}; got {findings}"
-    assert len(findings) == len(expected) + 1, findings  # docs/index.md:2 has two forbidden names
-    assert check_tree(tmp_path, [tmp_path / "docs/theory/page.md"]) == []
+    # guide/index.md:2 and NOTICE:1 carry two forbidden names each
+    assert len(findings) == len(expected) + 2, findings
+    assert check_tree(tmp_path, [tmp_path / "guide/theory/page.md"], top) == []
