@@ -18,10 +18,12 @@ A user has only the repository. Two kinds of reference are checked in every git-
       stem, or one starting with ``my_`` / ``your_`` / ``example``: ``scenarios/x.yaml``, ``docs/OUT.md``);
       a path in another repository is written ``owner/repo:path`` and is not checked;
     * a section named after such a path, ``docs/theory/khatib.md §3``, must exist: the page needs a
-      heading ``## 3. …`` (or ``### 3.1 …`` for ``§3.1``).
+      heading ``## 3. …`` (or ``### 3.1 …`` for ``§3.1``); so must a function named after a Python path,
+      ``tests/paper/test_khatib.py::test_friction_integral_freezes_on_contact``.
 
-Every finding names ``file:line`` and the bad reference. ``test_checker_finds_what_it_must`` runs the
-checker on a temporary tree with one bad reference of each kind, so that the scan can fail.
+CHANGELOG.md is history (it names files and tests as they were when an entry was written): only (a)
+applies there. Every finding names ``file:line`` and the bad reference. ``test_checker_finds_what_it_must``
+runs the checker on a temporary tree with one bad reference of each kind, so that the scan can fail.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ _FORBIDDEN_RE = re.compile("|".join(re.escape(f) for f in FORBIDDEN), re.IGNOREC
 TEXT_SUFFIXES = {
     ".py", ".md", ".yaml", ".yml", ".xml", ".urdf", ".c", ".h", ".toml", ".txt", ".ipynb", ".cfg", ".sh",
 }
+#: history: files that name what existed when they were written (removed files, renamed tests); only
+#: the forbidden names (a) are checked there
+HISTORY_FILES = {"CHANGELOG.md"}
 #: top-level folders of the repository whose paths are checked when written out in text
 TOP_LEVEL = (
     "assets", "bridges", "controllers", "docs", "experiments", "hand", "planners", "scenarios", "sim",
@@ -75,6 +80,9 @@ def path_pattern(top_level: Iterable[str] = TOP_LEVEL) -> re.Pattern[str]:
 _PATH_RE = path_pattern()
 # an optional section right after the path: ``path §3``, ``path, §3.1``
 _SECTION_RE = re.compile(r"\s*,?\s*§\s*(\d+(?:\.\d+)*)")
+# an optional test (or other function) right after a Python path:
+# ``tests/test_ik.py::test_ik_reaches_pose_and_respects_limits``
+_FUNC_RE = re.compile(r"::(\w+)")
 # a markdown link target
 _LINK_RE = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
@@ -118,6 +126,15 @@ def _headings(path: Path, cache: dict[Path, list[str]]) -> list[str]:
     return cache[path]
 
 
+def _defines(path: Path, name: str, cache: dict[Path, list[str]]) -> bool:
+    """``def name`` or ``class name`` in a Python file."""
+    key = path.with_name(path.name + "::defs")
+    if key not in cache:
+        text = path.read_text(encoding="utf-8")
+        cache[key] = re.findall(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)", text, re.MULTILINE)
+    return name in cache[key]
+
+
 def _has_section(page: Path, section: str, cache: dict[Path, list[str]]) -> bool:
     """A heading that starts with the section number: ``3. Title``, ``3 Title``, ``§3 Title``, ``3.1 Title``."""
     pat = re.compile(r"§?\s*" + re.escape(section) + r"(?:\.|\s|$)")
@@ -147,10 +164,13 @@ def check_text(
     cache = {} if cache is None else cache
     source = root / rel
     markdown = rel.endswith((".md", ".ipynb"))
+    history = rel in HISTORY_FILES
     out = []
     for n, line in enumerate(text.splitlines(), start=1):
         for m in _FORBIDDEN_RE.finditer(line):
             out.append(f"{rel}:{n}: cites {m.group(0)!r}, a document that is not in the repository")
+        if history:
+            continue
         for m in path_re.finditer(line):
             ref = m.group(1).rstrip(".")
             if ref.startswith("runs/") or is_placeholder(ref):
@@ -162,6 +182,9 @@ def check_text(
             sec = _SECTION_RE.match(line, m.end())
             if sec and target.suffix == ".md" and not _has_section(target, sec.group(1), cache):
                 out.append(f"{rel}:{n}: {ref} has no section §{sec.group(1)} (no heading starting with it)")
+            func = _FUNC_RE.match(line, m.end())
+            if func and target.suffix == ".py" and not _defines(target, func.group(1), cache):
+                out.append(f"{rel}:{n}: {ref} has no function {func.group(1)!r}")
         if markdown:
             for m in _LINK_RE.finditer(line):
                 if not _link_target_ok(source, m.group(1), root):
@@ -208,22 +231,27 @@ def test_checker_finds_what_it_must(tmp_path: Path) -> None:
         "# fine too: lib/x.yaml, lib/my_robot.yaml (placeholders), see guide/theory/page.md.\n"
         "# and other repositories: owner/repo:guide/theory/none.md, lib/none.urdf.xacro\n"
         "# a sentence ends at lib/test_gone.py.\n"
+        "# lib/mod.py::law exists, lib/mod.py::test_renamed does not\n"
+        "def law():\n    pass\n"
     )
     (tmp_path / "guide" / "index.md").write_text(
         "[ok](theory/page.md#first) [bad](theory/nope.md) [web](https://example.org) [anchor](#top)\n"
         "Notes in " + FORBIDDEN[3] + ".md and " + FORBIDDEN[7] + "/x.\n"
     )
     (tmp_path / "NOTICE").write_text("numbers via " + FORBIDDEN[4] + ".yaml, see " + FORBIDDEN[-1] + "6\n")
-    files = [tmp_path / p for p in ("lib/mod.py", "guide/index.md", "guide/theory/page.md", "NOTICE")]
+    (tmp_path / "CHANGELOG.md").write_text("- removed lib/old.py; notes in " + FORBIDDEN[1] + "\n")  # history
+    files = [tmp_path / p for p in ("lib/mod.py", "guide/index.md", "guide/theory/page.md", "NOTICE", "CHANGELOG.md")]
     findings = check_tree(tmp_path, files, top)
     expected = [
         "lib/mod.py:1: cites",
         "lib/mod.py:2: 'guide/theory/missing.md' does not exist",
         "lib/mod.py:2: guide/theory/page.md has no section §7",
         "lib/mod.py:6: 'lib/test_gone.py' does not exist",
+        "lib/mod.py:7: lib/mod.py has no function 'test_renamed'",
         "guide/index.md:1: link target 'theory/nope.md' does not exist",
         "guide/index.md:2: cites",
         "NOTICE:1: cites",
+        "CHANGELOG.md:1: cites",
     ]
     for e in expected:
         assert any(f.startswith(e) for f in findings), f"not reported: {e!r}; got {findings}"
