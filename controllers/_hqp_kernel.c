@@ -1,6 +1,6 @@
 /*
  * Compiled kernel of the HQP with adaptive compliance on its closed-form path (controllers/hqp.py,
- * MATH.md §3).
+ * docs/theory/hqp.md).
  *
  * HQPKernel(...) is bound once to the preallocated arrays of one run (snapshot, reference, wrench state,
  * command, the controller's problem and solution records); step(w) then computes one whole control step

@@ -1,5 +1,5 @@
 /*
- * Compiled kernel of the Khatib task-space impedance (controllers/khatib.py, MATH.md §2).
+ * Compiled kernel of the Khatib task-space impedance (controllers/khatib.py, docs/theory/khatib.md).
  *
  * KhatibKernel(...) is bound once to the preallocated arrays of one run (snapshot, reference, wrench
  * state, command, controller state); step() then computes one control step with no Python objects:

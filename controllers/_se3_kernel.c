@@ -1,5 +1,5 @@
 /*
- * Compiled kernel of the SE(3) Lie-group impedance (controllers/se3_lie.py, MATH.md §4).
+ * Compiled kernel of the SE(3) Lie-group impedance (controllers/se3_lie.py, docs/theory/se3_lie.md).
  *
  * SE3Kernel(...) is bound once to the preallocated arrays of one run (snapshot, desired motion, wrench
  * state, command, the controller's results buffer); step() then computes one whole control step with

@@ -1,4 +1,4 @@
-"""Joint dissipation feedforward (MATH.md §2): cancel the plant's dry friction and viscous damping.
+"""Joint dissipation feedforward: cancel the plant's dry friction and viscous damping (docs/theory/khatib.md §4).
 
 With f = dof_frictionloss [N·m] and d = dof_damping [N·m·s/rad] read from the assembled MjModel
 (never duplicated as constants):
@@ -21,7 +21,7 @@ than f/2 would get a constant ±f in the direction of g whatever the task asks, 
 offset of up to f per joint (on the FR3, 10.9 N → 24.5 N peak contact force when gravity is turned on).
 τ_pre − g is the task torque (task, null-space and Coriolis terms), the same key as at zero gravity,
 so the in-orbit results are unchanged bit for bit (g = 0 there) and the lab (gravity-on) results do
-not depend on g. docs/theory/spine.md states it; tests/paper/test_feedforward.py checks both.
+not depend on g. docs/theory/khatib.md §4 states it; tests/paper/test_feedforward.py checks both.
 
 Why the hybrid mode: keyed on τ_pre, the term flips sign whenever the law's torque on a joint crosses
 zero. At rest in contact that is where the law's torque sits (it only balances the contact force), and

@@ -1,4 +1,4 @@
-"""Hierarchical QP (HQP) with adaptive compliance (Ren & Shan 2026 §3.2; MATH.md §3).
+"""Hierarchical QP (HQP) with adaptive compliance (Ren & Shan 2026 §3.2; docs/theory/hqp.md).
 
 Decision variable: the joint acceleration q̈ (nv,). Jacobian J = ``J_ee_lwa`` (LOCAL_WORLD_ALIGNED at
 the EE origin, rows [v; ω]); Λ = (J M⁻¹ Jᵀ)⁻¹. All task quantities are world axes at the EE origin.
@@ -181,7 +181,7 @@ class HQPConfig:
     )
     position_constraint: Literal["paper", "critical"] = param(
         "paper",
-        doc="paper: q + Δq̇ + ½Δ²q̈ within limits (MATH.md; may overshoot by ≤ 0.067 Δ q̇); "
+        doc="paper: q + Δq̇ + ½Δ²q̈ within limits (docs/theory/hqp.md; may overshoot by ≤ 0.067 Δ q̇); "
         "critical: q + Δq̇ + ¼Δ²q̈ (critically damped approach, no overshoot at constant approach speed)",
     )
     k_j: float = param(5.0, unit="1/s²", ge=0.0, doc="level-2 posture stiffness K_j")
@@ -212,8 +212,8 @@ class HQPConfig:
     observer_gain: float = param(50.0, unit="1/s", gt=0.0, doc="momentum-observer gain K_O (sensorless mode)")
     feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
         "torque",
-        doc="joint friction/damping feedforward mode (MATH.md §2; hybrid: torque keying until the first contact, "
-        "velocity keying from then on, Python only)",
+        doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
+        "first contact, velocity keying from then on, Python only)",
     )
     force_filter: float = param(
         0.0, unit="s", ge=0.0,

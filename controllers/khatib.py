@@ -1,4 +1,4 @@
-"""Khatib task-space impedance (MATH.md §2), the classical baseline.
+"""Khatib task-space impedance (docs/theory/khatib.md), the classical baseline.
 
 Jacobian J = J_ee_lwa (LOCAL_WORLD_ALIGNED at the EE origin, rows [v; ω]); Λ = (J M⁻¹ Jᵀ)⁻¹;
 J̄ = M⁻¹ Jᵀ Λ; N = I − J̄ J.
@@ -69,8 +69,8 @@ class KhatibConfig:
     d_null: float = param(10.0, unit="N·m·s/rad", ge=0.0, doc="null-space joint damping D_null = d_null I")
     feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
         "torque",
-        doc="joint friction/damping feedforward mode (MATH.md §2; hybrid: torque keying until the first contact, "
-        "velocity keying from then on, Python only)",
+        doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
+        "first contact, velocity keying from then on, Python only)",
     )
     friction_integral: Literal["auto", "on", "off"] = param(
         "auto", doc="F_I = k_i ∫(x_d − x)dt; auto = on iff the model has frictionloss ≠ 0"

@@ -1,4 +1,4 @@
-r"""SE(3) Lie-group impedance (Kim, Sung, Choi, Park, Chung, IEEE T-RO 41 (2025) §III-A; MATH.md §4).
+r"""SE(3) Lie-group impedance (Kim, Sung, Choi, Park, Chung, IEEE T-RO 41 (2025) §III-A; docs/theory/se3_lie.md).
 
 Body-frame quantities: T = ``T_world_ee``, V = J_b q̇ (``twist_ee_body``), J_b = ``J_ee_body``
 (LOCAL), J̇_b q̇ = ``dJdq_ee_body``; desired motion (T_d, V_d, V̇_d) in the desired body frame from
@@ -13,7 +13,7 @@ Which Jacobian maps λ̇ to Ṽ. Differentiating T̃ = T⁻¹T_d with T⁻¹Ṫ 
 So Ṽ is the LEFT (spatial) twist of T̃ = exp(λ), Ṽ = J_l(λ) λ̇, with J_l(λ) = J_r(−λ) = Ad_{T̃} J_r(λ).
 In sim/lie.py, ``dexp`` is the RIGHT Jacobian J_r (body twist of exp(λ)); therefore this module
 uses ``dexp_λ := lie.dexp(−λ)``, ``dexp⁻¹_λ := lie.dexp_inv(−λ)`` and
-``d/dt dexp_λ = lie.dexp_dot(−λ, −λ̇)``. With that, MATH.md's formulas hold as written:
+``d/dt dexp_λ = lie.dexp_dot(−λ, −λ̇)``. With that, the formulas of docs/theory/se3_lie.md hold as written:
     λ̇ = dexp⁻¹_λ Ṽ,    γ = dexp_λᵀ F̃,    λ̇ᵀγ = (dexp_λ λ̇)ᵀ F̃ = ṼᵀF̃   (power invariance).
 
 Designed error dynamics and the reference acceleration
@@ -114,8 +114,8 @@ class SE3LieConfig:
     d_null: float = param(10.0, unit="1/s", ge=0.0, doc="null-space joint damping (acceleration level)")
     feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
         "torque",
-        doc="joint friction/damping feedforward mode (MATH.md §2; hybrid: torque keying until the first contact, "
-        "velocity keying from then on, Python only)",
+        doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
+        "first contact, velocity keying from then on, Python only)",
     )
     use_force_feedback: bool = param(True, doc="use F_body in F̃ and cancel it with −J_bᵀF_body")
     force_filter: float = param(

@@ -15,7 +15,7 @@ SCENARIOS = REPO / "scenarios"
 EPS = float(np.finfo(float).eps)
 
 
-#: The project's tolerance table (STYLE.md: no scattered per-test tolerances). Each entry compares two
+#: The project's tolerance table (docs/testing.md §2: no scattered per-test tolerances). Each entry compares two
 #: descriptions of one plant (Pinocchio from the URDF-equivalent model, MuJoCo from the MJCF), so it
 #: bounds model agreement (decimal parameters, MuJoCo's normalised quaternions and diagonalised
 #: inertias) and round-off (a 7–8 link chain of 3×3 products: ≲ 8·γ_3 ≈ 5e-15 relative per quantity;

@@ -1,4 +1,4 @@
-"""Determinism: the same scenario run twice gives bit-identical telemetry (STYLE.md 11); a difference
+"""Determinism: the same scenario run twice gives bit-identical telemetry (docs/testing.md §4); a difference
 is reported by the first differing channel (``telemetry.run.first_difference``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""MATH.md §2 joint dissipation feedforward, both modes, against the formulas.
+"""docs/theory/khatib.md §4: joint dissipation feedforward, both modes, against the formulas.
 
 The formulas below are the same numpy elementwise operations as the implementation (divide, tanh,
 multiply, add); the only freedom is numpy's SIMD tanh, which may take another loop (e.g. for a

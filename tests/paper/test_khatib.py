@@ -1,4 +1,4 @@
-"""MATH.md §2: in free space with the exact model and τ_ff = 0, the realised task acceleration
+"""docs/theory/khatib.md §2: in free space with the exact model and τ_ff = 0, the realised task acceleration
 J q̈ + J̇ q̇ equals the commanded u (q̈ measured from MuJoCo), and τ_null does not change it."""
 
 from __future__ import annotations
