@@ -1,13 +1,17 @@
 /*
  * Compiled kernel of the HQP with adaptive compliance on its closed-form path (controllers/hqp.py,
- * MATH.md §3).
+ * docs/theory/hqp.md).
  *
  * HQPKernel(...) is bound once to the preallocated arrays of one run (snapshot, reference, wrench state,
- * command, the controller's problem and solution records); step(w) then computes one whole control step
- * of HQPController.compute() on the closed-form path, w = the snapshot's manipulability:
+ * command, the controller's problem and solution records); step(w, t) then computes one whole control
+ * step of HQPController.compute() on the closed-form path, w = the snapshot's manipulability, t its time [s]:
  *
  *   F_ext  = [f; n_S + (p_S − p_E) × f]   (ext_world moved from the sensor origin to the EE origin; 0
- *            without force feedback)
+ *            without force feedback), or its first-order low-pass F̄_k = F̄_{k−1} + β (F_ext − F̄_{k−1})
+ *            (force_filter; the law then uses F̄ wherever it uses F_ext)
+ *   force set-point (hybrid impedance, s its ramp; kernel_setpoint_update, sim/_kernel_math.h): the axial
+ *            components of x − x_d, of ẋ_d and of ẍ_d removed with weight s, F_r += F_f = −a (F_d + k_p (F_d −
+ *            f_a) + I + d_f v_a)
  *   α      = σ(k_α ‖f‖) (plain) or 2σ(k_α ‖f‖) − 1 (shifted),  K_r = K_0 · max(1 − α, k_min_ratio)
  *   e_p    = [x − x_d; log(R R_dᵀ)],  Δν = ν − ν_d
  *   Λ⁻¹    = J M⁻¹ Jᵀ = V diag(μ) Vᵀ (cyclic Jacobi on its lower triangle),  Λ = V diag(1/μ) Vᵀ,
@@ -15,13 +19,15 @@
  *   F_r    = −D_r Δν − K_r e_p,  a = ν̇_d + Λ⁻¹ (F_r + F_ext),  b = a − J̇ q̇
  *   q̈_2   = −D_j q̇ − K_j (q − q_ref) [+ k_sa w ∇w/w when w < w_th]
  *   q̈*    = q̈_2 + M⁻¹ Jᵀ Λ (b − J q̈_2),  offset = h [− Jᵀ F_ext]
- *   τ      = M q̈* + offset + τ_ff,  when q̈* passes the feasibility test of _build_task
+ *   τ      = M q̈* + offset + τ_ff,  when q̈* passes the feasibility test of _build_task (τ_ff: the joint
+ *            feedforward, hybrid mode latched on ‖f̄‖, kernel_feedforward)
  *
  * J = J_ee_lwa (LOCAL_WORLD_ALIGNED at the EE, rows [v; ω]); twists [v; ω], wrenches [f; n], world axes.
  *
  * The scalar part is a literal port of HQPController._build_task's Python floats (same expressions,
  * same order of + and ×, the same libm exp/sqrt; compiled without fused multiply-add, setup.py), so
- * F_ext, α, K_r and Δν are equal to the Python path bit for bit; e_p's rotation part is kernel_so3_log
+ * F_ext, α, K_r and Δν are equal to the Python path bit for bit (and so are the filter, set-point and latch
+ * states and the set-point's diagnostics); e_p's rotation part is kernel_so3_log
  * where Python calls Pinocchio's log3 (round-off). The matrix products are plain
  * loops where Python calls BLAS, the eigendecomposition is a cyclic Jacobi iteration where Python calls
  * LAPACK dsyevd (eigenvectors may differ in sign and order; Λ and Λ^½ agree to round-off), P = (J Jᵀ)⁻¹ J
@@ -184,19 +190,19 @@ enum {
     B_FF_F, B_FF_D, B_FF_HALF, B_FF_G,
     /* written by step() */
     B_TAU, B_DIAG, B_PJ, B_VEC6, B_LI, B_LL, B_DR, B_MINVJT, B_QDD2, B_QDDC, B_OFFSET, B_MX, B_QDD, B_QDD1,
-    B_RES, NBUF
+    B_RES, B_FF_STATE, B_FILT, B_FS, NBUF
 };
 static const char *BUF_NAMES[NBUF] = {
     "J_ee_lwa", "T_world_ee", "T_world_sensor", "twist_ee_lwa", "ref_flat", "ext_world", "M", "Minv", "h", "q",
     "v", "dJdq_ee_lwa", "k0", "S0", "q_ref", "joint_consts", "ff_f", "ff_d", "ff_half_f", "ff_g", "tau", "diag", "J",
     "vec6", "Lambda_inv", "LL", "D_r", "MinvJt", "qdd_posture", "qdd_closed", "tau_offset", "Mx", "qdd",
-    "qdd_level1", "results"};
+    "qdd_level1", "results", "ff_state", "filt_state", "fs_state"};
 /* the matrices (any memory layout: indexed through their strides; the vectors must be contiguous) */
 static int is_matrix(int i) {
     return i == B_J || i == B_T || i == B_TS || i == B_M || i == B_MINV || i == B_S0 || i == B_JC || i == B_PJ ||
            i == B_VEC6 || i == B_LI || i == B_LL || i == B_DR || i == B_MINVJT;
 }
-#define NDIAG 11
+#define NDIAG 11 /* + 4 with the force set-point: s, F_d, f_a, I */
 #define NRES 4 /* results: α, w, ‖J q̈* − b‖, evaluation time [s] */
 
 typedef struct {
@@ -208,6 +214,11 @@ typedef struct {
     int nv;
     double k_alpha, k_min_ratio, minus_k_j, d_j, k_sa, w_th, inv_D, k2, two_over_D, ff_vel_eps;
     int plain, use_force, wrench_comp, ff_mode, ff_damping;
+    double ff_threshold, ff_dw; /* the hybrid feedforward's contact threshold [N] and T / T_blend */
+    int filt_on;                /* force filter on (with force feedback only) */
+    double filt_beta;           /* its β */
+    int fs_on;                  /* force set-point on */
+    KernelSetpoint fs;          /* its constants */
     double *work; /* J (6 nv), M⁻¹Jᵀ (6 nv), P of ∇w (6 nv), ∇w/w, q̈_2, q̈*, offset, M q̈*, τ (nv each) */
 } HQPKernel;
 
@@ -221,13 +232,19 @@ static void HQPKernel_dealloc(HQPKernel *self) {
 /* element (i, j) of bound matrix b */
 #define MAT(b, i, j) p[b][(i) * self->rs[b] + (j) * self->cs[b]]
 
-static PyObject *HQPKernel_step(HQPKernel *self, PyObject *arg) {
+static PyObject *HQPKernel_step(HQPKernel *self, PyObject *const *args, Py_ssize_t nargs) {
     if (!self->ready) {
         PyErr_SetString(PyExc_RuntimeError, "HQPKernel: not bound (construction failed or was skipped)");
         return NULL;
     }
-    const double w = PyFloat_AsDouble(arg);
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "HQPKernel.step(w, t) takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    const double w = PyFloat_AsDouble(args[0]);
     if (w == -1.0 && PyErr_Occurred()) return NULL;
+    const double t_now = PyFloat_AsDouble(args[1]); /* the snapshot's time [s] (the set-point's ramp) */
+    if (t_now == -1.0 && PyErr_Occurred()) return NULL;
     struct timespec t_start, t_end;
     clock_gettime(CLOCK_MONOTONIC, &t_start);
     double **p = self->p;
@@ -250,8 +267,24 @@ static PyObject *HQPKernel_step(HQPKernel *self, PyObject *arg) {
         f[4] = e[4] + (d2 * e0 - d0 * e2);
         f[5] = e[5] + (d0 * e1 - d1 * e0);
     }
+    /* F̄: the force filter (new state in filt: committed only once the step succeeds) */
+    double filt[7];
+    if (self->filt_on) {
+        double x6[6];
+        memcpy(x6, f, sizeof(x6));
+        kernel_force_filter(p[B_FILT], self->filt_beta, x6, f, 6);
+        memcpy(filt, f, sizeof(f));
+        filt[6] = 1.0;
+    }
+    /* the force set-point (new state in fs: committed only once the step succeeds) */
+    double fs[KERNEL_SETPOINT_NSTATE], s_fs = 0.0;
+    if (self->fs_on) {
+        memcpy(fs, p[B_FS], sizeof(fs));
+        s_fs = kernel_setpoint_update(&self->fs, fs, t_now, f, tw);
+    }
     /* α and K_r = K_0 max(1 − α, k_min_ratio) */
-    const double sg = 1.0 / (1.0 + exp(-(self->k_alpha * sqrt(f[0] * f[0] + f[1] * f[1] + f[2] * f[2]))));
+    const double f_norm = sqrt(f[0] * f[0] + f[1] * f[1] + f[2] * f[2]); /* ‖f̄‖ (α, the hybrid latch) */
+    const double sg = 1.0 / (1.0 + exp(-(self->k_alpha * f_norm)));
     const double alpha = self->plain ? sg : 2.0 * sg - 1.0;
     const double one_m_a = 1.0 - alpha;
     const double scale = (self->k_min_ratio > one_m_a) ? self->k_min_ratio : one_m_a; /* Python's max */
@@ -273,14 +306,19 @@ static PyObject *HQPKernel_step(HQPKernel *self, PyObject *arg) {
         vec6[0][i] = f[i];
         vec6[1][i] = kr[i];
     }
-    vec6[2][0] = x0 - ref[0];
-    vec6[2][1] = x1 - ref[1];
-    vec6[2][2] = x2 - ref[2];
+    double e3[3] = {x0 - ref[0], x1 - ref[1], x2 - ref[2]}, vd[3] = {ref[3], ref[4], ref[5]};
+    if (s_fs > 0.0) { /* hybrid impedance: the axial pose error and reference velocity faded out by s */
+        kernel_remove_axial(&self->fs, s_fs, e3);
+        kernel_remove_axial(&self->fs, s_fs, vd);
+    }
+    vec6[2][0] = e3[0];
+    vec6[2][1] = e3[1];
+    vec6[2][2] = e3[2];
     vec6[2][3] = ew[0];
     vec6[2][4] = ew[1];
     vec6[2][5] = ew[2];
     for (int i = 0; i < 3; i++) {
-        vec6[3][i] = tw[i] - ref[3 + i];      /* v − v_d */
+        vec6[3][i] = tw[i] - vd[i];      /* v − v_d */
         vec6[3][3 + i] = tw[3 + i] - ref[18 + i]; /* ω − ω_d */
     }
 
@@ -322,19 +360,28 @@ static PyObject *HQPKernel_step(HQPKernel *self, PyObject *arg) {
     for (int i = 0; i < 6; i++)
         for (int j = 0; j < 6; j++) Dr[i][j] = LL[6 + i][j] * MAT(B_S0, i, j);
 
-    /* F_r = −D_r Δν − K_r e_p;  a = ν̇_d + Λ⁻¹ (F_r + F_ext);  b = a − J̇ q̇ */
+    /* F_r = −D_r Δν − K_r e_p [+ F_f];  a = ν̇_d + Λ⁻¹ (F_r + F_ext);  b = a − J̇ q̇ */
+    double tf[3] = {0.0, 0.0, 0.0}; /* F_f = −a force_cmd, the set-point's task force */
+    if (s_fs > 0.0) {
+        tf[0] = -fs[5] * self->fs.a0;
+        tf[1] = -fs[5] * self->fs.a1;
+        tf[2] = -fs[5] * self->fs.a2;
+    }
     for (int i = 0; i < 6; i++) {
         double t = 0.0;
         for (int j = 0; j < 6; j++) t += Dr[i][j] * vec6[3][j];
-        const double r = -(t + kr[i] * vec6[2][i]);
+        double r = -(t + kr[i] * vec6[2][i]);
+        if (s_fs > 0.0 && i < 3) r = r + tf[i];
         vec6[4][i] = r;
         vec6[5][i] = r + f[i];
     }
     const double *djdq = p[B_DJDQ];
+    double acc[3] = {ref[6], ref[7], ref[8]};
+    if (s_fs > 0.0) kernel_remove_axial(&self->fs, s_fs, acc);
     for (int i = 0; i < 6; i++) {
         double t = 0.0;
         for (int j = 0; j < 6; j++) t += Li[i][j] * vec6[5][j];
-        const double a = t + (i < 3 ? ref[6 + i] : ref[21 + i - 3]); /* [ẍ_d; α_d] */
+        const double a = t + (i < 3 ? acc[i] : ref[21 + i - 3]); /* [ẍ_d; α_d] */
         vec6[6][i] = a;
         vec6[7][i] = a - djdq[i];
     }
@@ -400,8 +447,11 @@ static PyObject *HQPKernel_step(HQPKernel *self, PyObject *arg) {
 
     /* τ = M q̈* + offset + τ_ff;  level-1 residual ‖J q̈* − b‖ */
     for (int i = 0; i < nv; i++) tau[i] = Mx[i] + off[i];
-    kernel_feedforward(self->ff_mode, self->ff_damping, self->ff_vel_eps, p[B_FF_F], p[B_FF_D], p[B_FF_HALF],
-                       p[B_FF_G], v, tau, nv);
+    double ff_state[3];
+    memcpy(ff_state, p[B_FF_STATE], sizeof(ff_state));
+    if (self->ff_mode == 3) kernel_feedforward_latch(ff_state, f_norm, self->ff_threshold, self->ff_dw);
+    kernel_feedforward(self->ff_mode, self->ff_damping, self->ff_vel_eps, ff_state[2], p[B_FF_F], p[B_FF_D],
+                       p[B_FF_HALF], p[B_FF_G], v, tau, nv);
     double res2 = 0.0;
     for (int r = 0; r < 6; r++) {
         double s = 0.0;
@@ -433,6 +483,9 @@ static PyObject *HQPKernel_step(HQPKernel *self, PyObject *arg) {
     memcpy(p[B_OFFSET], off, bytes);
     memcpy(p[B_MX], Mx, bytes);
     memcpy(p[B_TAU], tau, bytes);
+    if (self->filt_on) memcpy(p[B_FILT], filt, sizeof(filt));
+    if (self->fs_on) memcpy(p[B_FS], fs, sizeof(fs));
+    if (self->ff_mode == 3) memcpy(p[B_FF_STATE], ff_state, sizeof(ff_state));
     clock_gettime(CLOCK_MONOTONIC, &t_end);
     const double elapsed = (double)(t_end.tv_sec - t_start.tv_sec) + 1e-9 * (double)(t_end.tv_nsec - t_start.tv_nsec);
     double *diag = p[B_DIAG];
@@ -447,6 +500,12 @@ static PyObject *HQPKernel_step(HQPKernel *self, PyObject *arg) {
     diag[8] = f[0];
     diag[9] = f[1];
     diag[10] = f[2];
+    if (self->fs_on) { /* s, F_d, f_a, I */
+        diag[11] = fs[2];
+        diag[12] = fs[3];
+        diag[13] = fs[4];
+        diag[14] = fs[1];
+    }
     double *res = p[B_RES];
     res[0] = alpha;
     res[1] = w;
@@ -462,23 +521,33 @@ static int HQPKernel_init(HQPKernel *self, PyObject *args, PyObject *kwds) {
                              "qdd_posture", "qdd_closed", "tau_offset", "Mx", "qdd", "qdd_level1", "results",
                              "k_alpha", "k_min_ratio", "minus_k_j", "d_j", "k_sa", "w_th", "inv_D", "k2",
                              "two_over_D", "plain", "use_force", "wrench_comp", "ff_mode", "ff_damping",
-                             "ff_vel_eps", NULL};
+                             "ff_vel_eps", "ff_state", "filt_state", "fs_state", "ff_threshold", "ff_dw", "filt_on",
+                             "filt_beta", "fs_on", "fs_params", NULL};
     PyObject *o[NBUF];
     double k_alpha, k_min_ratio, minus_k_j, d_j, k_sa, w_th, inv_D, k2, two_over_D, ff_vel_eps;
     int plain, use_force, wrench_comp, ff_mode, ff_damping;
+    double ff_threshold, ff_dw; /* the hybrid feedforward's contact threshold [N] and T / T_blend */
+    int filt_on;                /* force filter on (with force feedback only) */
+    double filt_beta;           /* its β */
+    int fs_on;                  /* force set-point on */
+    KernelSetpoint fs;          /* its constants */
+    PyObject *fs_params;
     self->ready = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOdddddddddpppipd", kwlist, &o[B_J], &o[B_T], &o[B_TS],
+            args, kwds, "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOdddddddddpppipdOOOddpdpO", kwlist, &o[B_J], &o[B_T], &o[B_TS],
             &o[B_TWIST], &o[B_REF], &o[B_WRENCH], &o[B_M], &o[B_MINV], &o[B_H], &o[B_Q], &o[B_V], &o[B_DJDQ],
             &o[B_K0], &o[B_S0], &o[B_QREF], &o[B_JC], &o[B_FF_F], &o[B_FF_D], &o[B_FF_HALF], &o[B_FF_G], &o[B_TAU], &o[B_DIAG],
             &o[B_PJ], &o[B_VEC6], &o[B_LI], &o[B_LL], &o[B_DR], &o[B_MINVJT], &o[B_QDD2], &o[B_QDDC], &o[B_OFFSET],
             &o[B_MX], &o[B_QDD], &o[B_QDD1], &o[B_RES], &k_alpha, &k_min_ratio, &minus_k_j, &d_j, &k_sa, &w_th,
-            &inv_D, &k2, &two_over_D, &plain, &use_force, &wrench_comp, &ff_mode, &ff_damping, &ff_vel_eps))
+            &inv_D, &k2, &two_over_D, &plain, &use_force, &wrench_comp, &ff_mode, &ff_damping, &ff_vel_eps,
+            &o[B_FF_STATE], &o[B_FILT], &o[B_FS], &ff_threshold, &ff_dw, &filt_on, &filt_beta, &fs_on, &fs_params))
         return -1;
-    if (ff_mode < 0 || ff_mode > 2) {
-        PyErr_SetString(PyExc_ValueError, "HQPKernel: ff_mode must be 0 (inactive), 1 (torque) or 2 (velocity)");
+    if (ff_mode < 0 || ff_mode > 3) {
+        PyErr_SetString(PyExc_ValueError,
+                        "HQPKernel: ff_mode must be 0 (inactive), 1 (torque), 2 (velocity) or 3 (hybrid)");
         return -1;
     }
+    if (kernel_setpoint_params("HQPKernel", fs_params, &fs) < 0) return -1;
     /* nv from tau, then every size checked against it */
     Py_buffer probe;
     if (kernel_bind("HQPKernel", o[B_TAU], &probe, -1, 1, BUF_NAMES[B_TAU]) == NULL) return -1;
@@ -489,10 +558,12 @@ static int HQPKernel_init(HQPKernel *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     /* vectors: number of floats; matrices: rows, cols */
+    const Py_ssize_t ndiag = NDIAG + (fs_on ? 4 : 0);
     const Py_ssize_t rows[NBUF] = {6,  4,  4,  6,  24, 6,  nv, nv, nv, nv, nv, 6,  6,  6,  nv, nv, nv,
-                                   nv, nv, nv, nv, NDIAG, 6, 8, 6, 12, 6, nv, nv, nv, nv, nv, nv, nv, NRES};
+                                   nv, nv, nv, nv, ndiag, 6, 8, 6, 12, 6, nv, nv, nv, nv, nv, nv, nv, NRES,
+                                   3, 7, KERNEL_SETPOINT_NSTATE};
     const Py_ssize_t cols[NBUF] = {nv, 4, 4, 1, 1, 1, nv, nv, 1, 1, 1, 1, 1, 6, 1, 6, 1,
-                                   1,  1, 1, 1, 1, nv, 6, 6, 6, 6, 6, 1, 1, 1, 1, 1, 1, 1};
+                                   1,  1, 1, 1, 1, nv, 6, 6, 6, 6, 6, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     kernel_release(self->views, NBUF); /* __init__ called again */
     for (int i = 0; i < NBUF; i++) {
         const int writable = i >= B_TAU;
@@ -532,13 +603,20 @@ static int HQPKernel_init(HQPKernel *self, PyObject *args, PyObject *kwds) {
     self->ff_mode = ff_mode;
     self->ff_damping = ff_damping;
     self->ff_vel_eps = ff_vel_eps;
+    self->ff_threshold = ff_threshold;
+    self->ff_dw = ff_dw;
+    self->filt_on = filt_on;
+    self->filt_beta = filt_beta;
+    self->fs_on = fs_on;
+    self->fs = fs;
     self->ready = 1;
     return 0;
 }
 
 static PyMethodDef HQPKernel_methods[] = {
-    {"step", (PyCFunction)HQPKernel_step, METH_O,
-     "step(w) -> int: one control step (closed form) into the bound arrays, w = the snapshot's manipulability; "
+    {"step", (PyCFunction)(void (*)(void))HQPKernel_step, METH_FASTCALL,
+     "step(w, t) -> int: one control step (closed form) into the bound arrays, w = the snapshot's manipulability, "
+     "t its time [s]; "
      "0 ok, else a hand-back status (STATUS_*): nothing written, run the Python path."},
     {NULL, NULL, 0, NULL}};
 
@@ -553,7 +631,8 @@ static PyTypeObject HQPKernelType = {
               "v, dJdq_ee_lwa, k0, S0, q_ref, joint_consts, ff_f, ff_d, ff_half_f, ff_g, tau, diag, J, vec6, Lambda_inv, "
               "LL, D_r, MinvJt, qdd_posture, qdd_closed, tau_offset, Mx, qdd, qdd_level1, results, k_alpha, "
               "k_min_ratio, minus_k_j, d_j, k_sa, w_th, inv_D, k2, two_over_D, plain, use_force, wrench_comp, "
-              "ff_mode, ff_damping, ff_vel_eps)\n\n"
+              "ff_mode, ff_damping, ff_vel_eps, ff_state, filt_state, fs_state, ff_threshold, ff_dw, filt_on, filt_beta, "
+              "fs_on, fs_params)\n\n"
               "The HQP closed-form step bound to one run's arrays (see the module source).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)HQPKernel_init,

@@ -1,5 +1,5 @@
 /*
- * Compiled kernel of the SE(3) Lie-group impedance (controllers/se3_lie.py, MATH.md §4).
+ * Compiled kernel of the SE(3) Lie-group impedance (controllers/se3_lie.py, docs/theory/se3_lie.md).
  *
  * SE3Kernel(...) is bound once to the preallocated arrays of one run (snapshot, desired motion, wrench
  * state, command, the controller's results buffer); step() then computes one whole control step with
@@ -10,12 +10,15 @@
  *   desired motion  (planners/motion_reference.py, world reference → desired body frame)
  *       T_d = [[R, p], [0, 1]],  V_d = [Rᵀ ṗ; Rᵀ ω],  V̇_d = [Rᵀ p̈ − ω_b × v_b; Rᵀ α]
  *     or, for pass-through planners, T_d, V_d, V̇_d as motion_into() wrote them (MotionReference.T/V/dV)
+ *   force           F_body, or its first-order low-pass F̄_k = F̄_{k−1} + β (F_body − F̄_{k−1}) (force_filter; the
+ *                   law then uses F̄ wherever it uses F_body; kernel_force_filter, sim/_kernel_math.h)
  *   error           T̃ = T⁻¹ T_d,  λ = log T̃,  Ṽ = Ad_T̃ V_d − V,  F̃ = Ad_T̃⁻ᵀ F_d − F_body
  *   coordinates     λ̇ = dexp⁻¹_λ Ṽ,  γ = dexp_λᵀ F̃        (dexp_λ := sim.lie.dexp(−λ), left Jacobian)
  *   error dynamics  λ̈* = A⁻¹ (γ − D λ̇ − K λ)
  *   task accel.     V̇_ref = Ad_T̃ V̇_d + ad_Ṽ (Ad_T̃ V_d) − dexp_λ λ̈* − (d/dt dexp_λ) λ̇
  *   torque          τ = h − d_null M q̇ + J_bᵀ (y − F_body) + τ_ff,
- *                   Λ_b⁻¹ y = V̇_ref − J̇_b q̇ + d_null V,   Λ_b⁻¹ = J_b M⁻¹ J_bᵀ   (Cholesky)
+ *                   Λ_b⁻¹ y = V̇_ref − J̇_b q̇ + d_null V,   Λ_b⁻¹ = J_b M⁻¹ J_bᵀ   (Cholesky);
+ *                   τ_ff the joint feedforward, hybrid mode latched on |f̄| (kernel_feedforward)
  *
  * The Python reference (SE3LieController.law and _compute_python, sim/lie.py) writes these equations with
  * 6×6 matrices and Pinocchio's log6; this kernel evaluates them with its own float schedule: the rank-one
@@ -496,13 +499,14 @@ static int law(const LawParams *P, const double *T, const double *V, const doubl
 
 enum {
     B_T, B_TWIST, B_JB, B_DJDQ, B_M, B_MINV, B_H, B_V, B_REF, B_DES_T, B_DES_V, B_DES_DV, B_WRENCH, B_TAU,
-    B_DIAG, B_RES, B_G, B_FF_F, B_FF_D, B_FF_HALF, B_FF_G, NBUF
+    B_DIAG, B_RES, B_G, B_FF_F, B_FF_D, B_FF_HALF, B_FF_G, B_FF_STATE, B_FILT, NBUF
 };
 static const char *BUF_NAMES[NBUF] = {
     "T_world_ee", "twist_ee_body", "J_ee_body", "dJdq_ee_body", "M", "Minv", "h", "v", "ref_flat", "des_T",
-    "des_V", "des_dV", "ext_body", "tau", "diag", "results", "G", "ff_f", "ff_d", "ff_half_f", "ff_g"};
+    "des_V", "des_dV", "ext_body", "tau", "diag", "results", "G", "ff_f", "ff_d", "ff_half_f", "ff_g", "ff_state",
+    "filt_state"};
 /* 1: written by step() */
-static const int BUF_WRITABLE[NBUF] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0};
+static const int BUF_WRITABLE[NBUF] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1};
 /* the matrices (any memory layout: indexed through their strides; the vectors must be contiguous) */
 static int is_matrix(int i) { return i == B_T || i == B_JB || i == B_M || i == B_MINV || i == B_DES_T || i == B_G; }
 
@@ -516,9 +520,13 @@ typedef struct {
     LawParams law;
     double d_null;
     int passthrough;       /* desired motion from des_T/des_V/des_dV, else from ref_flat */
-    int ff_mode;           /* 0 inactive, 1 torque, 2 velocity */
+    int ff_mode;           /* 0 inactive, 1 torque, 2 velocity, 3 hybrid */
     int ff_damping;        /* add d q̇ */
     double ff_vel_eps;     /* velocity scale of the smooth sign (VELOCITY_EPS) */
+    double ff_threshold;   /* hybrid: the contact threshold [N] of the latch */
+    double ff_dw;          /* hybrid: T / T_blend */
+    int filt_on;           /* force filter on (with force feedback only) */
+    double filt_beta;      /* its β */
     double *work;          /* τ (nv) */
 } SE3Kernel;
 
@@ -554,21 +562,24 @@ static int float_tuple(PyObject *obj, double *out, Py_ssize_t n, const char *nam
 static int SE3Kernel_init(SE3Kernel *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"T_world_ee", "twist_ee_body", "J_ee_body", "dJdq_ee_body", "M", "Minv", "h", "v",
                              "ref_flat", "des_T", "des_V", "des_dV", "ext_body", "tau", "diag", "results", "G",
-                             "ff_f", "ff_d", "ff_half_f", "ff_g", "diag_gains", "F_d", "has_Fd", "d_null", "passthrough",
-                             "ff_mode", "ff_damping", "ff_vel_eps", NULL};
+                             "ff_f", "ff_d", "ff_half_f", "ff_g", "ff_state", "filt_state", "diag_gains", "F_d", "has_Fd",
+                             "d_null", "passthrough", "ff_mode", "ff_damping", "ff_vel_eps", "ff_threshold", "ff_dw",
+                             "filt_on", "filt_beta", NULL};
     PyObject *o[NBUF];
     PyObject *diag_gains, *F_d;
-    int has_Fd, passthrough, ff_mode, ff_damping;
-    double d_null, ff_vel_eps;
+    int has_Fd, passthrough, ff_mode, ff_damping, filt_on;
+    double d_null, ff_vel_eps, ff_threshold, ff_dw, filt_beta;
     self->ready = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOOOOOOOOOOOOOOpdpipd", kwlist, &o[B_T], &o[B_TWIST],
-                                     &o[B_JB], &o[B_DJDQ], &o[B_M], &o[B_MINV], &o[B_H], &o[B_V], &o[B_REF],
-                                     &o[B_DES_T], &o[B_DES_V], &o[B_DES_DV], &o[B_WRENCH], &o[B_TAU], &o[B_DIAG],
-                                     &o[B_RES], &o[B_G], &o[B_FF_F], &o[B_FF_D], &o[B_FF_HALF], &o[B_FF_G], &diag_gains, &F_d,
-                                     &has_Fd, &d_null, &passthrough, &ff_mode, &ff_damping, &ff_vel_eps))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOOOOOOOOOOOOOOOOpdpipdddpd", kwlist, &o[B_T],
+                                     &o[B_TWIST], &o[B_JB], &o[B_DJDQ], &o[B_M], &o[B_MINV], &o[B_H], &o[B_V],
+                                     &o[B_REF], &o[B_DES_T], &o[B_DES_V], &o[B_DES_DV], &o[B_WRENCH], &o[B_TAU],
+                                     &o[B_DIAG], &o[B_RES], &o[B_G], &o[B_FF_F], &o[B_FF_D], &o[B_FF_HALF], &o[B_FF_G],
+                                     &o[B_FF_STATE], &o[B_FILT], &diag_gains, &F_d, &has_Fd, &d_null, &passthrough,
+                                     &ff_mode, &ff_damping, &ff_vel_eps, &ff_threshold, &ff_dw, &filt_on, &filt_beta))
         return -1;
-    if (ff_mode < 0 || ff_mode > 2) {
-        PyErr_SetString(PyExc_ValueError, "SE3Kernel: ff_mode must be 0 (inactive), 1 (torque) or 2 (velocity)");
+    if (ff_mode < 0 || ff_mode > 3) {
+        PyErr_SetString(PyExc_ValueError,
+                        "SE3Kernel: ff_mode must be 0 (inactive), 1 (torque), 2 (velocity) or 3 (hybrid)");
         return -1;
     }
     LawParams lp;
@@ -588,8 +599,9 @@ static int SE3Kernel_init(SE3Kernel *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     /* vectors: number of floats; matrices: rows, cols */
-    const Py_ssize_t rows[NBUF] = {4, 6, 6, 6, nv, nv, nv, nv, 24, 4, 6, 6, 6, nv, 6, R_HEAD + 7 * nv, 6, nv, nv, nv, nv};
-    const Py_ssize_t cols[NBUF] = {4, 1, nv, 1, nv, nv, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 18, 1, 1, 1, 1};
+    const Py_ssize_t rows[NBUF] = {4, 6, 6, 6, nv, nv, nv, nv, 24, 4, 6, 6, 6, nv, 6, R_HEAD + 7 * nv, 6, nv, nv, nv, nv,
+                                   3, 7};
+    const Py_ssize_t cols[NBUF] = {4, 1, nv, 1, nv, nv, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 18, 1, 1, 1, 1, 1, 1};
     kernel_release(self->views, NBUF); /* __init__ called again */
     for (int i = 0; i < NBUF; i++) {
         if (is_matrix(i)) {
@@ -622,6 +634,10 @@ static int SE3Kernel_init(SE3Kernel *self, PyObject *args, PyObject *kwds) {
     self->ff_mode = ff_mode;
     self->ff_damping = ff_damping;
     self->ff_vel_eps = ff_vel_eps;
+    self->ff_threshold = ff_threshold;
+    self->ff_dw = ff_dw;
+    self->filt_on = filt_on;
+    self->filt_beta = filt_beta;
     self->ready = 1;
     return 0;
 }
@@ -659,6 +675,12 @@ static PyObject *SE3Kernel_step(SE3Kernel *self, PyObject *Py_UNUSED(ignored)) {
             for (int j = 0; j < 4; j++) T[4 * i + j] = Tw[i * rs + j * cs];
     }
     const double *V = p[B_TWIST], *F = p[B_WRENCH];
+    double filt[7]; /* F̄ and the filter's new state (committed only once the step succeeds) */
+    if (self->filt_on) {
+        kernel_force_filter(p[B_FILT], self->filt_beta, F, filt, 6);
+        filt[6] = 1.0;
+        F = filt;
+    }
     int st = law(&self->law, T, V, Td, Vd, F, dVd, res);
     if (st) return PyLong_FromLong(st);
     const double *dVref = res + R_DVREF;
@@ -708,10 +730,17 @@ static PyObject *SE3Kernel_step(SE3Kernel *self, PyObject *Py_UNUSED(ignored)) {
         for (int r = 0; r < 6; r++) s += Jb[r * j_rs + i * j_cs] * yf[r];
         tau[i] = t + s;
     }
-    /* joint dissipation feedforward (controllers/feedforward.py) */
-    kernel_feedforward(self->ff_mode, self->ff_damping, self->ff_vel_eps, p[B_FF_F], p[B_FF_D], p[B_FF_HALF],
-                       p[B_FF_G], qd, tau, nv);
-    /* commit: torque, diagnostics (λ), y and q̇ for q_ddot_ref */
+    /* joint dissipation feedforward (controllers/feedforward.py; the hybrid latch on |f̄|) */
+    double ff_state[3];
+    memcpy(ff_state, p[B_FF_STATE], sizeof(ff_state));
+    if (self->ff_mode == 3)
+        kernel_feedforward_latch(ff_state, sqrt(F[0] * F[0] + F[1] * F[1] + F[2] * F[2]), self->ff_threshold,
+                                 self->ff_dw);
+    kernel_feedforward(self->ff_mode, self->ff_damping, self->ff_vel_eps, ff_state[2], p[B_FF_F], p[B_FF_D],
+                       p[B_FF_HALF], p[B_FF_G], qd, tau, nv);
+    /* commit: torque, diagnostics (λ), y and q̇ for q_ddot_ref, the filter's and the latch's state */
+    if (self->filt_on) memcpy(p[B_FILT], filt, sizeof(filt));
+    if (self->ff_mode == 3) memcpy(p[B_FF_STATE], ff_state, sizeof(ff_state));
     memcpy(p[B_TAU], tau, (size_t)nv * sizeof(double));
     memcpy(p[B_DIAG], res + R_LAM, 6 * sizeof(double));
     memcpy(res + R_Y, y, 6 * sizeof(double));
@@ -736,8 +765,9 @@ static PyTypeObject SE3KernelType = {
     .tp_basicsize = sizeof(SE3Kernel),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "SE3Kernel(T_world_ee, twist_ee_body, J_ee_body, dJdq_ee_body, M, Minv, h, v, ref_flat, des_T, "
-              "des_V, des_dV, ext_body, tau, diag, results, G, ff_f, ff_d, ff_half_f, ff_g, diag_gains, F_d, has_Fd, "
-              "d_null, passthrough, ff_mode, ff_damping, ff_vel_eps)\n\n"
+              "des_V, des_dV, ext_body, tau, diag, results, G, ff_f, ff_d, ff_half_f, ff_g, ff_state, filt_state, "
+              "diag_gains, F_d, has_Fd, d_null, passthrough, ff_mode, ff_damping, ff_vel_eps, ff_threshold, ff_dw, "
+              "filt_on, filt_beta)\n\n"
               "The SE(3) impedance step bound to one run's arrays (see the module source).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)SE3Kernel_init,

@@ -1,4 +1,4 @@
-"""Joint dissipation feedforward (MATH.md §2): cancel the plant's dry friction and viscous damping.
+"""Joint dissipation feedforward: cancel the plant's dry friction and viscous damping (docs/theory/khatib.md §4).
 
 With f = dof_frictionloss [N·m] and d = dof_damping [N·m·s/rad] read from the assembled MjModel
 (never duplicated as constants):
@@ -9,7 +9,8 @@ With f = dof_frictionloss [N·m] and d = dof_damping [N·m·s/rad] read from the
 * hybrid mode: the torque mode until the first contact (the law's force ‖f̄‖ > ``contact_threshold``,
   default 1 N), then the velocity mode, blended linearly over ``blend_time`` (default 50 ms):
   τ_ff = (1 − w) f tanh((τ_pre − g)/(f/2)) + w f tanh(q̇/0.01), w: 0 → 1 from the first contact on
-  (latched). Python only (the compiled kernels take modes off, torque and velocity).
+  (latched). The latch state is the array :attr:`DissipationFeedforward.state`, which the compiled kernels
+  share (``kernel_feedforward`` in sim/_kernel_math.h implements all four modes).
 * always: τ_damp = d · q̇ (MuJoCo applies −d q̇)
 
 Joints with f = 0 get no friction term (no division by zero).
@@ -21,7 +22,7 @@ than f/2 would get a constant ±f in the direction of g whatever the task asks, 
 offset of up to f per joint (on the FR3, 10.9 N → 24.5 N peak contact force when gravity is turned on).
 τ_pre − g is the task torque (task, null-space and Coriolis terms), the same key as at zero gravity,
 so the in-orbit results are unchanged bit for bit (g = 0 there) and the lab (gravity-on) results do
-not depend on g. docs/theory/spine.md states it; tests/paper/test_feedforward.py checks both.
+not depend on g. docs/theory/khatib.md §4 states it; tests/paper/test_feedforward.py checks both.
 
 Why the hybrid mode: keyed on τ_pre, the term flips sign whenever the law's torque on a joint crosses
 zero. At rest in contact that is where the law's torque sits (it only balances the contact force), and
@@ -70,35 +71,45 @@ class DissipationFeedforward:
         self._dv = np.zeros_like(self.f)
         #: False when there is nothing to compensate (the loop can skip the call)
         self.active = self.any_friction or self.any_damping
-        #: whether the compiled kernels implement this mode (``kernel_feedforward``: off, torque, velocity)
-        self.kernel_supported = mode != "hybrid" or not self.any_friction
         self.contact_threshold = float(contact_threshold)
         self._dw = float(period) / float(blend_time) if blend_time > 0.0 else 1.0
-        #: hybrid mode: the weight w of the velocity keying (0 until the first contact, then → 1)
-        self.w = 0.0
-        self.latched = False
-        self._n = 0  # calls since the latch (w = min(1, n T / T_blend))
+        #: hybrid mode: [latched (1.0 from the first contact on), n (calls since the latch), w (the weight of
+        #: the velocity keying, min(1, n T / T_blend))], one array that the compiled kernels share
+        self.state = np.zeros(3)
         self._tq = np.zeros_like(self.f)
+
+    @property
+    def latched(self) -> bool:
+        """Hybrid mode: whether the first contact has latched the velocity keying."""
+        return bool(self.state[0])
+
+    @property
+    def w(self) -> float:
+        """Hybrid mode: the weight w of the velocity keying (0 until the first contact, then → 1)."""
+        return float(self.state[2])
 
     def reset(self) -> None:
         """Forget the contact latch of the hybrid mode."""
-        self.w = 0.0
-        self.latched = False
-        self._n = 0
+        self.state[:] = 0.0
 
     def kernel_args(self, g: np.ndarray) -> dict:
         """This feedforward as the compiled kernels take it (``kernel_feedforward`` in sim/_kernel_math.h):
         f, d, f/2 (1 where f = 0), the gravity torque array ``g`` the kernel reads each step (the
-        snapshot's ``g``), the mode code (0 inactive, 1 torque, 2 velocity), whether the damping term is
-        on, and the velocity scale ε."""
+        snapshot's ``g``), the mode code (0 inactive, 1 torque, 2 velocity, 3 hybrid), whether the damping
+        term is on, the velocity scale ε, and for the hybrid mode its contact threshold [N], its blend step
+        T / T_blend and its latch state array :attr:`state`."""
+        codes = {"torque": 1, "velocity": 2, "hybrid": 3}
         return {
             "ff_f": self.f,
             "ff_d": self.d,
             "ff_half_f": self._half_f,
             "ff_g": g,
-            "ff_mode": 0 if not self.active else (2 if self.mode == "velocity" else 1),  # hybrid: not supported
+            "ff_mode": codes[self.mode] if self.active else 0,
             "ff_damping": self.any_damping,
             "ff_vel_eps": VELOCITY_EPS,
+            "ff_threshold": self.contact_threshold,
+            "ff_dw": self._dw,
+            "ff_state": self.state,
         }
 
     def compute(
@@ -113,12 +124,14 @@ class DissipationFeedforward:
             out[:] = 0.0
             return out
         if mode == "hybrid":
-            if not self.latched and force > self.contact_threshold:
-                self.latched = True
-            if self.latched and self.w < 1.0:
-                self._n += 1
-                self.w = min(1.0, self._n * self._dw)
-            w = self.w
+            st = self.state
+            latched, n, w = st.tolist()
+            if not latched and force > self.contact_threshold:
+                latched = 1.0
+            if latched and w < 1.0:
+                n += 1.0
+                w = min(1.0, n * self._dw)
+            st[:] = (latched, n, w)
             if w >= 1.0:
                 mode = "velocity"
             elif w <= 0.0:

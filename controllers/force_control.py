@@ -1,7 +1,9 @@
 """Contact-force tools shared by the Khatib and HQP laws: a force filter and an axial force set-point.
 
-Both are Python-only options (a controller that uses either runs its Python reference; see
-docs/theory/force_control.md). F_ext is the environment-on-tool wrench (world axes) the law is given
+Both are ported to the compiled kernels of the three laws (controllers/_khatib_kernel.c, _hqp_kernel.c,
+_se3_kernel.c: the filter; Khatib and HQP: the set-point), which share their state with this Python code
+through the arrays :attr:`ForceFilter.state` and :attr:`AxialForceSetpoint.state` (``kernel_args``); see
+docs/theory/force_control.md. F_ext is the environment-on-tool wrench (world axes) the law is given
 (F/T sensor, contact truth or momentum observer).
 
 Force filter (``force_filter`` [s], 0 = off)
@@ -72,28 +74,36 @@ def first_order_beta(time_constant: float, period: float) -> float:
 
 
 class ForceFilter:
-    """First-order low-pass of an n-vector (module docstring); starts from the first input."""
+    """First-order low-pass of an n-vector (module docstring); starts from the first input.
+
+    The state is one array, :attr:`state` = [F̄ (n); started (1.0 once the first input was taken)], which a
+    compiled kernel is bound to (:meth:`kernel_args`): the Python path and the kernel advance the same state.
+    """
 
     def __init__(self, n: int, time_constant: float, period: float):
         self.beta = first_order_beta(time_constant, period)
         self.active = self.beta < 1.0
-        self.out = np.zeros(n)
-        self._started = False
+        self.state = np.zeros(n + 1)
+        #: F̄ of the last update (a view of :attr:`state`)
+        self.out = self.state[:n]
 
     def reset(self) -> None:
-        self._started = False
-        self.out[:] = 0.0
+        self.state[:] = 0.0
 
     def update(self, x: list[float]) -> list[float]:
         """F̄ (a list of floats, also written to :attr:`out`) after the input ``x`` (a list of floats)."""
-        if not self._started:
-            self._started = True
+        st = self.state
+        if st[-1] == 0.0:  # not started: F̄ = the first input
             y = list(x)
         else:
             b = self.beta
             y = [yi + b * (xi - yi) for yi, xi in zip(self.out.tolist(), x, strict=True)]
-        self.out[:] = y
+        st[:] = (*y, 1.0)
         return y
+
+    def kernel_args(self) -> dict:
+        """This filter as the compiled kernels take it: whether it is on, β and the state array it shares."""
+        return {"filt_on": self.active, "filt_beta": float(self.beta), "filt_state": self.state}
 
 
 class AxialForceSetpoint:
@@ -115,16 +125,41 @@ class AxialForceSetpoint:
         self.axis = tuple((a / n).tolist())
         self.period = period
         self.planner_end = planner_end
+        #: [t0, integral, s, force_desired, force_axial, force_cmd] (:attr:`STATE`)
+        self.state = np.zeros(len(self.STATE))
         self.reset()
+
+    #: the names of the entries of :attr:`state`
+    STATE = ("t0", "integral", "s", "force_desired", "force_axial", "force_cmd")
 
     def reset(self) -> None:
         c = self.config
-        self.t0 = self.planner_end + c.delay if c.start == "planner_end" else math.inf
-        self.integral = 0.0
-        self.s = 0.0
-        self.force_desired = 0.0
-        self.force_axial = 0.0
-        self.force_cmd = 0.0
+        st = self.state
+        st[:] = 0.0
+        st[0] = self.planner_end + c.delay if c.start == "planner_end" else math.inf
+
+    # the state lives in one array (shared with the compiled kernels, kernel_args): t0 the ramp's start [s]
+    # (inf until the start event), the integral I [N], and the last update's s, F_d, f_a [N] and force_cmd [N]
+    t0 = property(lambda self: float(self.state[0]), lambda self, v: self.state.__setitem__(0, v))
+    integral = property(lambda self: float(self.state[1]), lambda self, v: self.state.__setitem__(1, v))
+    s = property(lambda self: float(self.state[2]))
+    force_desired = property(lambda self: float(self.state[3]))
+    force_axial = property(lambda self: float(self.state[4]))
+    force_cmd = property(lambda self: float(self.state[5]))
+
+    def kernel_args(self) -> dict:
+        """This set-point as the compiled kernels take it (Khatib, HQP): ``fs_on``, ``fs_params`` = (a0, a1, a2,
+        F, ramp_time, delay, contact_threshold, k_p, k_i T, i_max, d_f) and the state array ``fs_state``."""
+        c = self.config
+        params = (*self.axis, float(c.force), float(c.ramp_time), float(c.delay), float(c.contact_threshold),
+                  float(c.k_p), c.k_i * self.period, float(c.i_max), float(c.damping))
+        return {"fs_on": True, "fs_params": params, "fs_state": self.state}
+
+    @staticmethod
+    def kernel_args_off() -> dict:
+        """The compiled kernels' set-point arguments when there is no set-point (a state array of its size
+        that the kernel never touches)."""
+        return {"fs_on": False, "fs_params": (0.0,) * 11, "fs_state": np.zeros(len(AxialForceSetpoint.STATE))}
 
     def update(self, t: float, f: list[float], v: list[float]) -> float:
         """Advance to time ``t`` [s] with the law's force f̄ = ``f`` (3 floats, world, [N]) and the tool's
@@ -134,26 +169,26 @@ class AxialForceSetpoint:
         magnitude F_d + k_p (F_d − f_a) + I + d_f v_a of the task force F_f = −a force_cmd.
         """
         c = self.config
+        st = self.state
+        t0, integral = float(st[0]), float(st[1])
         a0, a1, a2 = self.axis
         f0, f1, f2 = f
         fa = a0 * f0 + a1 * f1 + a2 * f2
-        self.force_axial = fa
-        if self.t0 == math.inf and math.sqrt(f0 * f0 + f1 * f1 + f2 * f2) > c.contact_threshold:
-            self.t0 = t + c.delay
-        s = (t - self.t0) / c.ramp_time
+        if t0 == math.inf and math.sqrt(f0 * f0 + f1 * f1 + f2 * f2) > c.contact_threshold:
+            t0 = t + c.delay
+        s = (t - t0) / c.ramp_time
         s = 0.0 if s <= 0.0 else (1.0 if s >= 1.0 else s)
-        self.s = s
         fd = s * c.force
-        self.force_desired = fd
         if s > 0.0:
             if fa > c.contact_threshold:  # anti-windup: integrate only while the target pushes back
-                i = self.integral + c.k_i * self.period * (fd - fa)
-                self.integral = min(max(i, -c.i_max), c.i_max)
-            self.force_cmd = fd + c.k_p * (fd - fa) + self.integral
+                i = integral + c.k_i * self.period * (fd - fa)
+                integral = min(max(i, -c.i_max), c.i_max)
+            force_cmd = fd + c.k_p * (fd - fa) + integral
             if c.damping > 0.0:
-                self.force_cmd += c.damping * (a0 * v[0] + a1 * v[1] + a2 * v[2])
+                force_cmd += c.damping * (a0 * v[0] + a1 * v[1] + a2 * v[2])
         else:
-            self.force_cmd = 0.0
+            force_cmd = 0.0
+        st[:] = (t0, integral, s, fd, fa, force_cmd)
         return s
 
     def remove_axial(self, x: tuple[float, float, float] | list[float], weight: float) -> tuple[float, float, float]:
@@ -180,3 +215,17 @@ def mating_axis_of(planner: object | None) -> np.ndarray:
             key="force_setpoint",
         )
     return np.asarray(axis, dtype=float)
+
+
+def state_values(force_filter: ForceFilter, setpoint: AxialForceSetpoint | None, feedforward: object) -> np.ndarray:
+    """The per-step state of the contact-force options as one finite array, for the kernel guard's comparison
+    (sim/kernels.py): the filter's state, the hybrid feedforward's latch (``feedforward.state``) and, with a
+    set-point, its state with t0 written as (t0 started: 1/0, t0 or 0) (t0 is inf until the start event).
+    Every entry is the same scalar operations in the Python path and in the compiled kernels."""
+    parts = [force_filter.state, feedforward.state]  # type: ignore[attr-defined]
+    if setpoint is not None:
+        st = setpoint.state
+        started = math.isfinite(st[0])
+        parts.append(np.array([1.0 if started else 0.0, st[0] if started else 0.0]))
+        parts.append(st[1:])
+    return np.concatenate(parts)

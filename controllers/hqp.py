@@ -1,4 +1,4 @@
-"""Hierarchical QP (HQP) with adaptive compliance (Ren & Shan 2026 §3.2; MATH.md §3).
+"""Hierarchical QP (HQP) with adaptive compliance (Ren & Shan 2026 §3.2; docs/theory/hqp.md).
 
 Decision variable: the joint acceleration q̈ (nv,). Jacobian J = ``J_ee_lwa`` (LOCAL_WORLD_ALIGNED at
 the EE origin, rows [v; ω]); Λ = (J M⁻¹ Jᵀ)⁻¹. All task quantities are world axes at the EE origin.
@@ -130,7 +130,13 @@ from scipy.linalg.lapack import dsyevd as _dsyevd
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
-from controllers.force_control import AxialForceSetpoint, ForceFilter, ForceSetpointConfig, mating_axis_of
+from controllers.force_control import (
+    AxialForceSetpoint,
+    ForceFilter,
+    ForceSetpointConfig,
+    mating_axis_of,
+    state_values,
+)
 from controllers.observer import MomentumObserver
 from planners.base import Planner, Reference
 from sim import kernels
@@ -184,7 +190,7 @@ class HQPConfig:
     )
     position_constraint: Literal["paper", "critical"] = param(
         "paper",
-        doc="paper: q + Δq̇ + ½Δ²q̈ within limits (MATH.md; may overshoot by ≤ 0.067 Δ q̇); "
+        doc="paper: q + Δq̇ + ½Δ²q̈ within limits (docs/theory/hqp.md; may overshoot by ≤ 0.067 Δ q̇); "
         "critical: q + Δq̇ + ¼Δ²q̈ (critically damped approach, no overshoot at constant approach speed)",
     )
     k_j: float = param(5.0, unit="1/s²", ge=0.0, le=1e5, doc="level-2 posture stiffness K_j")
@@ -217,16 +223,16 @@ class HQPConfig:
     )
     feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
         "torque",
-        doc="joint friction/damping feedforward mode (MATH.md §2; hybrid: torque keying until the first contact, "
-        "velocity keying from then on, Python only)",
+        doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
+        "first contact, velocity keying from then on)",
     )
     force_filter: float = param(
         0.0, unit="s", ge=0.0, le=10.0,
         doc="time constant τ_f of a first-order low-pass on F_ext (sensor or observer) before the law uses it "
-        "(0 = off; Python only; docs/theory/force_control.md)",
+        "(0 = off; docs/theory/force_control.md)",
     )
     force_setpoint: ForceSetpointConfig | None = param(
-        None, doc="hybrid impedance: a commanded contact force along the mating axis (null = off; Python only)"
+        None, doc="hybrid impedance: a commanded contact force along the mating axis (null = off)"
     )
 
     def validate(self) -> None:
@@ -604,7 +610,7 @@ class HQPController(Controller):
         self.n_qp_iterations = 0  # daqp active-set iterations, summed over every QP solved
         #: warm-start memory per QP problem: (control step it was solved at, its multipliers)
         self._warm: dict[int, tuple[int, np.ndarray]] = {}
-        # contact-force options (controllers/force_control.py; Python only)
+        # contact-force options (controllers/force_control.py; their state arrays are shared with the kernel)
         self.force_filter = ForceFilter(6, c.force_filter, plant.control_period)
         self.setpoint: AxialForceSetpoint | None = None
         if c.force_setpoint is not None:
@@ -613,13 +619,9 @@ class HQPController(Controller):
             )
             self.diag_names = (*self.diag_names, *SETPOINT_DIAG)
         # compiled kernel of the closed-form step (None: the Python path), bound to the run's arrays on the
-        # first compute(). Not for the sensorless mode (the momentum observer runs in Python), for
-        # qp_mode "always" (every step solves the QPs), nor for the force filter and the force set-point
-        # (Python-only options): those always run the Python path.
-        python_only = (
-            self.observer is not None or not self._auto or self.force_filter.active or self.setpoint is not None
-            or not self.ff.kernel_supported
-        )
+        # first compute(). Not for the sensorless mode (the momentum observer runs in Python) nor for
+        # qp_mode "always" (every step solves the QPs): those always run the Python path.
+        python_only = self.observer is not None or not self._auto
         self._kmod = None if python_only else kernels.load(HQP_KERNEL)
         self._kernel = None
         self._kres = np.zeros(4)  # the kernel's α, w, ‖J q̈* − b‖ and evaluation time [s] of its last step
@@ -1133,14 +1135,18 @@ class HQPController(Controller):
             use_force=bool(self._use_force),
             wrench_comp=bool(self._wrench_comp),
             **self.ff.kernel_args(snap.g),
+            **self.force_filter.kernel_args(),
+            **(self.setpoint.kernel_args() if self.setpoint is not None else AxialForceSetpoint.kernel_args_off()),
         )
+        args["filt_on"] = bool(args["filt_on"] and self._use_force)  # the filter runs on the law's force only
         self._kernel = self._kmod.HQPKernel(**args)
         self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
         self._bound = (snap, ref, wrench, cmd, self.config)
 
     def _guard_values(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Values:
-        """τ, q̈*, the task rows (F_ext, K_r, e_p, Δν) and the diagnostics (all but the wall-clock solve time,
-        in three groups) for the kernel guard (sim/kernels.py)."""
+        """τ, q̈*, the task rows (F_ext, K_r, e_p, Δν), the diagnostics (all but the wall-clock solve time,
+        in three groups) and the contact-force options' state (filter, set-point, hybrid latch:
+        :func:`controllers.force_control.state_values`) for the kernel guard (sim/kernels.py)."""
         p, sol = self.prob, self.sol
         d = cmd.diag
         exact, resid, rest = self._diag_groups
@@ -1151,6 +1157,7 @@ class HQPController(Controller):
             ("diag (status, active)", d[exact]),
             ("diag (residuals)", d[resid]),
             ("diag (alpha, K_r, F_ext)", d[rest]),
+            ("force options state", state_values(self.force_filter, self.setpoint, self.ff)),
         ]
 
     @property
@@ -1201,11 +1208,19 @@ class HQPController(Controller):
         kappa = kernels.condition(Li)
         # e_p and Δν carry the round-off of their own terms (x − x_d, the log of R R_dᵀ with unit-size
         # entries, ν − ν_d), which is no smaller near zero error: their scales, not their values
-        e_scale = np.concatenate((a(snap.p_ee_in_world) + a(ref.pos), np.ones(3)))
-        nu_scale = a(snap.twist_ee_lwa) + a(np.concatenate((ref.vel, ref.omega)))
+        # with the force set-point active the axial parts of x − x_d, ẋ_d and ẍ_d are removed with weight s
+        # (|x − s a aᵀx|_i ≤ max |x| + ‖x‖₁ ≤ 4 max |x|) and F_f joins F_r
+        fs = self.setpoint
+        on = fs is not None and fs.s > 0.0
+        grow = 4.0 if on else 1.0
+        e_scale = np.concatenate((grow * (a(snap.p_ee_in_world) + a(ref.pos)), np.ones(3)))
+        nu_scale = a(snap.twist_ee_lwa) + a(np.concatenate((grow * ref.vel, ref.omega)))
         through_D = a(p.D_r) @ a(p.dnu)  # D_r (from Λ^½: error ≈ n ε κ |D_r|) times Δν
         plain = a(p.D_r) @ nu_scale + a(p.K_r) * (a(p.e_p) + e_scale) + a(p.F_ext)
-        b_solve, b_plain = mag(a(Li) @ through_D), mag(ref.acc, ref.alpha, snap.dJdq_ee_lwa) + mag(a(Li) @ plain)
+        if on:
+            plain[:3] += a(np.array(fs.task_force()))
+        b_solve = mag(a(Li) @ through_D)
+        b_plain = mag(grow * ref.acc, ref.alpha, snap.dJdq_ee_lwa) + mag(a(Li) @ plain)
         # the terms of q̈_2 = −K_j (q − q_ref) − D_j q̇ [+ k_sa ∇w] (at rest they cancel: |q̈_2| alone is no scale)
         t2 = -self._minus_k_j * a(snap.q - self.q_ref) + self._d_j * a(snap.v)
         k_q2 = 1.0
@@ -1258,9 +1273,11 @@ class HQPController(Controller):
 
     def _guard_bounds(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Bounds:
         """S and κ of τ, q̈*, the task rows and the diagnostics (:meth:`roundoff_bounds`; the status and
-        active count are exact, S = 0)."""
+        active count are exact, S = 0) and of the force options' state (the same scalar operations on both
+        sides: S = its largest value)."""
         r = self.roundoff_bounds(snap, ref, cmd, rows=False)
-        return [r["tau"], r["qdd"], r["task_rows"], (0.0, 1.0), r["level1_residual"], r["diag_values"]]
+        state = kernels.magnitude(state_values(self.force_filter, self.setpoint, self.ff))
+        return [r["tau"], r["qdd"], r["task_rows"], (0.0, 1.0), r["level1_residual"], r["diag_values"], (state, 1.0)]
 
     compute = Controller.compute_with_kernel
 
@@ -1268,7 +1285,7 @@ class HQPController(Controller):
         if not self._kernel_bound_to(snap, ref, wrench, cmd):
             self._bind(snap, ref, wrench, cmd)
         w = snap.manipulability
-        if self._kernel.step(w) == 0:
+        if self._kernel.step(w, snap.t) == 0:
             self.n_steps += 1
             if w < self._w_th_sa:
                 self.n_sa += 1

@@ -1,4 +1,4 @@
-"""Khatib task-space impedance (MATH.md §2), the classical baseline.
+"""Khatib task-space impedance (docs/theory/khatib.md), the classical baseline.
 
 Jacobian J = J_ee_lwa (LOCAL_WORLD_ALIGNED at the EE origin, rows [v; ω]); Λ = (J M⁻¹ Jᵀ)⁻¹;
 J̄ = M⁻¹ Jᵀ Λ; N = I − J̄ J.
@@ -31,7 +31,13 @@ import numpy as np
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
-from controllers.force_control import AxialForceSetpoint, ForceFilter, ForceSetpointConfig, mating_axis_of
+from controllers.force_control import (
+    AxialForceSetpoint,
+    ForceFilter,
+    ForceSetpointConfig,
+    mating_axis_of,
+    state_values,
+)
 from planners.base import Planner, Reference
 from sim import kernels
 from sim.config import param
@@ -69,8 +75,8 @@ class KhatibConfig:
     d_null: float = param(10.0, unit="N·m·s/rad", ge=0.0, le=1e4, doc="null-space joint damping D_null = d_null I")
     feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
         "torque",
-        doc="joint friction/damping feedforward mode (MATH.md §2; hybrid: torque keying until the first contact, "
-        "velocity keying from then on, Python only)",
+        doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
+        "first contact, velocity keying from then on)",
     )
     friction_integral: Literal["auto", "on", "off"] = param(
         "auto", doc="F_I = k_i ∫(x_d − x)dt; auto = on iff the model has frictionloss ≠ 0"
@@ -81,11 +87,11 @@ class KhatibConfig:
     use_force_feedback: bool = param(True, doc="include F_ext in u_pos (false = pure impedance without F/T)")
     force_filter: float = param(
         0.0, unit="s", ge=0.0, le=10.0,
-        doc="time constant τ_f of a first-order low-pass on F_ext before the law uses it (0 = off; Python only; "
+        doc="time constant τ_f of a first-order low-pass on F_ext before the law uses it (0 = off; "
         "docs/theory/force_control.md)",
     )
     force_setpoint: ForceSetpointConfig | None = param(
-        None, doc="hybrid impedance: a commanded contact force along the mating axis (null = off; Python only)"
+        None, doc="hybrid impedance: a commanded contact force along the mating axis (null = off)"
     )
 
 
@@ -120,7 +126,7 @@ class KhatibController(Controller):
         self._y = np.zeros(6)
         self._gains_of: KhatibConfig | None = None
         self._gains: tuple[float, ...] = ()
-        # contact-force options (controllers/force_control.py; Python only)
+        # contact-force options (controllers/force_control.py; their state arrays are shared with the kernel)
         self.force_filter = ForceFilter(3, config.force_filter, plant.control_period)
         self.setpoint: AxialForceSetpoint | None = None
         if config.force_setpoint is not None:
@@ -128,10 +134,8 @@ class KhatibController(Controller):
                 config.force_setpoint, mating_axis_of(planner), plant.control_period, planner.duration
             )
             self.diag_names = (*self.diag_names, *SETPOINT_DIAG)
-        # compiled kernel (None: the Python path); bound to the run's arrays on the first compute(). Not
-        # for the force filter and the force set-point (Python-only options).
-        python_only = self.force_filter.active or self.setpoint is not None or not self.ff.kernel_supported
-        self._kmod = None if python_only else kernels.load(self.kernel_module)
+        # compiled kernel (None: the Python path); bound to the run's arrays on the first compute()
+        self._kmod = kernels.load(self.kernel_module)
         self._kernel = None
 
     @property
@@ -154,7 +158,8 @@ class KhatibController(Controller):
             "integral": self.integral, "F_I": self.F_I, "flags": self._flags, "tau": cmd.tau, "diag": cmd.diag,
             "u": self.u, "gains": self._config_gains(), "dt": float(self.dt), "min_pivot": _CHOL_MIN_PIVOT,
             "use_integral": self.use_integral, "use_force_feedback": bool(self.config.use_force_feedback),
-            **self.ff.kernel_args(snap.g),
+            **self.ff.kernel_args(snap.g), **self.force_filter.kernel_args(),
+            **(self.setpoint.kernel_args() if self.setpoint is not None else AxialForceSetpoint.kernel_args_off()),
         }
 
     def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
@@ -165,19 +170,26 @@ class KhatibController(Controller):
         self._bound = (snap, ref, wrench, cmd, self.config)
 
     def _guard_values(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Values:
-        """τ, u and the diagnostics (F_I, frozen) for the kernel guard (sim/kernels.py)."""
-        return [("tau", cmd.tau.copy()), ("u", self.u.copy()), ("diag", cmd.diag.copy())]
+        """τ, u, the diagnostics (F_I, frozen [, the set-point's s, F_d, f_a, I]) and the contact-force options'
+        state (filter, set-point, hybrid latch: :func:`controllers.force_control.state_values`) for the kernel
+        guard (sim/kernels.py)."""
+        return [("tau", cmd.tau.copy()), ("u", self.u.copy()), ("diag", cmd.diag.copy()),
+                ("force options state", state_values(self.force_filter, self.setpoint, self.ff))]
 
     def _guard_bounds(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Bounds:
-        """S and κ of τ, u and the diagnostics.
+        """S and κ of τ, u, the diagnostics and the force options' state.
 
-        τ = Jᵀ y + h − d_null q̇ + τ_ff passes through the solve Λ⁻¹ y = rhs: the two-part bound GUARD_C · n ε
-        (κ S_solve + S_plain) (sim.kernels.split_bound) with κ = κ(Λ⁻¹), S_solve = 3 max |J|ᵀ|y| (the solve's own
-        error) and S_plain = 3 (max(|h| + d_null |q̇|) + ‖JᵀΛ‖∞ S_u) + max |τ_ff| (u's round-off carried into y
-        through Λ; the torque-mode feedforward f tanh(2τ_pre/f) has slope ≤ 2, so an error in τ_pre reaches τ at
-        most three times over). u sums ẍ_d, α_d and the impedance terms divided by
-        the inertias: S = max |u|, |ẍ_d|, |α_d| + (max |f_ext| + max |F_I| + k max |x − x_d| + d max |ẋ − ẋ_d|) / m
-        + (k_rot π + d_rot max |ω − ω_d|) / m_rot. F_I = clamp(k_i ∫(x_d − x) dt): S = max |F_I| + f_i,max."""
+        τ = Jᵀ y + h − d_null q̇ [+ J_vᵀ F_f] + τ_ff passes through the solve Λ⁻¹ y = rhs: the two-part bound
+        GUARD_C · n ε (κ S_solve + S_plain) (sim.kernels.split_bound) with κ = κ(Λ⁻¹), S_solve = 3 max |J|ᵀ|y| (the
+        solve's own error) and S_plain = 3 (max(|h| + d_null |q̇| + |J_v|ᵀ|F_f|) + ‖JᵀΛ‖∞ S_u) + max |τ_ff| (u's
+        round-off carried into y through Λ; the set-point's task force summed in another order; the torque-mode
+        feedforward f tanh(2τ_pre/f) has slope ≤ 2, so an error in τ_pre reaches τ at most three times over). u
+        sums ẍ_d, α_d and the impedance terms divided by the inertias: S = max |u|, |ẍ_d|, |α_d| + (max |f̄| +
+        max |F_I| + k max |x − x_d| + d max |ẋ − ẋ_d|) / m + (k_rot π + d_rot max |ω − ω_d|) / m_rot, with f̄ the
+        filtered force; with the set-point the axial parts removed (|x − s a aᵀx|_i ≤ max |x| + ‖x‖₁: the
+        position, velocity and acceleration terms × 4, plus d ‖ẋ‖₁ / m for the damped axial velocity). F_I =
+        clamp(k_i ∫(x_d − x) dt): S = max |F_I| + f_i,max. The state is the same scalar operations on both
+        sides (equal bit for bit): S = its largest value."""
         c = self.config
         a = np.abs
         Li = self._Li
@@ -185,23 +197,32 @@ class KhatibController(Controller):
         s_plain = 3.0 * kernels.magnitude(a(snap.h) + c.d_null * a(snap.v))
         if self.ff.active:
             s_plain += kernels.magnitude(self.ff.out)
+        fs = self.setpoint
+        grow = 1.0
+        if fs is not None and fs.s > 0.0:
+            s_plain += 3.0 * kernels.magnitude(a(snap.J_ee_lwa[:3]).T @ a(np.array(fs.task_force())))
+            grow = 4.0
+        f_law = self.force_filter.out if self.force_filter.active else wrench.ext_world[:3]
         s_u = (
-            kernels.magnitude(self.u, ref.acc, ref.alpha)
+            kernels.magnitude(self.u, ref.acc * grow, ref.alpha)
             + (
-                kernels.magnitude(snap.p_ee_in_world - ref.pos) * c.k
-                + kernels.magnitude(snap.twist_ee_lwa[:3] - ref.vel) * c.d
-                + kernels.magnitude(wrench.ext_world[:3])
-                + kernels.magnitude(self.F_I)
+                kernels.magnitude(snap.p_ee_in_world - ref.pos) * c.k * grow
+                + kernels.magnitude(snap.twist_ee_lwa[:3] - ref.vel) * c.d * grow
+                + (c.d * float(a(snap.twist_ee_lwa[:3]).sum()) if grow > 1.0 else 0.0)
+                + kernels.magnitude(f_law) * grow
+                + kernels.magnitude(self.F_I) * grow
             )
             / c.m
             + (c.k_rot * np.pi + c.d_rot * kernels.magnitude(snap.twist_ee_lwa[3:] - ref.omega)) / c.m_rot
         )
         # u's own round-off (of size s_u) reaches τ through JᵀΛ without the solve's amplification
         s_plain += 3.0 * s_u * kernels.inf_norm_times_inverse(snap.J_ee_lwa.T, Li)
+        state = state_values(self.force_filter, self.setpoint, self.ff)
         return [
             kernels.split_bound(s_solve, kernels.condition(Li), s_plain),
             (s_u, 1.0),
-            (kernels.magnitude(self.F_I) + c.f_i_max, 1.0),
+            (kernels.magnitude(self.F_I, cmd.diag) + c.f_i_max, 1.0),
+            (kernels.magnitude(state), 1.0),
         ]
 
     def reset(self, snap: Snapshot, ref: Reference) -> None:
@@ -229,7 +250,7 @@ class KhatibController(Controller):
     def _compute_kernel(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> bool:
         if not self._kernel_bound_to(snap, ref, wrench, cmd):
             self._bind(snap, ref, wrench, cmd)
-        if self._kernel.step() == 0:
+        if self._kernel.step(snap.t) == 0:
             return True
         self.kernel_fallbacks += 1  # singular Λ⁻¹: nothing was written, the Python path takes the step
         return False

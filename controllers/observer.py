@@ -1,6 +1,6 @@
-"""Generalised-momentum observer for sensorless external-wrench estimation (MATH.md §3).
+"""Generalised-momentum observer for sensorless external-wrench estimation (docs/theory/hqp.md, "Sensorless mode").
 
-Model (MATH.md §0, plus the plant's known joint dissipation τ_d(q̇) read from the MjModel)::
+Model (docs/theory/model.md §2, plus the plant's known joint dissipation τ_d(q̇) read from the MjModel)::
 
     M q̈ + C q̇ + g = τ − τ_d(q̇) + τ_ext,      τ_ext = Jᵀ F_ext,      p = M q̇,
     τ_d(q̇) = d q̇ (``model_damping``) + f tanh(q̇ / ε) (``model_friction``: sliding dry friction,

@@ -1,4 +1,4 @@
-r"""SE(3) Lie-group impedance (Kim, Sung, Choi, Park, Chung, IEEE T-RO 41 (2025) §III-A; MATH.md §4).
+r"""SE(3) Lie-group impedance (Kim, Sung, Choi, Park, Chung, IEEE T-RO 41 (2025) §III-A; docs/theory/se3_lie.md).
 
 Body-frame quantities: T = ``T_world_ee``, V = J_b q̇ (``twist_ee_body``), J_b = ``J_ee_body``
 (LOCAL), J̇_b q̇ = ``dJdq_ee_body``; desired motion (T_d, V_d, V̇_d) in the desired body frame from
@@ -13,7 +13,7 @@ Which Jacobian maps λ̇ to Ṽ. Differentiating T̃ = T⁻¹T_d with T⁻¹Ṫ 
 So Ṽ is the LEFT (spatial) twist of T̃ = exp(λ), Ṽ = J_l(λ) λ̇, with J_l(λ) = J_r(−λ) = Ad_{T̃} J_r(λ).
 In sim/lie.py, ``dexp`` is the RIGHT Jacobian J_r (body twist of exp(λ)); therefore this module
 uses ``dexp_λ := lie.dexp(−λ)``, ``dexp⁻¹_λ := lie.dexp_inv(−λ)`` and
-``d/dt dexp_λ = lie.dexp_dot(−λ, −λ̇)``. With that, MATH.md's formulas hold as written:
+``d/dt dexp_λ = lie.dexp_dot(−λ, −λ̇)``. With that, the formulas of docs/theory/se3_lie.md hold as written:
     λ̇ = dexp⁻¹_λ Ṽ,    γ = dexp_λᵀ F̃,    λ̇ᵀγ = (dexp_λ λ̇)ᵀ F̃ = ṼᵀF̃   (power invariance).
 
 Designed error dynamics and the reference acceleration
@@ -60,7 +60,7 @@ import numpy as np
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
-from controllers.force_control import ForceFilter
+from controllers.force_control import ForceFilter, state_values
 from planners.base import Planner, Reference
 from planners.motion_reference import MotionReference
 from sim import kernels, lie
@@ -123,13 +123,13 @@ class SE3LieConfig:
     d_null: float = param(10.0, unit="1/s", ge=0.0, le=1e4, doc="null-space joint damping (acceleration level)")
     feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
         "torque",
-        doc="joint friction/damping feedforward mode (MATH.md §2; hybrid: torque keying until the first contact, "
-        "velocity keying from then on, Python only)",
+        doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
+        "first contact, velocity keying from then on)",
     )
     use_force_feedback: bool = param(True, doc="use F_body in F̃ and cancel it with −J_bᵀF_body")
     force_filter: float = param(
         0.0, unit="s", ge=0.0, le=10.0,
-        doc="time constant τ_f of a first-order low-pass on F_body before the law uses it (0 = off; Python only; "
+        doc="time constant τ_f of a first-order low-pass on F_body before the law uses it (0 = off; "
         "docs/theory/force_control.md)",
     )
 
@@ -214,11 +214,10 @@ class SE3LieController(Controller):
         self._py: dict[str, np.ndarray] = {n: np.zeros(6) for n in _LAW_RESULTS}
         self._py.update(T_err=np.eye(4), q_ddot_ref=np.zeros(nv), T_d=np.eye(4), V_d=np.zeros(6), dV_d=np.zeros(6))
         self._inputs: tuple = ()  # the arguments of the last error_state() (for reference_acceleration)
-        # compiled kernel (None: the Python path); bound to the run's arrays on the first compute(); not for
-        # the hybrid feedforward nor the force filter (Python only)
+        # the force filter (controllers/force_control.py; its state array is shared with the kernel) and the
+        # compiled kernel (None: the Python path), bound to the run's arrays on the first compute()
         self.force_filter = ForceFilter(6, config.force_filter, plant.control_period)
-        python_only = not self.ff.kernel_supported or self.force_filter.active
-        self._kmod = None if python_only else kernels.load(self.kernel_module)
+        self._kmod = kernels.load(self.kernel_module)
         self._kernel = None
         self._kv: dict[str, np.ndarray] = {}  # views of the kernel's results buffer, by name
         self._k_v = self._k_y = self._k_MinvJt = self._zero6  # the kernel's q̇, y and M⁻¹J_bᵀ views
@@ -374,7 +373,9 @@ class SE3LieController(Controller):
             d_null=float(c.d_null),
             passthrough=mref.passthrough,
             **ff.kernel_args(snap.g),
+            **self.force_filter.kernel_args(),
         )
+        args["filt_on"] = bool(args["filt_on"] and c.use_force_feedback)  # the filter runs on the law's force only
         self._kernel = kmod.SE3Kernel(**args)
         self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
         self._kv = kv = {name: res[o : o + n] for name, (o, n) in kmod.RESULTS_LAYOUT.items()}
@@ -385,17 +386,19 @@ class SE3LieController(Controller):
         self._bound = (snap, ref, wrench, cmd, c)
 
     def _guard_values(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Values:
-        """τ, λ, λ̇, γ and V̇_ref for the kernel guard (sim/kernels.py)."""
+        """τ, λ, λ̇, γ, V̇_ref and the force filter's and hybrid feedforward's state
+        (:func:`controllers.force_control.state_values`) for the kernel guard (sim/kernels.py)."""
         return [
             ("tau", cmd.tau.copy()),
             ("lam", self.lam),
             ("lam_dot", self.lam_dot),
             ("gamma", self.gamma),
             ("dV_ref", self.dV_ref),
+            ("force options state", state_values(self.force_filter, None, self.ff)),
         ]
 
     def _guard_bounds(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Bounds:
-        """S and κ of τ, λ, λ̇, γ and V̇_ref.
+        """S and κ of τ, λ, λ̇, γ, V̇_ref and the force options' state.
 
         The law's quantities are sums of products of dexp_λ's entries (each at most (1 + |λ|)² in size)
         with λ, λ̇, γ, λ̈*, Ṽ, F̃ and the desired motion, and of the gain matrix [A⁻¹, −A⁻¹D, −A⁻¹K] with
@@ -404,7 +407,9 @@ class SE3LieController(Controller):
         τ = J_bᵀ(y − F_body) − d_null M q̇ + h + τ_ff passes through the solve Λ_b⁻¹ y = rhs: the two-part bound
         GUARD_C · n ε (κ S_solve + S_plain) (sim.kernels.split_bound) with κ = κ(Λ_b⁻¹), S_solve = 3 max |J_b|ᵀ|y|,
         S_plain = 3 (max(|J_b|ᵀ|F_body| + d_null |M||q̇| + |h|) + ‖J_bᵀΛ_b‖∞ S_law) + max |τ_ff| (the feedforward's
-        slope ≤ 2; the ‖J_bᵀΛ_b‖∞ S_law term carries V̇_ref's round-off into y)."""
+        slope ≤ 2; the ‖J_bᵀΛ_b‖∞ S_law term carries V̇_ref's round-off into y); F_body is the law's force (the
+        filtered one with ``force_filter``). The state is the same scalar operations on both sides (equal bit
+        for bit): S = its largest value."""
         c = self.config
         a = np.abs
         lam = self.lam
@@ -418,6 +423,8 @@ class SE3LieController(Controller):
         )
         Jb = snap.J_ee_body
         F = wrench.ext_body if c.use_force_feedback else self._zero6
+        if self.force_filter.active and c.use_force_feedback:
+            F = self.force_filter.out
         Li = Jb @ snap.Minv @ Jb.T
         # y = Λ_b (V̇_ref − J̇_b q̇ + d_null V): the solve's own error (amplified by κ) is of size |y|; V̇_ref's
         # round-off (of size s_law) reaches y through J_bᵀΛ_b without that amplification
@@ -426,7 +433,8 @@ class SE3LieController(Controller):
         s_plain = 3.0 * (kernels.magnitude(a(Jb).T @ a(F) + c.d_null * (a(snap.M) @ a(snap.v)) + a(snap.h)) + carried)
         if self.ff.active:
             s_plain += kernels.magnitude(self.ff.out)
-        return [kernels.split_bound(s_solve, kernels.condition(Li), s_plain)] + [(s_law, 1.0)] * 4
+        state = kernels.magnitude(state_values(self.force_filter, None, self.ff))
+        return [kernels.split_bound(s_solve, kernels.condition(Li), s_plain)] + [(s_law, 1.0)] * 4 + [(state, 1.0)]
 
     def use_python(self) -> None:
         super().use_python()

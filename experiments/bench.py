@@ -63,7 +63,7 @@ DEFAULT_SCENARIOS = [
     "scenarios/fr3_tracking.yaml",
     "scenarios/fr3_g20_tracking.yaml",
 ]
-#: the standalone G20 hand bridge's track test (MATH.md §8), benchmarked after the scenarios
+#: the standalone G20 hand bridge's track test (docs/theory/g20_hand.md §5), benchmarked after the scenarios
 HAND_TRACK_TEST = "g20_track_test"
 SINGLE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 

@@ -2,7 +2,7 @@
 
 A thin command line over :mod:`hand.bridge`. Examples::
 
-    python -m experiments.g20_bridge --track-test                  # MATH.md §8 self-test, exit 0/1
+    python -m experiments.g20_bridge --track-test                  # track test (docs/theory/g20_hand.md §5), exit 0/1
     python -m experiments.g20_bridge --track-test --pd-drive
     python -m experiments.g20_bridge --preset half_fist --headless --max-steps 500 --record out.jsonl
     python -m experiments.g20_bridge --commands cmds.jsonl --record states.jsonl --headless
@@ -89,7 +89,7 @@ log = logging.getLogger("experiments.g20_bridge")
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="g20_bridge", description=__doc__.split("\n\n")[0])
-    p.add_argument("--track-test", action="store_true", help="run the MATH.md §8 track test, print PASS/FAIL")
+    p.add_argument("--track-test", action="store_true", help="track test (docs/theory/g20_hand.md §5): PASS/FAIL")
     p.add_argument("--pd-drive", action="store_true", help="PD-drive mode (position actuators + mj_step)")
     p.add_argument("--no-collision-project", action="store_true", help="kinematic mode without projection")
     slew = p.add_mutually_exclusive_group()

@@ -39,7 +39,7 @@ RUNS = (
     ("paper_fr3_hqp", "HQP", 5.2, None),
     ("paper_fr3_hqp_sensorless", "HQP sensorless", None, 5.22),
 )
-#: Ren & Shan Table 10's layers (MATH.md §7) as dockbench metrics: (metric, label, unit scale, unit)
+#: Ren & Shan Table 10's layers (docs/metrics.md) as dockbench metrics: (metric, label, unit scale, unit)
 TABLE10 = (
     ("tracking.pos_rms", "position error RMS", 1e3, "mm"),
     ("tracking.pos_peak", "position error peak", 1e3, "mm"),
@@ -61,7 +61,7 @@ TABLE10 = (
     ("contact.force_spikes_truth", "one-step force spikes (dockbench)", 1.0, "–"),
     ("contact.on_off_toggles_truth", "single-step contact toggles (dockbench)", 1.0, "–"),
 )
-#: the paper's feedforward: MATH.md's default torque keying, no force filter
+#: the paper's feedforward: the default torque keying (docs/theory/khatib.md §4), no force filter
 PAPER_FEEDFORWARD = {"feedforward": "torque", "force_filter": 0.0}
 
 
@@ -162,7 +162,7 @@ def section() -> str:
         "docs/results.md` (runs `scenarios/paper/`; each scenario's header lists the source of every number:",
         "the paper's planner limits, gains and 5 N preload, the FR3 model's friction, armature and limits, and",
         'dockbench\'s choices where the paper is silent). "shipped" = the scenario as written (hybrid friction',
-        "feedforward, Khatib's 5 ms force filter); \"torque keying\" = the same with the paper's (MATH.md's default)",
+        "feedforward, Khatib's 5 ms force filter); \"torque keying\" = the same with the paper's (dockbench's default)",
         "torque-keyed feedforward and no filter. The paper is not available offline: its numbers are the three",
         "the project's issue quotes; the other Table-10 entries are dockbench's alone.",
         "",

@@ -1,7 +1,7 @@
 """The LinkerHand G20 (left) kinematic hand: spec, SDK mapping and the MuJoCo bridge.
 
 * :mod:`hand.spec`    joint table, SDK tables, mimic ratios and presets (``assets/hands/*_spec.yaml``);
-* :mod:`hand.mapping` SDK 0..255 <-> rad, mimic completion, command validation (MATH.md §8);
+* :mod:`hand.mapping` SDK 0..255 <-> rad, mimic completion, command validation (docs/theory/g20_hand.md §2);
 * :mod:`hand.bridge`  goal / nominal / applied / last-safe state, slew, collision projection, PD drive.
 
 See ``docs/hand.md``.

@@ -1,4 +1,4 @@
-"""G20 hand bridge: commands -> goal -> slew -> collision projection -> MuJoCo (MATH.md §8).
+"""G20 hand bridge: commands -> goal -> slew -> collision projection -> MuJoCo (docs/theory/g20_hand.md).
 
 State (all (21,) joint vectors in the spec's joint-table order, [rad]):
 
@@ -76,7 +76,7 @@ class BridgeConfig:
     Attributes:
         mode: :class:`DriveMode` (or its string value).
         slew_rad_s: slew limit of the active joints [rad/s]; mimic joints get ``ratio·slew``; 0 = jump.
-        collision_project: kinematic mode: project penetrating candidates (MATH.md §8).
+        collision_project: kinematic mode: project penetrating candidates (docs/theory/g20_hand.md §4).
         penetration_tol_m: a contact distance below ``-penetration_tol_m`` is a penetration [m].
         bisections: bisection steps per blocked joint.
         hand_hand_only: consider only contacts between two hand geoms (default: at least one).
@@ -684,7 +684,7 @@ class HandBridge:
         return self._finish(projected, fell_back, dmin, evals)
 
     def _project(self, cand: np.ndarray, tol: float) -> tuple[np.ndarray, int]:
-        """Per-joint projection of MATH.md §8; returns (pose, collision evaluations).
+        """Per-joint projection of docs/theory/g20_hand.md §4; returns (pose, collision evaluations).
 
         From ``start`` (the previous pose, or ``last_safe`` if the previous pose penetrates) each
         active joint, with its mimic followers, moves toward ``cand`` in order of |Δ| descending:
@@ -819,7 +819,7 @@ def run_track_test(
     first: str = "open",
     second: str = "half_fist",
 ) -> TrackTestResult:
-    """MATH.md §8 track test: preset ``first`` for ``open_steps`` steps, then ``second``; at
+    """The track test (docs/theory/g20_hand.md §5): preset ``first`` for ``open_steps`` steps, then ``second``; at
     ``check_step`` the max |q - q_nominal| over the active joints must be ≤ ``tolerance`` [rad].
 
     Runs in the calling thread (it steps ``bridge``); starts with ``bridge.reset(first)``.

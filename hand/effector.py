@@ -17,7 +17,7 @@ flange exerts on adapter + hand, and every hand geom is a tool geom for the cont
 rigid they are internal forces, so ``contact_count`` / ``contact.max_contacts`` count hand–environment
 (and hand–arm) contacts only. Self-collision is the bridge's business (below).
 
-Inside the loop the hand is KINEMATIC (MATH.md §8, :class:`hand.bridge.HandBridge`). Each control
+Inside the loop the hand is KINEMATIC (docs/theory/g20_hand.md §6, :class:`hand.bridge.HandBridge`). Each control
 step :meth:`HandRuntime.pre_step` issues the schedule's due commands and runs one bridge step (slew →
 collision projection → pose), then hard-writes the pose into the plant (hand ``qpos``, ``qvel = 0``,
 position-actuator ``ctrl = q``) before the arm's ``mj_step``:
@@ -196,7 +196,7 @@ class G20EffectorConfig:
         "(docs/hand_effector.md §4)"
     )
     slew_rad_s: float = param(5.0, unit="rad/s", ge=0.0, le=1e3, doc="slew limit of the active joints (0 = jump)")
-    collision_project: bool = param(True, doc="project hand poses that penetrate (MATH.md §8)")
+    collision_project: bool = param(True, doc="project hand poses that penetrate (docs/theory/g20_hand.md §4)")
     penetration_tol: float = param(5e-4, unit="m", ge=0.0, le=0.1, doc="contact distance below −tol is a penetration")
     bisections: int = param(12, ge=0, le=60, doc="bisections per blocked joint in the projection")
     project_environment: bool = param(

@@ -1,6 +1,6 @@
 """G20 command mapping: SDK bytes 0..255 <-> joint angles [rad], mimic completion, validation.
 
-Equations (MATH.md §8), for SDK channel ``i`` with table ``MIN[i], MAX[i], DIR[i]``:
+Equations (docs/theory/g20_hand.md §2), for SDK channel ``i`` with table ``MIN[i], MAX[i], DIR[i]``:
 
     v   = clamp(val, 0, 255)
     DIR = -1:  arc = MAX + (MIN - MAX) * v / 255          (0 -> MAX, 255 -> MIN)
@@ -127,7 +127,7 @@ def validate_sdk_values(values: Any, spec: HandSpec) -> SdkCommand:
 
 
 def range_to_arc(values: Any, spec: HandSpec) -> np.ndarray:
-    """SDK bytes -> channel arcs [rad] (MATH.md §8).
+    """SDK bytes -> channel arcs [rad] (docs/theory/g20_hand.md).
 
     ``arc = MAX + (MIN - MAX) v/255`` for DIR -1, ``arc = MIN + (MAX - MIN) v/255`` for DIR +1, with
     ``v = clamp(val, 0, 255)`` after padding to 20 channels. Reserved channels (DIR 0) give 0.

@@ -5,7 +5,7 @@ different calibration is one swapped file. :func:`load_spec` parses the YAML onc
 :class:`HandSpec`; unknown keys, wrong lengths and dangling joint references are
 :class:`~sim.errors.ModelError` naming the file and the key path.
 
-Terminology (MATH.md §8):
+Terminology (docs/theory/g20_hand.md):
 
 * *active* joint: commanded directly (16 on the G20);
 * *mimic* joint: follows its driver, ``q_mimic = ratio * q_driver`` (5 on the G20: ``thumb_ip`` and the
@@ -70,7 +70,7 @@ class JointSpec:
 
 @dataclasses.dataclass(frozen=True)
 class ChannelSpec:
-    """One SDK channel (MATH.md §8).
+    """One SDK channel (docs/theory/g20_hand.md).
 
     Attributes:
         channel: channel number 0..19.

@@ -1,4 +1,4 @@
-"""Circle + figure-8 tracking reference around the start point C (MATH.md §5).
+"""Circle + figure-8 tracking reference around the start point C (docs/theory/planners.md).
 
 Schedule (defaults; every number is a Config key)::
 

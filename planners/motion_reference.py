@@ -1,4 +1,4 @@
-"""Adapter: any planner → desired BODY motion (T_d, V_d, V̇_d) for the SE(3) controller (MATH.md §4, §5).
+"""Adapter: any planner → desired BODY motion (T_d, V_d, V̇_d) for the SE(3) controller (docs/theory/planners.md).
 
 * SE(3) planners (they define ``motion_into(t, T_out, V_out, dV_out)``, e.g. se3_topp) pass through.
 * Position-only planners fill the world :class:`~planners.base.Reference`; with R = ref.R,
@@ -9,7 +9,7 @@
       V̇_d = d/dt V_d = [Rᵀ p̈ − ω_b × v_b; Rᵀ α]              (from Ṙᵀ = −ω_b^ Rᵀ)
 
   For the fixed-orientation planners (ω = α = 0) this reduces to V_d = [R_dᵀ ṗ; 0],
-  V̇_d = [R_dᵀ p̈; 0] (MATH.md §5), but the general form is exact for any planner.
+  V̇_d = [R_dᵀ p̈; 0] (docs/theory/planners.md), but the general form is exact for any planner.
 """
 
 from __future__ import annotations

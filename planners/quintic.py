@@ -1,4 +1,4 @@
-"""Decoupled rest-to-rest quintic (MATH.md §5).
+"""Decoupled rest-to-rest quintic (docs/theory/planners.md).
 
 Per axis, p(t) = p0 + (p1 − p0) s(u), u = t/T, s(u) = 10u³ − 15u⁴ + 6u⁵. Peak factors:
 max ṡ = 1.875/T (at u = ½), max s̈ = 5.7735/T² (at u = ½ ∓ √3/6), so a segment of length L under

@@ -1,4 +1,4 @@
-"""SE(3) time-optimal screw planner, Ren & Shan §3.1, Theorem 1 (MATH.md §5).
+"""SE(3) time-optimal screw planner, Ren & Shan §3.1, Theorem 1 (docs/theory/planners.md).
 
 Path. Three poses T1 = T_world_start, T2 = pre-dock (goal ORIENTATION, position
 p_goal + standoff · approach axis), T3 = T_world_goal; two segments, each the constant-screw geodesic ::

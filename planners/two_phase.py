@@ -1,4 +1,4 @@
-"""Two-phase docking reference: start → pre-dock point → goal, two rest-to-rest quintics (MATH.md §5).
+"""Two-phase docking reference: start → pre-dock point → goal, two rest-to-rest quintics (docs/theory/planners.md).
 
 Geometry (world axes)::
 

@@ -17,15 +17,18 @@ SHARED_HEADERS = ("sim/_kernel_util.h", "sim/_kernel_math.h")
 KERNELS = {
     "controllers._khatib_kernel": (
         "controllers/_khatib_kernel.c",
-        ("controllers/khatib.py", "controllers/feedforward.py", "sim/lie.py"),
+        ("controllers/khatib.py", "controllers/feedforward.py", "controllers/force_control.py", "sim/lie.py"),
     ),
     "controllers._se3_kernel": (
         "controllers/_se3_kernel.c",
-        ("controllers/se3_lie.py", "controllers/feedforward.py", "planners/motion_reference.py", "sim/lie.py"),
+        (
+            "controllers/se3_lie.py", "controllers/feedforward.py", "controllers/force_control.py",
+            "planners/motion_reference.py", "sim/lie.py",
+        ),
     ),
     "controllers._hqp_kernel": (
         "controllers/_hqp_kernel.c",
-        ("controllers/hqp.py", "controllers/feedforward.py", "sim/lie.py"),
+        ("controllers/hqp.py", "controllers/feedforward.py", "controllers/force_control.py", "sim/lie.py"),
     ),
     "sim._wrench_kernel": ("sim/_wrench_kernel.c", ("sim/wrench.py",)),
     "sim._dynamics_kernel": ("sim/_dynamics_kernel.c", ("sim/dynamics.py",)),

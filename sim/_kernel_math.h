@@ -1,8 +1,9 @@
 /*
  * Shared by the kernels (controllers/_khatib_kernel.c, _se3_kernel.c, _hqp_kernel.c, sim/_dynamics_kernel.c):
  * the rotation log (agreeing with sim.lie.so3_log, Pinocchio's log3, to round-off), the joint feedforward
- * (ported from controllers/feedforward.py operation for operation, compiled without fused multiply-add,
- * setup.py) and the one small Cholesky factorisation every kernel's linear algebra uses.
+ * and its hybrid latch, the force low-pass filter and the axial force set-point (ported from
+ * controllers/feedforward.py and controllers/force_control.py operation for operation, compiled without fused
+ * multiply-add, setup.py) and the one small Cholesky factorisation every kernel's linear algebra uses.
  */
 #ifndef DOCKBENCH_KERNEL_MATH_H
 #define DOCKBENCH_KERNEL_MATH_H
@@ -57,20 +58,130 @@ static inline int kernel_so3_log(double r00, double r01, double r02, double r10,
     return 0;
 }
 
+/* The hybrid feedforward's latch (controllers/feedforward.py, DissipationFeedforward.compute): st = (latched,
+ * n, w) advanced by one call with the law's contact-force magnitude `force` [N]: latched from the first call
+ * with force > threshold on, then n += 1 and w = min(1, n dw) (dw = T / T_blend) while w < 1. The caller
+ * passes a copy of the state and commits it once its step succeeds. */
+static inline void kernel_feedforward_latch(double *st, double force, double threshold, double dw) {
+    if (!(st[0] != 0.0) && force > threshold) st[0] = 1.0;
+    if (st[0] != 0.0 && st[2] < 1.0) {
+        st[1] = st[1] + 1.0;
+        double m = st[1] * dw;
+        st[2] = (m < 1.0) ? m : 1.0; /* Python's min(1.0, m): 1.0 unless m < 1.0 */
+    }
+}
+
 /* controllers/feedforward.py, DissipationFeedforward.compute added to τ in place: mode 1 (torque)
  * τ_ff = f tanh((τ_pre − g) / (f/2)) (keyed on the torque without its gravity term g(q)), mode 2 (velocity)
- * τ_ff = f tanh(q̇ / ε), plus d q̇ when damping is set; mode 0 = inactive. f, d, half_f = f/2 (1 where f = 0),
- * g, q̇ and τ hold nv floats. */
-static inline void kernel_feedforward(int mode, int damping, double eps, const double *f, const double *d,
+ * τ_ff = f tanh(q̇ / ε), mode 3 (hybrid, w the weight of kernel_feedforward_latch): the torque keying for
+ * w ≤ 0, the velocity keying for w ≥ 1, else f ((tanh(q̇/ε) − tanh((τ_pre − g)/(f/2))) w + tanh((τ_pre − g)/(f/2)));
+ * plus d q̇ when damping is set; mode 0 = inactive. f, d, half_f = f/2 (1 where f = 0), g, q̇ and τ hold nv
+ * floats. */
+static inline void kernel_feedforward(int mode, int damping, double eps, double w, const double *f, const double *d,
                                       const double *half_f, const double *g, const double *qd, double *tau,
                                       int nv) {
     if (!mode) return;
+    if (mode == 3) mode = (w >= 1.0) ? 2 : ((w <= 0.0) ? 1 : 3);
     for (int i = 0; i < nv; i++) {
-        double o = (mode == 2) ? tanh(qd[i] / eps) : tanh((tau[i] - g[i]) / half_f[i]);
+        double o;
+        if (mode == 2) {
+            o = tanh(qd[i] / eps);
+        } else if (mode == 1) {
+            o = tanh((tau[i] - g[i]) / half_f[i]);
+        } else { /* the blend, in the order of the Python: ((tanh(q̇/ε) − tq) w) + tq */
+            double tq = tanh((tau[i] - g[i]) / half_f[i]);
+            o = tanh(qd[i] / eps);
+            o = o - tq;
+            o = o * w;
+            o = o + tq;
+        }
         o = o * f[i];
         if (damping) o = o + d[i] * qd[i];
         tau[i] = tau[i] + o;
     }
+}
+
+/* Python's min(max(x, lo), hi) for floats, NaN included: max(a, b) is a unless b > a, min(a, b) is a unless
+ * b < a. */
+static inline double kernel_clamp_py(double x, double lo, double hi) {
+    double m = (lo > x) ? lo : x;
+    return (hi < m) ? hi : m;
+}
+
+/* The force low-pass (controllers/force_control.py, ForceFilter.update): y = F̄_k of the n-vector x from the
+ * state st = [F̄_{k−1} (n); started]: y = x on the first call (started == 0), else y_i = F̄_i + β (x_i − F̄_i).
+ * The new state is [y; 1], committed by the caller once its step succeeds. */
+static inline void kernel_force_filter(const double *st, double beta, const double *x, double *y, int n) {
+    if (st[n] == 0.0) {
+        for (int i = 0; i < n; i++) y[i] = x[i];
+    } else {
+        for (int i = 0; i < n; i++) y[i] = st[i] + beta * (x[i] - st[i]);
+    }
+}
+
+/* The axial force set-point's constants (controllers/force_control.py, AxialForceSetpoint.kernel_args):
+ * the unit mating axis a, F, the ramp time, the delay, the contact threshold, k_p, k_i T, I_max, d_f. */
+typedef struct {
+    double a0, a1, a2, force, ramp_time, delay, threshold, k_p, k_i_T, i_max, damping;
+} KernelSetpoint;
+#define KERNEL_SETPOINT_NPARAMS 11
+#define KERNEL_SETPOINT_NSTATE 6
+
+/* AxialForceSetpoint.update at time t with the law's force f (3, world) and the tool's velocity v (3, world):
+ * st = (t0, I, s, F_d, f_a, force_cmd) advanced in place (a copy the caller commits once its step succeeds);
+ * returns s. The same float operations in the same order as the Python. */
+static inline double kernel_setpoint_update(const KernelSetpoint *c, double *st, double t, const double *f,
+                                            const double *v) {
+    const double a0 = c->a0, a1 = c->a1, a2 = c->a2, f0 = f[0], f1 = f[1], f2 = f[2];
+    double t0 = st[0], integral = st[1];
+    const double fa = a0 * f0 + a1 * f1 + a2 * f2;
+    if (t0 == INFINITY && sqrt(f0 * f0 + f1 * f1 + f2 * f2) > c->threshold) t0 = t + c->delay;
+    double s = (t - t0) / c->ramp_time;
+    s = (s <= 0.0) ? 0.0 : ((s >= 1.0) ? 1.0 : s);
+    const double fd = s * c->force;
+    double cmd;
+    if (s > 0.0) {
+        if (fa > c->threshold) { /* anti-windup: integrate only while the target pushes back */
+            double i = integral + c->k_i_T * (fd - fa);
+            integral = kernel_clamp_py(i, -c->i_max, c->i_max);
+        }
+        cmd = fd + c->k_p * (fd - fa) + integral;
+        if (c->damping > 0.0) cmd = cmd + c->damping * (a0 * v[0] + a1 * v[1] + a2 * v[2]);
+    } else {
+        cmd = 0.0;
+    }
+    st[0] = t0;
+    st[1] = integral;
+    st[2] = s;
+    st[3] = fd;
+    st[4] = fa;
+    st[5] = cmd;
+    return s;
+}
+
+/* AxialForceSetpoint.remove_axial: x ← x − w a (aᵀ x) for the 3-vector x. */
+static inline void kernel_remove_axial(const KernelSetpoint *c, double w, double *x) {
+    const double k = w * (c->a0 * x[0] + c->a1 * x[1] + c->a2 * x[2]);
+    x[0] = x[0] - k * c->a0;
+    x[1] = x[1] - k * c->a1;
+    x[2] = x[2] - k * c->a2;
+}
+
+/* The set-point's constants from the tuple of KERNEL_SETPOINT_NPARAMS floats `params` (kernel __init__);
+ * 0, or -1 with an exception naming the kernel. */
+static inline int kernel_setpoint_params(const char *kernel, PyObject *params, KernelSetpoint *c) {
+    double p[KERNEL_SETPOINT_NPARAMS];
+    if (!PyTuple_Check(params) || PyTuple_GET_SIZE(params) != KERNEL_SETPOINT_NPARAMS) {
+        PyErr_Format(PyExc_ValueError, "%s: fs_params must be a tuple of %d floats", kernel, KERNEL_SETPOINT_NPARAMS);
+        return -1;
+    }
+    for (int i = 0; i < KERNEL_SETPOINT_NPARAMS; i++) {
+        p[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(params, i));
+        if (p[i] == -1.0 && PyErr_Occurred()) return -1;
+    }
+    c->a0 = p[0]; c->a1 = p[1]; c->a2 = p[2]; c->force = p[3]; c->ramp_time = p[4]; c->delay = p[5];
+    c->threshold = p[6]; c->k_p = p[7]; c->k_i_T = p[8]; c->i_max = p[9]; c->damping = p[10];
+    return 0;
 }
 
 /* Cholesky factor A = L Lᵀ of a symmetric positive definite n × n matrix A (row-major; only the lower

@@ -1,5 +1,5 @@
 /*
- * Compiled kernel of the force/torque pipeline (sim/wrench.py, MATH.md §1).
+ * Compiled kernel of the force/torque pipeline (sim/wrench.py, docs/theory/ft_pipeline.md).
  *
  * WrenchKernel(...) is bound once to rows of one MjData (F/T site pose, force and torque sensor
  * readings, the tool bodies' cfrc_ext, the subtree COMs of the kinematic root and of the tool; MjData's

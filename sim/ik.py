@@ -1,4 +1,4 @@
-"""Initial configuration by damped least squares (MATH.md §6).
+"""Initial configuration by damped least squares (docs/theory/ik.md).
 
 Δq = Jᵀ (J Jᵀ + λ² I)⁻¹ e,  e = [p_d − p; log(R_d Rᵀ)] (world axes, LOCAL_WORLD_ALIGNED Jacobian),
 iterated from the seed and clipped to the joint limits after every step.
@@ -11,6 +11,13 @@ import pinocchio as pin
 
 from sim.errors import ModelError
 from sim.lie import so3_log
+
+
+def dls_step(J: np.ndarray, e: np.ndarray, damping: float) -> np.ndarray:
+    """One damped least-squares step Δq = Jᵀ (J Jᵀ + λ² I)⁻¹ e [rad] for the (6, n) Jacobian ``J``, the
+    pose error ``e`` (6,) [m; rad] and the damping λ = ``damping``: the minimiser of
+    ‖J Δq − e‖² + λ² ‖Δq‖² (docs/theory/ik.md §2)."""
+    return J.T @ np.linalg.solve(J @ J.T + damping**2 * np.eye(J.shape[0]), e)
 
 
 def solve_ik(
@@ -36,7 +43,6 @@ def solve_ik(
     R_d = T_world_target[:3, :3]
     p_d = T_world_target[:3, 3]
     e = np.zeros(6)
-    lam2 = damping**2
     for _ in range(max_iter):
         pin.framesForwardKinematics(model, data, q)
         oMf = data.oMf[frame_id]
@@ -45,7 +51,7 @@ def solve_ik(
         if np.linalg.norm(e[:3]) < tol_pos and np.linalg.norm(e[3:]) < tol_rot:
             return q
         J = pin.computeFrameJacobian(model, data, q, frame_id, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
-        dq = J.T @ np.linalg.solve(J @ J.T + lam2 * np.eye(6), e)
+        dq = dls_step(J, e, damping)
         q = np.clip(q + step * dq, model.lowerPositionLimit, model.upperPositionLimit)
     raise ModelError(
         f"IK did not converge: position error {np.linalg.norm(e[:3]):.3e} m, rotation error "

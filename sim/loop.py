@@ -1,4 +1,4 @@
-"""The control loop: ``run(scenario) → RunResult`` (DESIGN.md "One control cycle").
+"""The control loop: ``run(scenario) → RunResult`` (docs/architecture.md "One control cycle").
 
 Per control step (period T_c = k · timestep)::
 
@@ -523,7 +523,7 @@ def simulate(
     tau = d.ctrl[as_] if ctrl_is_view else np.zeros(setup.plant.nv)
     use_truth = sc.wrench.force_source == "truth"
     observer = None
-    if sc.wrench.force_source == "observer":  # sensorless: the momentum observer's estimate (MATH.md §3)
+    if sc.wrench.force_source == "observer":  # sensorless: the momentum observer's estimate (docs/theory/hqp.md)
         from controllers.observer import MomentumObserver
         from sim.wrench import WrenchState
 

@@ -287,7 +287,7 @@ class WrenchPipeline:
     def _update_python(self, d: mujoco.MjData, T_world_ee: np.ndarray) -> WrenchState:
         """The reference implementation of one pipeline evaluation (what the compiled kernel ports)."""
         # 3-vector algebra on Python floats (cheaper than numpy calls at this size); same equations as
-        # the array form, pinned by tests/test_wrench_fast.py.
+        # the array form, pinned by tests/test_fast_paths_equal_array_forms.py.
         st = self.state
         r00, r01, r02, r10, r11, r12, r20, r21, r22 = self._v_xmat.tolist()
         s0, s1, s2 = self._v_xpos.tolist()

@@ -1,4 +1,4 @@
-"""Run metrics in three layers (MATH.md §7, after Ren & Shan Table 10), from telemetry alone.
+"""Run metrics in three layers (docs/metrics.md, after Ren & Shan Table 10), from telemetry alone.
 
 Inputs: the channels of :mod:`telemetry.log` and the run's ``meta`` (target pose, planner segments,
 joint limits). :func:`metrics_from_run` computes them from a run folder, :func:`compute_metrics` from

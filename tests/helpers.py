@@ -15,7 +15,7 @@ SCENARIOS = REPO / "scenarios"
 EPS = float(np.finfo(float).eps)
 
 
-#: The project's tolerance table (STYLE.md: no scattered per-test tolerances). Each entry compares two
+#: The project's tolerance table (docs/testing.md §2: no scattered per-test tolerances). Each entry compares two
 #: descriptions of one plant (Pinocchio from the URDF-equivalent model, MuJoCo from the MJCF), so it
 #: bounds model agreement (decimal parameters, MuJoCo's normalised quaternions and diagonalised
 #: inertias) and round-off (a 7–8 link chain of 3×3 products: ≲ 8·γ_3 ≈ 5e-15 relative per quantity;
@@ -66,18 +66,20 @@ def scenario_dict(name: str) -> dict:
 
 #: the impedance preload depth of fr3_g20_press before its force set-point (10 N from the closed-loop statics) [m]
 PRESS_PRELOAD_DEPTH = 0.0406
-#: controller options that only the Python reference implements (docs/theory/force_control.md)
-PYTHON_ONLY_KEYS = ("force_filter", "force_setpoint")
+#: the contact-force options of docs/theory/force_control.md
+FORCE_OPTION_KEYS = ("force_filter", "force_setpoint")
 
 
-def kernel_scenario_dict(name: str) -> dict:
-    """``scenarios/<name>.yaml`` with the controller's Python-only options removed (no force filter, no force
-    set-point, the hybrid feedforward back to the torque keying), so that its controller loads its compiled
-    kernel: the kernel tests use the shipped scenarios as plants and laws, not for their contact tuning."""
+def plain_scenario_dict(name: str) -> dict:
+    """``scenarios/<name>.yaml`` with the controller's contact-force options removed (no force filter, no force
+    set-point, the hybrid feedforward back to the torque keying): for the tests that pin the plain law (the
+    Python fast forms against their array forms, the friction integral's freeze on the first contact step).
+    The kernel tests use the shipped scenarios themselves (:func:`scenario_dict`): the kernels implement the
+    options."""
     d = scenario_dict(name)
     ctrl = d["controller"]
     had_setpoint = ctrl.get("force_setpoint") is not None
-    for key in PYTHON_ONLY_KEYS:
+    for key in FORCE_OPTION_KEYS:
         ctrl.pop(key, None)
     if ctrl.get("feedforward") == "hybrid":
         ctrl["feedforward"] = "torque"

@@ -1,4 +1,4 @@
-"""Determinism: the same scenario run twice gives bit-identical telemetry (STYLE.md 11), for every
+"""Determinism: the same scenario run twice gives bit-identical telemetry (docs/testing.md §4), for every
 controller (Khatib, HQP — closed form and QPs every step —, HQP sensorless with its momentum
 observer, SE(3)) and the G20 hand effector; a difference is reported by the first differing channel
 (``telemetry.run.first_difference``). Wall-clock diagnostics (the HQP's ``qp_solve_time``) are not

@@ -16,7 +16,7 @@ from hand.mapping import sdk_to_joint_positions
 from hand.spec import default_model_xml, load_spec
 from sim.errors import ModelError
 
-PEN_TOL = 5e-4  # [m] penetration tolerance of MATH.md §8
+PEN_TOL = 5e-4  # [m] penetration tolerance of docs/theory/g20_hand.md §4
 EXACT = 1e-9  # [rad] kinematic mode writes exact values
 PD_TOL = 0.05  # [rad] PD drive must reach the half fist within this
 DT = 0.001  # [s]

@@ -31,7 +31,7 @@ from sim.loop import build, run, simulate
 from sim.scenario import load_scenario, scenario_from_dict
 from tests.helpers import SCENARIOS, TOL, scenario_dict
 
-#: the brief's hand gates (MATH.md §8 track test tolerance; bridge penetration tolerance)
+#: the brief's hand gates (docs/theory/g20_hand.md §5 track test tolerance; bridge penetration tolerance)
 PRESET_TOL = 0.02  # rad
 PENETRATION_MAX = 5e-4  # m
 N_HAND_JOINTS = 21

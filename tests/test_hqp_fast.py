@@ -36,7 +36,7 @@ from sim import kernels
 from sim.loop import build, simulate
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState
-from tests.helpers import kernel_scenario_dict
+from tests.helpers import plain_scenario_dict
 from tests.paper.test_hqp import _free_space, _random_states, _ref_near, _reference_problem
 from tests.roundoff import assert_within_bound
 
@@ -76,13 +76,13 @@ def _python_reference():
 
 def _recorded_states(name: str, every: int = 400):
     """(setup, [(t, q, v, F/T wrench world)]) every ``every`` steps of a full run of ``name``."""
-    s = build(scenario_from_dict(kernel_scenario_dict(name)))
+    s = build(scenario_from_dict(plain_scenario_dict(name)))
     tel, status, _, _ = simulate(s)
     assert status == "completed"
     ch = tel.channels()
     idx = range(0, len(ch["t"]), every)
     states = [(float(ch["t"][i]), ch["q"][i].copy(), ch["v"][i].copy(), ch["wrench_ext_world"][i].copy()) for i in idx]
-    return build(scenario_from_dict(kernel_scenario_dict(name))), states
+    return build(scenario_from_dict(plain_scenario_dict(name))), states
 
 
 # ------------------------------------------------------------------------------ feasibility test

@@ -3,9 +3,12 @@
 
 * F_ext about the EE, α, K_r, Δν, the copy of J (and q̈_2 without ∇w, the τ offset without wrench
   compensation) equal the Python floats path BIT FOR BIT (==), as do the diagnostics α, K_r, f_ext, the
-  status and the counters: random states of the iiwa14 and FR3 scenario configurations with every
-  configuration branch, and every rotation error up to π (on a plant with limits wide enough that the
-  closed form is always feasible).
+  force set-point's s, F_d, f_a, I, the status, the counters and the state of the contact-force options
+  (force filter, force set-point, hybrid feedforward latch: scalar code on both sides): random states of
+  the iiwa14 and the shipped FR3 scenario configurations (hybrid feedforward, force set-point) with every
+  configuration branch (the force filter, a set-point started at contact), the set-point's ramp and the
+  latch's blend, and every rotation error up to π (on a plant with limits wide enough that the closed form
+  is always feasible).
 * Λ⁻¹, Λ, √s Λ^½, D_r, F_r, a, b, q̈*, M q̈*, τ agree within the round-off bound GUARD_C · n ε κ S of
   HQPController.roundoff_bounds (the kernel guard's, tests/roundoff.py), with κ = κ(Λ⁻¹) for everything
   downstream of the eigendecomposition: Λ and Λ^½ come from a cyclic Jacobi iteration in C and from
@@ -33,13 +36,14 @@ import weakref
 import numpy as np
 import pytest
 
-from controllers.hqp import STATUS_CLOSED_FORM, STATUS_QP, HQPConfig, HQPController
+from controllers.force_control import ForceSetpointConfig
+from controllers.hqp import SETPOINT_DIAG, STATUS_CLOSED_FORM, STATUS_QP, HQPConfig, HQPController
 from planners.base import Reference
 from sim import kernels, lie
 from sim.loop import build, run, simulate
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState
-from tests.helpers import kernel_scenario_dict
+from tests.helpers import scenario_dict
 from tests.roundoff import assert_within_bound
 
 HQP = "controllers._hqp_kernel"
@@ -96,6 +100,16 @@ def _counters(ctrl: HQPController) -> dict:
     return {k: v for k, v in ctrl.summary().items() if not k.startswith("kernel")}
 
 
+def _states(ctrl: HQPController) -> list[np.ndarray]:
+    """The contact-force options' state arrays (filter, hybrid latch, set-point)."""
+    return [ctrl.force_filter.state, ctrl.ff.state] + ([ctrl.setpoint.state] if ctrl.setpoint is not None else [])
+
+
+def _assert_states_equal(py: HQPController, ck: HQPController) -> None:
+    for a, b in zip(_states(ck), _states(py), strict=True):
+        np.testing.assert_array_equal(a, b, err_msg="force options state")
+
+
 def _compare(py: HQPController, ck: HQPController, cmd_py, cmd_ck, snap, ref) -> None:
     """After compute() on the same inputs, the compiled step against the Python one."""
     p, k = py.prob, ck.prob
@@ -121,8 +135,11 @@ def _compare(py: HQPController, ck: HQPController, cmd_py, cmd_ck, snap, ref) ->
     assert s.solve_time > 0.0
     # diagnostics: status, primal residual, active count, α, K_r, f_ext equal; the level-1 residual as above
     # and the solve time (wall clock) not compared
-    np.testing.assert_array_equal(cmd_ck.diag[[0, 2, 3, 5, 6, 7, 8, 9, 10]], cmd_py.diag[[0, 2, 3, 5, 6, 7, 8, 9, 10]])
+    exact = [0, 2, 3, 5, 6, 7, 8, 9, 10] + list(range(11, 11 + len(SETPOINT_DIAG) * (py.setpoint is not None)))
+    assert len(cmd_py.diag) == 11 + len(SETPOINT_DIAG) * (py.setpoint is not None)
+    np.testing.assert_array_equal(cmd_ck.diag[exact], cmd_py.diag[exact])
     assert cmd_ck.diag[4] == s.level1_residual and cmd_ck.diag[1] == s.solve_time
+    _assert_states_equal(py, ck)
     assert ck._closed_feasible and not ck._box_filled
     assert _counters(ck) == _counters(py)
 
@@ -143,6 +160,7 @@ def _compare_handed_back(py: HQPController, ck: HQPController, cmd_py, cmd_ck) -
         for name in ("lb", "ub", "h", "P1", "q1"):
             np.testing.assert_array_equal(getattr(ck.prob, name), getattr(py.prob, name), err_msg=name)
     assert _counters(ck) == _counters(py)
+    _assert_states_equal(py, ck)  # advanced once, by the Python path (the kernel wrote nothing)
 
 
 def _both(py: HQPController, ck: HQPController, snap, ref, w, cmd_py, cmd_ck) -> bool:
@@ -216,7 +234,14 @@ def test_manipulability_gradient_port_agrees_with_the_evaluator() -> None:
 @pytest.fixture(scope="module", params=SCENES)
 def setup(request):
     with kernels.forced("python"):
-        return build(scenario_from_dict(kernel_scenario_dict(request.param)))
+        return build(scenario_from_dict(scenario_dict(request.param)))
+
+
+#: a force set-point that starts at the first contact, with a proportional gain and no damping (the other
+#: branches of kernel_setpoint_update; the shipped ones start at the planner's end with k_p = 0)
+SETPOINT_AT_CONTACT = ForceSetpointConfig(
+    force=5.0, ramp_time=0.05, start="contact", delay=0.01, k_p=0.5, k_i=40.0, i_max=1.0, damping=0.0
+)
 
 
 def _configs(base: HQPConfig) -> dict[str, HQPConfig]:
@@ -224,6 +249,9 @@ def _configs(base: HQPConfig) -> dict[str, HQPConfig]:
     r = dataclasses.replace
     return {
         "scenario": base,
+        "force_filter_hybrid": r(base, force_filter=0.005, feedforward="hybrid"),
+        "setpoint_at_contact_torque_ff": r(base, force_setpoint=SETPOINT_AT_CONTACT, feedforward="torque"),
+        "filter_no_force_feedback": r(base, force_filter=0.005, use_force_feedback=False),
         "grad_w_always": r(base, w_th=10.0),
         "grad_w_never": r(base, k_sa=0.0),
         "compensation_critical_velocity_ff": r(
@@ -235,15 +263,15 @@ def _configs(base: HQPConfig) -> dict[str, HQPConfig]:
 
 
 def _random_step(
-    s, rng, ref: Reference, w: WrenchState, dq=0.1, dv=0.02, err=0.003, force=2.0, moment=0.01, angle=None
+    s, rng, ref: Reference, w: WrenchState, dq=0.1, dv=0.02, err=0.003, force=2.0, moment=0.01, angle=None, t=0.01
 ):
-    """A snapshot at a random state near q0 (offsets within ``dq``, velocities within ``dv``), a reference
-    near its EE pose (position within ``err``, rotation error up to ``err`` or ``angle``, desired
+    """A snapshot at time ``t`` and a random state near q0 (offsets within ``dq``, velocities within ``dv``), a
+    reference near its EE pose (position within ``err``, rotation error up to ``err`` or ``angle``, desired
     velocities and accelerations of scale ``dv``) and a random F/T wrench (ext_world about the sensor
     origin: forces of scale ``force``, moments of scale ``moment``). The defaults keep the closed form
     feasible nearly always (the iiwa14's light last link turns a moment of 1 N·m into angular
     accelerations far beyond its velocity box)."""
-    snap = s.dynamics.update(s.q0 + rng.uniform(-dq, dq, s.plant.nv), rng.uniform(-dv, dv, s.plant.nv), 0.01)
+    snap = s.dynamics.update(s.q0 + rng.uniform(-dq, dq, s.plant.nv), rng.uniform(-dv, dv, s.plant.nv), t)
     ref.pos[:] = snap.p_ee_in_world + rng.uniform(-err, err, 3)
     axis = rng.normal(size=3)
     rot = (angle if angle is not None else rng.uniform(0.0, err)) * axis / np.linalg.norm(axis)
@@ -255,9 +283,16 @@ def _random_step(
     return snap
 
 
+def _t_start(ctrl: HQPController) -> float:
+    """A time 0.1 s before the force set-point's ramp starts (0.01 s without one, or with start: contact)."""
+    fs = ctrl.setpoint
+    return fs.t0 - 0.1 if fs is not None and fs.t0 < math.inf else 0.01
+
+
 def test_step_equals_python_on_random_inputs(setup) -> None:
     """Small errors (the closed form feasible nearly always, as in the docking runs): every configuration
-    branch; the rare infeasible state is handed back and compared bit for bit."""
+    branch; the rare infeasible state is handed back and compared bit for bit. The time runs through the
+    force set-point's ramp (20 ms a step, from 0.1 s before it)."""
     s = setup
     rng = np.random.default_rng(SEED + 2)
     for cname, cfg in _configs(s.controller.config).items():
@@ -265,8 +300,9 @@ def test_step_equals_python_on_random_inputs(setup) -> None:
         cmd_py, cmd_ck = py.make_command(), ck.make_command()
         ref, w = Reference(), WrenchState()
         compiled = 0
+        t0 = _t_start(py)
         for i in range(40):
-            snap = _random_step(s, rng, ref, w)
+            snap = _random_step(s, rng, ref, w, t=t0 + 0.02 * i)
             try:
                 compiled += _both(py, ck, snap, ref, w, cmd_py, cmd_ck)
             except AssertionError as exc:
@@ -276,6 +312,50 @@ def test_step_equals_python_on_random_inputs(setup) -> None:
         if cname == "grad_w_always":
             assert ck.n_sa == py.n_sa == 40
     assert WORST["tau"] > 0.0  # the round-off comparisons are not vacuous
+
+
+def test_force_options_through_the_ramp_and_the_latch(setup) -> None:
+    """The configurations with contact-force options (the shipped FR3 one, the force filter with the hybrid
+    feedforward, the set-point started at contact): 120 steps of 10 ms from 0.1 s before the force
+    set-point's start, 10 in free space (|f| < 1 N), then the target pushing back along the mating axis (5 N,
+    noisy), so that the set-point ramps in (s: 0 → 1, the start-at-contact variant from the first contact),
+    its integral runs and the hybrid latch goes through w = 0, the blend and w = 1; at every step the options'
+    state, the diagnostics and the task rows as the Python path's (bit for bit), τ within the bounds."""
+    s = setup
+    ran = 0
+    for cname in ("scenario", "force_filter_hybrid", "setpoint_at_contact_torque_ff"):
+        cfg = _configs(s.controller.config)[cname]
+        py, ck = _pair(cfg, s.plant, s.planner)
+        if py.setpoint is None and py.ff.mode != "hybrid" and not py.force_filter.active:
+            continue  # the iiwa14's scenario law has none
+        ran += 1
+        rng = np.random.default_rng(SEED + 12)
+        cmd_py, cmd_ck = py.make_command(), ck.make_command()
+        ref, w = Reference(), WrenchState()
+        axis = np.array(py.setpoint.axis) if py.setpoint is not None else np.array([0.0, 0.0, 1.0])
+        t0 = _t_start(py)
+        compiled = ramped = blended = latched = 0
+        for i in range(120):
+            snap = _random_step(s, rng, ref, w, dv=0.01, err=0.001, moment=0.001, t=t0 + 0.01 * i)
+            if i < 10:
+                w.ext_world[:3] *= 0.1
+            else:
+                w.ext_world[:3] = axis * rng.normal(5.0, 0.5) + rng.normal(scale=0.2, size=3)
+            try:
+                compiled += _both(py, ck, snap, ref, w, cmd_py, cmd_ck)
+            except AssertionError as exc:
+                raise AssertionError(f"config {cname}, step {i}: {exc}") from exc
+            ramped += py.setpoint is not None and 0.0 < py.setpoint.s < 1.0
+            blended += 0.0 < py.ff.w < 1.0
+            latched += py.ff.w == 1.0
+        assert compiled > 100, (cname, compiled)
+        if py.setpoint is not None:
+            assert ramped > 3 and py.setpoint.s == 1.0 and py.setpoint.integral != 0.0, cname
+        if py.ff.mode == "hybrid" and py.ff.active:
+            assert blended > 40 and latched > 40, cname
+        if py.force_filter.active:
+            assert py.force_filter.state[-1] == 1.0, cname
+    assert ran >= 2
 
 
 def test_every_rotation_error_on_a_wide_plant(setup) -> None:
@@ -305,7 +385,7 @@ def test_compiled_path_is_the_closer_one_to_an_exact_evaluation() -> None:
     asserted."""
     mp = pytest.importorskip("mpmath")
     mp.mp.dps = 50
-    s = build(scenario_from_dict(kernel_scenario_dict("fr3_docking_hqp")))
+    s = build(scenario_from_dict(scenario_dict("fr3_docking_hqp")))
     py, ck = _pair(s.controller.config, s.plant, s.planner)
     cmd_py, cmd_ck = py.make_command(), ck.make_command()
     steps = []
@@ -410,7 +490,7 @@ def test_every_step_of_a_docking_run_equals_python(name: str) -> None:
     """The Python path runs the whole docking (approach, funnel, bore, seating; on the FR3 most steps with
     ∇w); at every step the compiled controller computes on the same snapshot, reference and wrench."""
     with kernels.forced("python"):
-        s = build(scenario_from_dict(kernel_scenario_dict(name)))
+        s = build(scenario_from_dict(scenario_dict(name)))
     py = s.controller
     with kernels.forced("compiled"):
         ck = HQPController(py.config, s.plant, s.planner)
@@ -448,7 +528,7 @@ def test_compiled_run_equals_python_run(name: str) -> None:
     res = {}
     for mode in ("python", "compiled"):
         with kernels.forced(mode):
-            s = build(scenario_from_dict(kernel_scenario_dict(name)))
+            s = build(scenario_from_dict(scenario_dict(name)))
         r = run(s.scenario, out_root=None, setup=s)
         assert r.status == "completed" and r.verdict == "PASS"
         summary = s.controller.summary()
@@ -542,7 +622,7 @@ def test_sensorless_and_qp_always_run_the_python_path() -> None:
     """The momentum observer (sensorless scenario) and qp_mode "always" never build the kernel: the
     Python path runs every step, even with DOCKBENCH_KERNELS=compiled."""
     with kernels.forced("compiled"):
-        s = build(scenario_from_dict(kernel_scenario_dict("fr3_docking_hqp_sensorless")))
+        s = build(scenario_from_dict(scenario_dict("fr3_docking_hqp_sensorless")))
         always = HQPController(
             dataclasses.replace(s.controller.config, force_source="sensor", qp_mode="always"), s.plant, s.planner
         )
@@ -617,7 +697,31 @@ def _kernel_args(nv: int = 7) -> dict:
         "ff_mode": 1,
         "ff_damping": False,
         "ff_vel_eps": 0.01,
+        "ff_state": np.zeros(3),
+        "filt_state": np.zeros(7),
+        "fs_state": np.zeros(6),
+        "ff_threshold": 1.0,
+        "ff_dw": 0.02,
+        "filt_on": False,
+        "filt_beta": 1.0,
+        "fs_on": False,
+        "fs_params": (0.0,) * 11,
     }
+
+
+def _kernel_args_with_options(nv: int = 7) -> dict:
+    """:func:`_kernel_args` with the force filter, the force set-point (axis z, 5 N, started at t = 0, its
+    ramp 1 s) and the hybrid feedforward on, and a contact force of 3 N along the axis: every option's state
+    changes in a step at t = 0.5."""
+    args = _kernel_args(nv)
+    args["ext_world"][2] = 3.0
+    args["ff_f"][:] = 0.5
+    args["ff_half_f"][:] = 0.25
+    args |= {
+        "ff_mode": 3, "filt_on": True, "filt_beta": 0.2, "fs_on": True, "diag": np.zeros(_KMOD.NDIAG + 4),
+        "fs_params": (0.0, 0.0, 1.0, 5.0, 1.0, 0.0, 1.0, 0.0, 0.01, 5.0, 10.0),
+    }
+    return args
 
 
 @pytest.mark.parametrize(
@@ -641,37 +745,47 @@ def _kernel_args(nv: int = 7) -> dict:
         ("LL", np.zeros((12, 6)).view(np.int64), ValueError, "LL must be float64"),
         ("D_r", np.frombuffer(bytes(288)).reshape(6, 6), TypeError, "D_r must be a writable float64 array"),
         ("S0", None, TypeError, "S0 must be a float64 array"),
-        ("ff_mode", 3, ValueError, "ff_mode must be 0"),
+        ("ff_mode", 4, ValueError, "ff_mode must be 0"),
+        ("ff_state", np.zeros(2), ValueError, "ff_state must hold 3 floats, got 2"),
+        ("filt_state", np.zeros(6), ValueError, "filt_state must hold 7 floats, got 6"),
+        ("fs_state", np.frombuffer(bytes(48)), TypeError, "fs_state must be a contiguous writable float64 array"),
+        ("fs_params", (0.0,) * 10, ValueError, "fs_params must be a tuple of 11 floats"),
+        ("fs_params", ("a",) * 11, TypeError, None),
+        ("fs_on", True, ValueError, "diag must hold 15 floats, got 11"),  # the set-point's 4 diagnostics
     ],
 )
 def test_bad_buffers_raise_errors_that_name_the_argument(name, value, error, message) -> None:
     args = _kernel_args()
     args[name] = value
     if error is None:
-        assert _KMOD.HQPKernel(**args).step(1.0) == 0
+        assert _KMOD.HQPKernel(**args).step(1.0, 0.0) == 0
         return
     with pytest.raises(error, match=message):
         _KMOD.HQPKernel(**args)
 
 
-def test_step_argument_must_be_a_float() -> None:
+def test_step_arguments_must_be_two_floats() -> None:
     k = _KMOD.HQPKernel(**_kernel_args())
     with pytest.raises(TypeError):
-        k.step("w")
-    assert k.step(1) == 0  # an int is converted
+        k.step("w", 0.0)
+    with pytest.raises(TypeError):
+        k.step(1.0, "t")
+    with pytest.raises(TypeError, match=r"takes 2 arguments \(1 given\)"):
+        k.step(1.0)
+    assert k.step(1, 0) == 0  # ints are converted
 
 
 def test_an_unbound_kernel_refuses_to_step() -> None:
     k = _KMOD.HQPKernel.__new__(_KMOD.HQPKernel)
     with pytest.raises(RuntimeError, match="not bound"):
-        k.step(1.0)
+        k.step(1.0, 0.0)
     args = _kernel_args()
     k = _KMOD.HQPKernel(**args)
-    assert k.step(1.0) == 0
+    assert k.step(1.0, 0.0) == 0
     with pytest.raises(ValueError):
         k.__init__(**dict(args, twist_ee_lwa=np.zeros(3)))  # a failed re-init unbinds
     with pytest.raises(RuntimeError, match="not bound"):
-        k.step(1.0)
+        k.step(1.0, 0.0)
 
 
 def test_strided_matrices_are_read_and_written_in_their_own_layout() -> None:
@@ -700,7 +814,7 @@ def test_strided_matrices_are_read_and_written_in_their_own_layout() -> None:
                 args[k] = np.ascontiguousarray(a)
         for k in ("tau", "diag", "results", "qdd_closed"):
             args[k] = np.zeros_like(base[k])
-        assert _KMOD.HQPKernel(**args).step(0.01) == 0  # w < w_th: ∇w too
+        assert _KMOD.HQPKernel(**args).step(0.01, 0.0) == 0  # w < w_th: ∇w too
         outs.append([np.array(args[k]) for k in ("tau", "qdd_closed", "J", "vec6", "LL", "D_r", "MinvJt")])
     for other in outs[1:]:
         for a, b in zip(other, outs[0], strict=True):
@@ -709,10 +823,11 @@ def test_strided_matrices_are_read_and_written_in_their_own_layout() -> None:
 
 
 def test_hand_back_writes_nothing() -> None:
-    """Each hand-back status: the outputs keep their previous contents. (STATUS_GRAD, J Jᵀ of ∇w not
-    positive definite, cannot be reached with Λ⁻¹ = J M⁻¹ Jᵀ positive definite but by round-off: its test is
+    """Each hand-back status: the outputs and the force options' state keep their previous contents (the
+    same step with a feasible closed form changes every one of them). (STATUS_GRAD, J Jᵀ of ∇w not positive
+    definite, cannot be reached with Λ⁻¹ = J M⁻¹ Jᵀ positive definite but by round-off: its test is
     test_manipulability_gradient_port_agrees_with_the_evaluator.)"""
-    args = _kernel_args()
+    args = _kernel_args_with_options()
     outs = (
         "tau",
         "diag",
@@ -730,6 +845,14 @@ def test_hand_back_writes_nothing() -> None:
         "qdd_level1",
         "results",
     )
+    states = {"ff_state": [0.0, 0.0, 0.0], "filt_state": [0.5] * 6 + [1.0], "fs_state": [0.0, 1.0, 0, 0, 0, 0]}
+    a = dict(args, **{k: np.array(v) for k, v in states.items()})
+    assert _KMOD.HQPKernel(**a).step(1.0, 0.5) == _KMOD.STATUS_OK
+    for k, v in states.items():
+        assert np.any(a[k] != np.array(v)), (k, a[k])  # the step advances every option's state
+    np.testing.assert_array_equal(a["ff_state"], [1.0, 1.0, 0.02])  # latched (|f̄| > 1 N), w = T / T_blend
+    np.testing.assert_array_equal(a["filt_state"], [0.4, 0.4, 0.5 + 0.2 * (3.0 - 0.5), 0.4, 0.4, 0.4, 1.0])
+    assert a["fs_state"][2] == 0.5 and a["diag"][11:].tolist() == [0.5, 2.5, 0.5 + 0.2 * 2.5, a["fs_state"][1]]
     cases = {
         _KMOD.STATUS_INFEASIBLE: {"joint_consts": np.tile([1.0, 2.0, -1e3, 1e3, 1e3, 0.0], (7, 1))},
         _KMOD.STATUS_EIG: {"Minv": -np.eye(7)},
@@ -739,9 +862,13 @@ def test_hand_back_writes_nothing() -> None:
         a = dict(args, **change)
         for k in outs:
             a[k] = np.full_like(args[k], 7.0)
-        assert _KMOD.HQPKernel(**a).step(1.0) == status
+        for k, v in states.items():
+            a[k] = np.array(v)
+        assert _KMOD.HQPKernel(**a).step(1.0, 0.5) == status
         for k in outs:
             assert np.all(a[k] == 7.0), (status, k)
+        for k, v in states.items():
+            np.testing.assert_array_equal(a[k], v, err_msg=f"{status} {k}")
 
 
 def test_buffers_are_held_while_bound_and_released_after() -> None:

@@ -1,4 +1,4 @@
-"""MATH.md §6: the DLS IK reaches a reachable pose to 1e-9 and names the error for an unreachable one."""
+"""docs/theory/ik.md: the DLS IK reaches a reachable pose to 1e-9 and names the error for an unreachable one."""
 
 import numpy as np
 import pytest

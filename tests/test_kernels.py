@@ -22,7 +22,7 @@ from sim.lie import so3_exp
 from sim.loop import build, simulate
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState
-from tests.helpers import kernel_scenario_dict, random_reference
+from tests.helpers import random_reference, scenario_dict
 from tests.roundoff import assert_controllers_agree, assert_within_bound
 
 KHATIB = "controllers._khatib_kernel"
@@ -89,13 +89,27 @@ def test_a_stale_build_is_not_used(monkeypatch) -> None:
 
 def _pair(scene: str, **overrides):
     """(setup, compiled controller, Python controller) with the same config."""
-    s = build(scenario_from_dict(kernel_scenario_dict(scene)))
+    s = build(scenario_from_dict(scenario_dict(scene)))
     cfg = dataclasses.replace(s.controller.config, **overrides)
     with kernels.forced("compiled"):
-        fast = KhatibController(cfg, s.plant)
+        fast = KhatibController(cfg, s.plant, s.planner)
     with kernels.forced("python"):
-        slow = KhatibController(cfg, s.plant)
+        slow = KhatibController(cfg, s.plant, s.planner)
     return s, fast, slow
+
+
+def _states(ctrl: KhatibController) -> list[np.ndarray]:
+    """The contact-force options' state arrays (filter, set-point, hybrid latch) and the friction integral."""
+    fs = ctrl.setpoint
+    return [ctrl.force_filter.state, ctrl.ff.state, ctrl.integral, ctrl.F_I, ctrl._flags] + (
+        [fs.state] if fs is not None else []
+    )
+
+
+#: a force set-point that starts at the first contact, with a proportional gain (the other branches of
+#: kernel_setpoint_update; the shipped ones start at the planner's end with k_p = 0)
+_SETPOINT_AT_CONTACT = {"force": 5.0, "ramp_time": 0.02, "start": "contact", "delay": 0.005, "k_p": 0.5,
+                        "k_i": 40.0, "i_max": 1.0, "damping": 50.0}
 
 
 @khatib_built
@@ -103,37 +117,62 @@ def _pair(scene: str, **overrides):
     "scene, overrides",
     [
         ("iiwa14_docking", {}),
-        ("fr3_docking", {}),  # friction integral + torque-mode feedforward
+        ("fr3_docking", {}),  # the shipped FR3 law: hybrid feedforward, 5 ms force filter, friction integral
+        ("paper/paper_fr3_khatib", {}),  # hybrid feedforward, force filter and force set-point
+        ("fr3_g20_press", {}),  # velocity feedforward and force set-point, no filter
+        ("fr3_docking", {"force_setpoint": _SETPOINT_AT_CONTACT, "force_filter": 0.002}),
+        ("fr3_docking", {"feedforward": "torque", "force_filter": 0.0}),
         ("fr3_docking", {"feedforward": "velocity", "use_force_feedback": False}),
         ("fr3_docking", {"feedforward": "off", "friction_integral": "off"}),
-        ("iiwa14_docking", {"friction_integral": "on", "d_null": 0.0}),
+        ("iiwa14_docking", {"friction_integral": "on", "d_null": 0.0, "feedforward": "hybrid"}),
     ],
 )
 def test_khatib_kernel_equals_the_python_path(scene: str, overrides: dict) -> None:
+    """120 random states (the F/T force small for 40 steps, then of contact size): the friction integral, the
+    diagnostics and the state of the contact-force options (filter, set-point, hybrid latch: the same scalar
+    operations in the same order on both sides) bit for bit; τ and u within the guard's bound. The time runs
+    through the set-point's ramp (from 20 ms before its start) and the hybrid latch's blend (w: 0, the blend
+    and 1)."""
+    if isinstance(overrides.get("force_setpoint"), dict):
+        from controllers.force_control import ForceSetpointConfig
+
+        overrides = {**overrides, "force_setpoint": ForceSetpointConfig(**overrides["force_setpoint"])}
     s, fast, slow = _pair(scene, **overrides)
     assert fast.summary()["kernel"] == "compiled" and slow.summary()["kernel"] == "python"
     rng = np.random.default_rng(11)
     cf, cs = fast.make_command(), slow.make_command()
     ref, w = Reference(), WrenchState()
-    for step in range(80):
+    fs = slow.setpoint
+    t0 = fs.t0 - 0.02 if fs is not None and fs.t0 < np.inf else 0.0
+    ramped = latched = blended = 0
+    for step in range(120):
         q = s.q0 + rng.uniform(-0.3, 0.3, s.plant.nv)
         v = rng.uniform(-0.4, 0.4, s.plant.nv)
-        snap = s.dynamics.update(q, v, 0.001 * step)
+        snap = s.dynamics.update(q, v, t0 + 0.01 * step)
         random_reference(rng, snap, ref, rot_scale=0.3)
         if step == 20:  # near π: the other branch of the rotation log
             ref.R[:] = so3_exp(np.array([0.0, 3.1, 0.05])) @ snap.R_world_ee
-        w.ext_world[:] = rng.normal(scale=0.2 if step < 50 else 3.0, size=6)  # the integral runs, then freezes
+        w.ext_world[:] = rng.normal(scale=0.2 if step < 40 else 3.0, size=6)  # the integral runs, then freezes
         fast.compute(snap, ref, w, cf)
         slow.compute(snap, ref, w, cs)
-        # the friction integral is the same IEEE operations in the same order on both sides: bit for bit
-        assert np.array_equal(fast.integral, slow.integral) and np.array_equal(fast.F_I, slow.F_I), step
+        # the friction integral and the force options' state are the same IEEE operations in the same order
+        # on both sides: bit for bit
+        for a, b in zip(_states(fast), _states(slow), strict=True):
+            assert np.array_equal(a, b), (step, a, b)
         assert np.array_equal(cf.diag, cs.diag) and fast.frozen == slow.frozen, step
         # τ and u: the rotation log is Pinocchio's log3 in Python and the kernel's own in C, the joint-space
         # products and the solve sum in another order than BLAS / MuJoCo's Cholesky
         assert_controllers_agree(fast, slow, snap, ref, w, cf, cs)
+        ramped += fs is not None and 0.0 < fs.s
+        latched += slow.ff.w == 1.0
+        blended += 0.0 < slow.ff.w < 1.0
     assert fast.kernel_fallbacks == 0
     if fast.use_integral:
         assert fast.frozen and np.any(fast.F_I != 0.0)
+    if fs is not None:
+        assert ramped > 20 and fs.s == 1.0 and fs.integral != 0.0  # the ramp, the held set-point, the integral
+    if slow.ff.mode == "hybrid" and slow.ff.active:  # (the iiwa14 has no joint friction nor damping)
+        assert blended > 10 and latched > 10
 
 
 @khatib_built
@@ -150,8 +189,12 @@ def test_singular_lambda_hands_the_step_back_to_python_with_nothing_written() ->
     assert fast.kernel_fallbacks == 1
     # both steps ran the Python path: the same operations in the same library
     assert np.array_equal(cf.tau, cs.tau) and np.all(np.isfinite(cf.tau))
-    # the integral advanced once, not twice (the kernel wrote nothing before handing back)
+    # the integral, the force filter and the hybrid latch advanced once, not twice (the kernel wrote nothing
+    # before handing back)
     assert np.array_equal(fast.integral, slow.integral) and np.any(fast.integral != 0.0)
+    for a, b in zip(_states(fast), _states(slow), strict=True):
+        assert np.array_equal(a, b)
+    assert fast.force_filter.active and fast.force_filter.state[-1] == 1.0 and fast.ff.mode == "hybrid"
 
 
 @khatib_built
@@ -185,7 +228,7 @@ def test_whole_docking_run_compiled_equals_python(scene: str) -> None:
     tels = {}
     for mode in ("compiled", "python"):
         with kernels.forced(mode):
-            setup = build(scenario_from_dict(kernel_scenario_dict(scene)))
+            setup = build(scenario_from_dict(scenario_dict(scene)))
         tel, status, _, _ = simulate(setup)
         assert status == "completed"
         assert setup.controller.summary()["kernel"] == mode
@@ -255,7 +298,7 @@ def test_wrench_kernel_equals_the_python_pipeline(scene: str, changes: dict) -> 
     from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
     from sim.wrench import WrenchPipeline
 
-    d = kernel_scenario_dict(scene)
+    d = scenario_dict(scene)
     for key, value in changes.items():
         section, name = key.split(".")
         d.setdefault(section, {})[name] = value
@@ -281,7 +324,7 @@ def test_wrench_kernel_equals_the_python_pipeline(scene: str, changes: dict) -> 
 
 @wrench_built
 def test_wrench_kernel_rejects_bad_rows_by_name() -> None:
-    setup = build(scenario_from_dict(kernel_scenario_dict("iiwa14_docking")))
+    setup = build(scenario_from_dict(scenario_dict("iiwa14_docking")))
     wp, d = setup.wrench, setup.data
     wp._bind(d)
     k = wp._kmod.WrenchKernel
@@ -332,7 +375,7 @@ dynamics_built = pytest.mark.skipif(
 def test_dynamics_kernel_fills_the_snapshot_as_the_python_path(scene: str) -> None:
     from sim.dynamics import Dynamics
 
-    setup = build(scenario_from_dict(kernel_scenario_dict(scene)))
+    setup = build(scenario_from_dict(scenario_dict(scene)))
     d0 = setup.dynamics
     assert d0.kernel == "compiled"
     flags = dict(body_frame=d0.body_frame, sensor_pose=d0.sensor_pose, world_drift=d0.world_drift)
@@ -365,7 +408,7 @@ def test_dynamics_kernel_fills_the_snapshot_as_the_python_path(scene: str) -> No
 
 @dynamics_built
 def test_dynamics_kernel_rejects_a_wrong_matrix_by_name() -> None:
-    setup = build(scenario_from_dict(kernel_scenario_dict("iiwa14_docking")))
+    setup = build(scenario_from_dict(scenario_dict("iiwa14_docking")))
     dyn = setup.dynamics
     s = dyn.snap
     k = kernels.load(DYNAMICS).DynamicsKernel
@@ -386,11 +429,11 @@ def test_an_unbound_kernel_raises_instead_of_crashing(name: str, cls: str) -> No
         pytest.skip(why)
     k = getattr(module, cls).__new__(getattr(module, cls))
     with pytest.raises(RuntimeError, match="not bound"):
-        k.step(0) if cls == "WrenchKernel" else k.step()
+        k.step(0) if cls != "DynamicsKernel" else k.step()  # WrenchKernel.step(i), KhatibKernel.step(t)
     with pytest.raises(TypeError):  # a failed construction leaves it unbound too
         k.__init__(*([None] * 3))
     with pytest.raises(RuntimeError, match="not bound"):
-        k.step(0) if cls == "WrenchKernel" else k.step()
+        k.step(0) if cls != "DynamicsKernel" else k.step()  # WrenchKernel.step(i), KhatibKernel.step(t)
 
 
 @khatib_built

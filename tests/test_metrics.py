@@ -1,4 +1,4 @@
-"""Metrics (MATH.md §7) on synthetic telemetry with known answers, and on a real run folder."""
+"""Metrics (docs/metrics.md) on synthetic telemetry with known answers, and on a real run folder."""
 
 from __future__ import annotations
 

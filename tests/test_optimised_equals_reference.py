@@ -54,7 +54,7 @@ class TextbookDynamics(Dynamics):
 
 
 def textbook_khatib(ctrl):
-    """τ = Jᵀ Λ (u − J̇q̇) + h − Nᵀ D_null q̇ with explicit Λ, J̄, N (MATH.md §2), no feedforward."""
+    """τ = Jᵀ Λ (u − J̇q̇) + h − Nᵀ D_null q̇ with explicit Λ, J̄, N (docs/theory/khatib.md), no feedforward."""
 
     def compute(snap, ref, wrench, cmd: Command) -> None:
         c = ctrl.config

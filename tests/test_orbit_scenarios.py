@@ -1,5 +1,5 @@
 """Every in-orbit scenario (scenarios/orbit/) passes its gates at its time step dt and at dt/2, and its
-contact peak converges (DESIGN.md: the peak force changes by less than 10 % between dt and dt/2)."""
+contact peak converges (docs/testing.md §3: the peak force changes by less than 10 % between dt and dt/2)."""
 
 from __future__ import annotations
 

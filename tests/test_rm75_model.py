@@ -1,4 +1,4 @@
-"""Our dual RM75 URDF: loads in MuJoCo directly, names, limits, inertias, mounts and FK vs the facts."""
+"""Our dual RM75 URDF: loads in MuJoCo directly, names, limits, inertias, mounts and FK vs docs/models.md §4."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ import numpy as np
 import pytest
 
 RESOURCE = ("robots", "dual_rm75", "dual_rm75.urdf")
-POS_TOL = 2e-4    # [m] the facts' derived positions are rounded to 0.1 mm
-AXIS_TOL = 2e-4   # [-] the facts' derived axes are rounded to 1e-4
-FK_TOL = 1e-9     # [m, -] our URDF vs the facts' DH table (both use exact pi/2)
+POS_TOL = 2e-4    # [m] the derived positions below are rounded to 0.1 mm
+AXIS_TOL = 2e-4   # [-] the derived axes below are rounded to 1e-4
+FK_TOL = 1e-9     # [m, -] our URDF vs the DH table below (both use exact pi/2)
 MIRROR_TOL = 1e-3  # [m] left/right mount asymmetry of the vendor numbers is 0.1 mm
 
-# [S1] RM75-B canonical limits / masses, via shared/facts/rm75_facts.yaml
+# [S1] RM75-B canonical limits / masses (docs/models.md §4)
 LIMITS = [3.106, 2.2689, 3.106, 2.356, 3.106, 2.234, 6.28]
 MASSES = [1.574, 1.217, 1.11, 0.685, 0.619, 0.602, 0.107]
 BASE_MASS = 1.862
 # [S1]-derived standard DH: d, alpha (a = 0, offsets 0); T_i = Rz(q) Tz(d) Rx(alpha)
 DH_D = [0.2405, 0.0, 0.256, 0.0, 0.21, 0.0, 0.144]
 DH_ALPHA = [-np.pi / 2, np.pi / 2, -np.pi / 2, np.pi / 2, -np.pi / 2, np.pi / 2, 0.0]
-# [S3] vendor home pose ("hands forward") and facts-derived geometry
+# [S3] vendor home pose ("hands forward") and derived geometry (docs/models.md §4)
 HOME_LEFT = [-0.47, 0.0, -0.50, -2.04, 0.62, 1.09, -0.59]
 HOME_RIGHT = [0.47, 0.0, 0.50, 2.04, -0.62, -1.09, 0.59]
 SHOULDER_IN_BODY = {"l": [0.2638, -0.0335, 0.8505], "r": [-0.2639, -0.0333, 0.8505]}
@@ -129,8 +129,8 @@ def test_vendor_home_pose_points_both_hands_forward_symmetrically(model):
     pr, Rr = in_body(model, data, "r_link7")
     np.testing.assert_allclose(pl * [-1, 1, 1], pr, atol=MIRROR_TOL)
     assert Rl[:, 2] @ [0, -1, 0] > 0.99 and Rr[:, 2] @ [0, -1, 0] > 0.99  # flange z ~ forward (-y)
-    # facts §6 give the flanges at (±0.346, -0.35, 0.745) with the vendor's shorter link7 (0.115 m,
-    # d7 here 0.144): moving our flange back by 0.029 m along its z must land there (facts rounded)
+    # docs/models.md §4 gives the flanges at (±0.346, -0.35, 0.745) with the vendor's shorter link7 (0.115 m,
+    # d7 here 0.144): moving our flange back by 0.029 m along its z must land there (rounded values)
     np.testing.assert_allclose(pl - 0.029 * Rl[:, 2], [0.346, -0.35, 0.745], atol=0.01)
 
 

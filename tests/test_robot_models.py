@@ -1,13 +1,13 @@
 """Checks of the hand-written robot models assets/robots/{iiwa14,fr3}.xml and limits.yaml.
 
-Every expected number below is hard-coded from ``shared/facts/arm_facts.yaml`` (same data in prose:
-``arm_facts.md``), the fact sheet the models were written from; the tests never read that file.
+Every expected number below is hard-coded from the public sources the models were written from
+(docs/models.md §1–2; attribution in assets/NOTICE); the tests read no external file.
   * iiwa14: menagerie kuka_iiwa_14/iiwa14.xml @ c71a0fa7 (frames, ranges, inertials, excludes) and
-    Drake/KUKA brochure torque and velocity limits (facts sections 2.1-2.3, 5.2).
+    Drake/KUKA brochure torque and velocity limits (docs/models.md §1).
   * FR3: menagerie franka_fr3/fr3.xml @ 0059d43 (frames, wider ranges, damping/armature/frictionloss,
     torque limits) and franka_description 1.0.1 robots/fr3/inertials.yaml full-precision inertials
-    (facts sections 3.1-3.3).
-  * Flange poses: facts section 4.
+    (docs/models.md §2).
+  * Flange poses: forward kinematics at the home poses (docs/models.md §2, assets/robots/limits.yaml).
 Conventions: SI units, quaternions (w, x, y, z), inertia tuples (ixx, iyy, izz, ixy, ixz, iyz) about
 the COM in the link frame.
 """
@@ -32,7 +32,7 @@ TOL_QUAT = 1e-12  # body quats after MuJoCo's normalisation (one division by a n
 TOL_INERTIA = 1e-9  # kg m^2, full tensor rebuilt from body_inertia + body_iquat
 TOL_MASS_SUM = 1e-9  # kg, sum of the masses as written
 TOL_FK_EXACT = 1e-9  # m, iiwa flange at q = 0 (exact rational kinematics)
-TOL_FK_FACTS = 1e-4  # m, FR3 flange at "ready" as rounded in the facts (0.3069, 0, 0.5903)
+TOL_FK_FACTS = 1e-4  # m, FR3 flange at "ready" as rounded in limits.yaml (0.3069, 0, 0.5903)
 TOL_FK_STORED = 1e-6  # m, home_site_pos_in_world written in limits.yaml (9 decimals). NOTE: iiwa14's
 #   stored x (0.549659781) is 9.3e-7 off the model's FK (0.549660706): a stale value, not round-off (the
 #   FK is deterministic to ~1e-15); the tolerance admits it, 9 decimals alone would allow 5e-10
@@ -44,7 +44,7 @@ MIN_LIMIT_MARGIN = 0.1  # rad, home pose distance to the joint limits
 
 @dataclass(frozen=True)
 class Link:
-    """Expected data of one body (facts)."""
+    """Expected data of one body (from the sources)."""
 
     name: str
     pos: tuple[float, float, float]
@@ -56,7 +56,7 @@ class Link:
 
 @dataclass(frozen=True)
 class Robot:
-    """Expected data of one robot model (facts)."""
+    """Expected data of one robot model (from the sources)."""
 
     key: str  # key in limits.yaml, file stem
     base: Link  # fixed body (no joint)
@@ -73,7 +73,7 @@ class Robot:
     mass_links_1_7: float  # sum of the masses as written in the model
 
 
-# --- KUKA LBR iiwa 14 R820: arm_facts.yaml robots.iiwa14 (menagerie c71a0fa7 + Drake limits) ---
+# --- KUKA LBR iiwa 14 R820: docs/models.md §1 (menagerie c71a0fa7 + Drake limits) ---
 IIWA = Robot(
     key="iiwa14",
     base=Link("base", (0, 0, 0), (1, 0, 0, 0), 5.0, (-0.1, 0, 0.07), (0.05, 0.06, 0.03, 0, 0, 0)),
@@ -109,7 +109,7 @@ IIWA = Robot(
     mass_links_1_7=25.61,
 )
 
-# --- Franka FR3: arm_facts.yaml robots.fr3 (menagerie 0059d43 + franka_description 1.0.1 inertials) ---
+# --- Franka FR3: docs/models.md §2 (menagerie 0059d43 + franka_description 1.0.1 inertials) ---
 FR3 = Robot(
     key="fr3",
     base=Link("fr3_link0", (0, 0, 0), (1, 0, 0, 0), 2.3966, (-0.0172, 0.0004, 0.0745),
@@ -155,11 +155,11 @@ FR3 = Robot(
     frictionloss=(1.137, 1.137, 1.137, 1.137, 0.763, 0.44, 0.248),
     site_pos=(0, 0, 0.107),
     excludes=frozenset({frozenset(("fr3_link0", "fr3_link1"))}),
-    # Full-precision franka_description sum. The facts' menagerie total 15.494813 kg is the sum of the
+    # Full-precision franka_description sum. The menagerie's total 15.494813 kg is the sum of the
     # 6-digit rounded masses; it differs from this by 1.2e-5 kg (checked separately below).
     mass_links_1_7=15.4948010262,
 )
-FR3_MASS_MENAGERIE = 15.494813  # facts totals.mass_links1_7
+FR3_MASS_MENAGERIE = 15.494813  # the menagerie model's mass of links 1-7
 FR3_MASS_MENAGERIE_TOL = 2e-5  # covers the 1.2e-5 kg rounding difference above
 
 ROBOTS = {r.key: r for r in (IIWA, FR3)}
@@ -339,7 +339,7 @@ def test_fr3_mass_matches_menagerie_total(models):
 
 @RobotCase
 def test_inertia_tensors_and_coms(models, robot):
-    """Full tensor R diag(I) R^T rebuilt from body_iquat/body_inertia equals the facts' tensor."""
+    """Full tensor R diag(I) R^T rebuilt from body_iquat/body_inertia equals the published full tensor."""
     m = models[robot.key]
     for link in (robot.base, *robot.links):
         body = m.body(link.name)

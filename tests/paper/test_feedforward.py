@@ -1,4 +1,4 @@
-"""MATH.md §2 joint dissipation feedforward, both modes, against the formulas.
+"""docs/theory/khatib.md §4: joint dissipation feedforward, both modes, against the formulas.
 
 The formulas below are the same numpy elementwise operations as the implementation (divide, tanh,
 multiply, add); the only freedom is numpy's SIMD tanh, which may take another loop (e.g. for a
@@ -76,7 +76,7 @@ def test_hybrid_mode_is_the_torque_keying_until_contact_then_the_velocity_keying
     hyb = DissipationFeedforward(f, d, "hybrid", period=1e-3, blend_time=0.01)
     tq = DissipationFeedforward(f, d, "torque").compute(v, tau_pre, g).copy()
     vel = DissipationFeedforward(f, d, "velocity").compute(v, tau_pre, g).copy()
-    assert not hyb.kernel_supported
+    assert hyb.kernel_args(g)["ff_mode"] == 3  # the compiled kernels take the hybrid mode (sim/_kernel_math.h)
     np.testing.assert_array_equal(hyb.compute(v, tau_pre, g, force=0.9), tq)  # below the threshold
     assert hyb.w == 0.0 and not hyb.latched
     for k in range(1, 11):

@@ -1,4 +1,4 @@
-"""MATH.md §1: transporting the sensor wrench to the EE body frame preserves virtual power,
+"""docs/theory/ft_pipeline.md §3: transporting the sensor wrench to the EE body frame preserves virtual power,
 V_Eᵀ F_E = V_Sᵀ F_S for any rigid twist, at random poses (fixed seed)."""
 
 import numpy as np

@@ -1,7 +1,7 @@
-"""MATH.md §8 (G20 kinematic hand), equation by equation.
+"""docs/theory/g20_hand.md (G20 kinematic hand), equation by equation.
 
 Each test restates the equation it checks and compares the code against an independent evaluation
-of that equation written here from the text of MATH.md, at seeded random points.
+of that equation written here from the text of docs/theory/g20_hand.md, at seeded random points.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hand.spec import load_spec
 EXACT = 1e-12  # [rad] closed-form identities: one or two scalar roundings on angles ≤ 2 rad (≤ 1e-15)
 SEED = 20
 
-# MATH.md §8, written out: DIR = [-1 x6, +1 x4, -1, 0 x4, -1 x5]; MAX[1] = 1.22; MAX[5] = 1.47
+# docs/theory/g20_hand.md §1, written out: DIR = [-1 x6, +1 x4, -1, 0 x4, -1 x5]; MAX[1] = 1.22; MAX[5] = 1.47
 DIR_MATH = [-1] * 6 + [1] * 4 + [-1] + [0] * 4 + [-1] * 5
 CHANNEL_JOINT_MATH = {
     0: "thumb_cmc_pitch",

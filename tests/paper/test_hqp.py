@@ -1,4 +1,4 @@
-"""MATH.md §3: HQP with adaptive compliance (controllers/hqp.py).
+"""docs/theory/hqp.md: HQP with adaptive compliance (controllers/hqp.py).
 
 Checks: the adaptive stiffness law (monotone, bounded, the two sigmoid forms), D_r symmetric positive
 definite from symmetric square roots, the analytic manipulability gradient against finite differences
@@ -535,7 +535,7 @@ def test_joint_position_limit_is_honoured_where_khatib_crosses_it() -> None:
     takes about 0.6 rad of it when unconstrained. Khatib (no limits) crosses it by > 0.2 rad.
 
     HQP, ``position_constraint: critical`` (q + Δq̇ + ¼Δ²q̈): stops at the limit (≤ 1e-9 rad).
-    HQP, ``paper`` (q + Δq̇ + ½Δ²q̈, MATH.md): the receding-horizon row gives the distance to the
+    HQP, ``paper`` (q + Δq̇ + ½Δ²q̈, the paper's form): the receding-horizon row gives the distance to the
     limit the dynamics ë + (2/Δ)ė + (2/Δ²)e = 0 (ζ = 0.707), so it may overshoot by at most
     0.067 Δ v (v = approach speed) — and it does overshoot (the analysis is checked both ways)."""
     d = _free_space(offset=(0.15, 0.0, 0.0), duration=1.5)

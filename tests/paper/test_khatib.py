@@ -1,4 +1,4 @@
-"""MATH.md §2: in free space with the exact model and τ_ff = 0, the realised task acceleration
+"""docs/theory/khatib.md §2: in free space with the exact model and τ_ff = 0, the realised task acceleration
 J q̈ + J̇ q̇ equals the commanded u (q̈ measured from MuJoCo), and τ_null does not change it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from planners.base import Reference
 from sim.loop import build
 from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState
-from tests.helpers import TOL, kernel_scenario_dict, scenario_dict
+from tests.helpers import TOL, plain_scenario_dict, scenario_dict
 
 
 def _free_space_setup():
@@ -65,7 +65,7 @@ def test_task_acceleration_equals_u_and_null_space_is_invisible() -> None:
 
 
 def test_friction_integral_freezes_on_contact() -> None:
-    d = kernel_scenario_dict("fr3_docking")  # without the force filter: the integral freezes on the first step
+    d = plain_scenario_dict("fr3_docking")  # without the force filter: the integral freezes on the first step
     s = build(scenario_from_dict(d))
     ctrl = s.controller
     assert ctrl.use_integral, "FR3 has frictionloss, so friction_integral: auto must switch it on"

@@ -1,4 +1,4 @@
-"""Equation-level checks of sim/lie.py (MATH.md §4): exp/log, Jacobians (dexp), adjoints.
+"""Equation-level checks of sim/lie.py (docs/theory/lie.md): exp/log, Jacobians (dexp), adjoints.
 
 Conventions under test: twists [v; ω], dexp = right Jacobian (body twist of exp(λ(t)) is
 dexp_λ λ̇). References: Pinocchio (exp6, log6, Jexp6, Jlog6, SE3.action, Motion.action),
@@ -175,7 +175,7 @@ def test_dexp_matches_pinocchio_right_jacobian(xi):
 
 @pytest.mark.parametrize("xi", TWISTS, ids=IDS)
 def test_dexp_is_body_twist_jacobian_finite_differences(xi):
-    """Ṽ = vee(T⁻¹ dT/dt) of T = exp(λ(t)) equals dexp_λ λ̇ (the convention MATH.md §4 needs)."""
+    """Ṽ = vee(T⁻¹ dT/dt) of T = exp(λ(t)) equals dexp_λ λ̇ (the convention docs/theory/se3_lie.md needs)."""
     rng = np.random.default_rng(SEED + 3)
     lam_dot = rng.normal(size=6)
     T_inv = lie.se3_inv(lie.se3_exp(xi))

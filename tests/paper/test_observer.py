@@ -1,4 +1,4 @@
-"""MATH.md §3 (sensorless mode): the momentum observer (controllers/observer.py).
+"""docs/theory/hqp.md (sensorless mode): the momentum observer (controllers/observer.py).
 
 A constant wrench is applied to the tool with MuJoCo's ``xfrc_applied`` while a stiff HQP (natural
 inertia, K_0 = 2000 N/m / 50 N·m/rad, no force feedback) holds the pose — Khatib's inertia shaping
@@ -23,7 +23,7 @@ from sim.scenario import scenario_from_dict
 from sim.wrench import WrenchState
 
 # Tolerance table (the only tolerances used in this module).
-TOL_CONVERGED = 0.02  # MATH.md §3: within 2 % after 1 s (relative to the applied force / moment norm)
+TOL_CONVERGED = 0.02  # acceptance: within 2 % after 1 s (relative to the applied force / moment norm)
 TOL_FT = 0.02  # observer vs F/T sensor in quasi-static hold (the F/T also sees the tool's inertia)
 
 F_APPLIED = np.array([4.0, -3.0, 6.0])  # [N], world axes, at the tool body's COM

@@ -1,4 +1,4 @@
-"""Equation-level checks of the planners (MATH.md §5): quintic, two-phase, SE(3)-TOPP (Theorem 1,
+"""Equation-level checks of the planners (docs/theory/planners.md): quintic, two-phase, SE(3)-TOPP (Theorem 1,
 against toppra), circle + figure-8 (C² junctions) and the body-motion adapter."""
 
 from __future__ import annotations

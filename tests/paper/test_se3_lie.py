@@ -1,4 +1,4 @@
-"""MATH.md §4: SE(3) Lie-group impedance (controllers/se3_lie.py).
+"""docs/theory/se3_lie.md: SE(3) Lie-group impedance (controllers/se3_lie.py).
 
 Checks: λ̇ = dexp⁻¹_λ Ṽ matches finite differences of log(T⁻¹T_d) (this pins the LEFT-Jacobian
 convention: Ṽ = Ad_T̃ V_d − V is T̃'s spatial twist); power invariance λ̇ᵀγ = ṼᵀF̃; V̇_ref realises
@@ -41,7 +41,7 @@ TOL_FD1 = 1e-7  # first central differences, step 1e-5
 TOL_FD2 = 1e-5  # second central differences, step 1e-4
 TOL_TASK = 1e-9  # task acceleration with/without the null-space term (algebra)
 TOL_TASK_MJ = 1e-6  # the same measured through MuJoCo (model agreement ~1e-9 relative)
-TOL_CLOSURE = 1e-3  # ‖λ − λ_analytic‖ / ‖λ(0)‖ over 2 s (MATH.md §4)
+TOL_CLOSURE = 1e-3  # ‖λ − λ_analytic‖ / ‖λ(0)‖ over 2 s (docs/theory/se3_lie.md)
 TOL_OVERSHOOT = 0.01  # relative error of the step overshoot
 C_IMPL = 64  # the controller vs the matrix-form reference, in units of ε·max(1, |x|), for the terms before
 #   the task-space solve (T̃ … V̇_ref): 6×6 BLAS products and a 6×6 LU solve on both sides in another
