@@ -37,7 +37,6 @@ import enum
 import logging
 import math
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -46,7 +45,7 @@ from types import MappingProxyType
 from bridges.ros2 import QOS_DEFAULT, JointState, Transport, open_transport, wait_until
 from hand.bridge import HandBridge
 from hand.spec import N_CHANNELS, HandSpec
-from sim.errors import DockbenchError, HandCommandError
+from sim.errors import DockbenchError, HandCommandError, reports_errors
 
 log = logging.getLogger(__name__)
 
@@ -483,6 +482,7 @@ def measure_command_latency(
         pub.close()
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     """``python -m bridges.g20_ros2 serve|bench``: a standalone headless bridge on topics, or the
     latency probe against one. The full CLI is ``experiments/g20_bridge.py --ros2``."""
@@ -501,38 +501,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=100, help="latency trials (bench)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        spec = load_spec()
-        with open_transport(args.backend) as transport:
-            if args.what == "serve":
-                config = BridgeConfig(state_rate_hz=args.state_rate_hz)
-                bridge = HandBridge.standalone(config, spec, timestep=0.001)
-                bridge.reset("open")
-                stop = threading.Event()
-                if args.duration is not None:
-                    timer = threading.Timer(args.duration, stop.set)
-                    timer.daemon = True
-                    timer.start()
-                stats = run_g20_ros2(bridge, transport, mode=args.mode, cmd_topic=args.cmd_topic,
-                                     sim_state_topic=args.sim_state_topic, rate_hz=args.rate_hz,
-                                     stop_event=stop)
-                print(f"{stats.steps} steps ({stats.late_steps} late), commands {stats.received} received, "
-                      f"{stats.accepted} accepted, {stats.rejected} rejected "
-                      f"{dict(stats.rejected_by_reason)}, "
-                      f"{stats.states_published} states published")
-            else:
-                res = measure_command_latency(
-                    transport, spec, trials=args.trials, cmd_topic=args.cmd_topic or DEFAULT_CMD_TOPIC,
-                    state_topic=args.sim_state_topic or DEFAULT_STATE_TOPIC,
-                )
-                s = res.summary()
-                print(f"{transport.backend}: {s['n']} trials; command publish -> state publish: median "
-                      f"{s['publish_median_ms']:.2f} ms, p99 {s['publish_p99_ms']:.2f} ms; "
-                      f"-> state received: "
-                      f"median {s['receive_median_ms']:.2f} ms, p99 {s['receive_p99_ms']:.2f} ms")
-    except DockbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    spec = load_spec()
+    with open_transport(args.backend) as transport:
+        if args.what == "serve":
+            config = BridgeConfig(state_rate_hz=args.state_rate_hz)
+            bridge = HandBridge.standalone(config, spec, timestep=0.001)
+            bridge.reset("open")
+            stop = threading.Event()
+            if args.duration is not None:
+                timer = threading.Timer(args.duration, stop.set)
+                timer.daemon = True
+                timer.start()
+            stats = run_g20_ros2(bridge, transport, mode=args.mode, cmd_topic=args.cmd_topic,
+                                 sim_state_topic=args.sim_state_topic, rate_hz=args.rate_hz,
+                                 stop_event=stop)
+            print(f"{stats.steps} steps ({stats.late_steps} late), commands {stats.received} received, "
+                  f"{stats.accepted} accepted, {stats.rejected} rejected "
+                  f"{dict(stats.rejected_by_reason)}, "
+                  f"{stats.states_published} states published")
+        else:
+            res = measure_command_latency(
+                transport, spec, trials=args.trials, cmd_topic=args.cmd_topic or DEFAULT_CMD_TOPIC,
+                state_topic=args.sim_state_topic or DEFAULT_STATE_TOPIC,
+            )
+            s = res.summary()
+            print(f"{transport.backend}: {s['n']} trials; command publish -> state publish: median "
+                  f"{s['publish_median_ms']:.2f} ms, p99 {s['publish_p99_ms']:.2f} ms; "
+                  f"-> state received: "
+                  f"median {s['receive_median_ms']:.2f} ms, p99 {s['receive_p99_ms']:.2f} ms")
     return 0
 
 

@@ -147,6 +147,20 @@ class JointState:
                    d["frame_id"])
 
 
+
+def _as_dict(struct: Any, msg: Any) -> dict:
+    """A message object (cyclonedds sample or rclpy message: attributes named after the fields) as the plain
+    dict of :mod:`bridges.msgs`, recursively over the nested structs of ``struct``."""
+    out = {}
+    for f in struct.fields:
+        x = getattr(msg, f.name)
+        if not isinstance(f.type, str):
+            x = [_as_dict(f.type, e) for e in x] if f.sequence else _as_dict(f.type, x)
+        elif f.sequence:
+            x = list(x)
+        out[f.name] = x
+    return out
+
 class _JointStateCodec:
     """The default endpoint type: :class:`JointState` records (the hand-written codec of bridges.cdr)."""
 
@@ -243,18 +257,7 @@ class _StructCodec:
         return build(self.type, msg)
 
     def from_cyclone(self, sample: Any) -> dict:
-        def walk(s: Any, v: Any) -> dict:
-            out = {}
-            for f in s.fields:
-                x = getattr(v, f.name)
-                if not isinstance(f.type, str):
-                    x = [walk(f.type, e) for e in x] if f.sequence else walk(f.type, x)
-                elif f.sequence:
-                    x = list(x)
-                out[f.name] = x
-            return out
-
-        return walk(self.type, sample)
+        return _as_dict(self.type, sample)
 
     def rclpy_class(self) -> type:
         import importlib
@@ -288,18 +291,7 @@ class _StructCodec:
         return fill(self.type, cls(), msg)
 
     def from_rclpy(self, m: Any) -> dict:
-        def walk(s: Any, v: Any) -> dict:
-            out = {}
-            for f in s.fields:
-                x = getattr(v, f.name)
-                if not isinstance(f.type, str):
-                    x = [walk(f.type, e) for e in x] if f.sequence else walk(f.type, x)
-                elif f.sequence:
-                    x = list(x)
-                out[f.name] = x
-            return out
-
-        return walk(self.type, m)
+        return _as_dict(self.type, m)
 
 
 JOINT_STATE_CODEC = _JointStateCodec()

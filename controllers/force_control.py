@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -229,3 +229,31 @@ def state_values(force_filter: ForceFilter, setpoint: AxialForceSetpoint | None,
         parts.append(np.array([1.0 if started else 0.0, st[0] if started else 0.0]))
         parts.append(st[1:])
     return np.concatenate(parts)
+
+
+#: diagnostics a law adds when its force set-point is on: the ramp s, F_d [N], f_a [N] and the integral I [N]
+SETPOINT_DIAG = ("fs_s", "fs_force_desired", "fs_force_axial", "fs_integral")
+
+
+def force_filter_param(signal: str) -> Any:
+    """The ``force_filter`` field of a law's config: τ_f [s] of the low-pass on ``signal`` (0 = off)."""
+    return param(
+        0.0, unit="s", ge=0.0, le=10.0,
+        doc=f"time constant τ_f of a first-order low-pass on {signal} before the law uses it (0 = off; "
+        "docs/theory/force_control.md)",
+    )
+
+
+def force_setpoint_param() -> Any:
+    """The ``force_setpoint`` field of a law's config (a :class:`ForceSetpointConfig`, or None = off)."""
+    return param(None, doc="hybrid impedance: a commanded contact force along the mating axis (null = off)")
+
+
+def build_setpoint(
+    config: ForceSetpointConfig | None, planner: Any, control_period: float
+) -> AxialForceSetpoint | None:
+    """The :class:`AxialForceSetpoint` of a law's ``force_setpoint`` along ``planner``'s mating axis (None when
+    ``config`` is None)."""
+    if config is None:
+        return None
+    return AxialForceSetpoint(config, mating_axis_of(planner), control_period, planner.duration)

@@ -131,10 +131,13 @@ from scipy.linalg.lapack import dsyevd as _dsyevd
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
 from controllers.force_control import (
+    SETPOINT_DIAG,
     AxialForceSetpoint,
     ForceFilter,
     ForceSetpointConfig,
-    mating_axis_of,
+    build_setpoint,
+    force_filter_param,
+    force_setpoint_param,
     state_values,
 )
 from controllers.observer import MomentumObserver
@@ -146,8 +149,6 @@ from sim.errors import ScenarioError
 from sim.lie import so3_log
 from sim.wrench import WrenchState
 
-#: diagnostics added by the force set-point: ramp s, F_d, f_a [N] and the integral I [N]
-SETPOINT_DIAG = ("fs_s", "fs_force_desired", "fs_force_axial", "fs_integral")
 #: QP backends this controller accepts (qpsolvers' names; daqp is called through its own API).
 QP_SOLVERS = ("daqp", "proxqp", "quadprog")
 #: per-backend options (proxqp: its default eps_abs = 1e-3 is far too lax; 1e-9 makes its ALM iterate
@@ -226,14 +227,8 @@ class HQPConfig:
         doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
         "first contact, velocity keying from then on)",
     )
-    force_filter: float = param(
-        0.0, unit="s", ge=0.0, le=10.0,
-        doc="time constant τ_f of a first-order low-pass on F_ext (sensor or observer) before the law uses it "
-        "(0 = off; docs/theory/force_control.md)",
-    )
-    force_setpoint: ForceSetpointConfig | None = param(
-        None, doc="hybrid impedance: a commanded contact force along the mating axis (null = off)"
-    )
+    force_filter: float = force_filter_param("F_ext (sensor or observer)")
+    force_setpoint: ForceSetpointConfig | None = force_setpoint_param()
 
     def validate(self) -> None:
         # the observer's discrete update is stable for K_O Δt < 2; checked against the actual control
@@ -612,11 +607,8 @@ class HQPController(Controller):
         self._warm: dict[int, tuple[int, np.ndarray]] = {}
         # contact-force options (controllers/force_control.py; their state arrays are shared with the kernel)
         self.force_filter = ForceFilter(6, c.force_filter, plant.control_period)
-        self.setpoint: AxialForceSetpoint | None = None
-        if c.force_setpoint is not None:
-            self.setpoint = AxialForceSetpoint(
-                c.force_setpoint, mating_axis_of(planner), plant.control_period, planner.duration
-            )
+        self.setpoint = build_setpoint(c.force_setpoint, planner, plant.control_period)
+        if self.setpoint is not None:
             self.diag_names = (*self.diag_names, *SETPOINT_DIAG)
         # compiled kernel of the closed-form step (None: the Python path), bound to the run's arrays on the
         # first compute(). Not for the sensorless mode (the momentum observer runs in Python) nor for

@@ -32,10 +32,13 @@ import numpy as np
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
 from controllers.force_control import (
+    SETPOINT_DIAG,
     AxialForceSetpoint,
     ForceFilter,
     ForceSetpointConfig,
-    mating_axis_of,
+    build_setpoint,
+    force_filter_param,
+    force_setpoint_param,
     state_values,
 )
 from planners.base import Planner, Reference
@@ -44,9 +47,6 @@ from sim.config import param
 from sim.dynamics import Snapshot
 from sim.lie import rotation_error_world
 from sim.wrench import WrenchState
-
-#: diagnostics added by the force set-point: ramp s, F_d, f_a [N] and the integral I [N]
-SETPOINT_DIAG = ("fs_s", "fs_force_desired", "fs_force_axial", "fs_integral")
 
 #: the compiled kernel's Cholesky pivots (squared) below this count as zero: Λ⁻¹ singular → it hands the step to
 #: the Python path, which solves by least squares there [1/kg-ish units]
@@ -85,14 +85,8 @@ class KhatibConfig:
     f_i_max: float = param(10.0, unit="N", ge=0.0, le=1e4, doc="clamp of each component of F_I")
     contact_threshold: float = param(1.0, unit="N", ge=0.0, le=1e4, doc="|f_ext| that freezes the integral")
     use_force_feedback: bool = param(True, doc="include F_ext in u_pos (false = pure impedance without F/T)")
-    force_filter: float = param(
-        0.0, unit="s", ge=0.0, le=10.0,
-        doc="time constant τ_f of a first-order low-pass on F_ext before the law uses it (0 = off; "
-        "docs/theory/force_control.md)",
-    )
-    force_setpoint: ForceSetpointConfig | None = param(
-        None, doc="hybrid impedance: a commanded contact force along the mating axis (null = off)"
-    )
+    force_filter: float = force_filter_param("F_ext")
+    force_setpoint: ForceSetpointConfig | None = force_setpoint_param()
 
 
 @CONTROLLERS.register("khatib")
@@ -128,11 +122,8 @@ class KhatibController(Controller):
         self._gains: tuple[float, ...] = ()
         # contact-force options (controllers/force_control.py; their state arrays are shared with the kernel)
         self.force_filter = ForceFilter(3, config.force_filter, plant.control_period)
-        self.setpoint: AxialForceSetpoint | None = None
-        if config.force_setpoint is not None:
-            self.setpoint = AxialForceSetpoint(
-                config.force_setpoint, mating_axis_of(planner), plant.control_period, planner.duration
-            )
+        self.setpoint = build_setpoint(config.force_setpoint, planner, plant.control_period)
+        if self.setpoint is not None:
             self.diag_names = (*self.diag_names, *SETPOINT_DIAG)
         # compiled kernel (None: the Python path); bound to the run's arrays on the first compute()
         self._kmod = kernels.load(self.kernel_module)

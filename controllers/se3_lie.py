@@ -60,7 +60,7 @@ import numpy as np
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
-from controllers.force_control import ForceFilter, state_values
+from controllers.force_control import ForceFilter, force_filter_param, state_values
 from planners.base import Planner, Reference
 from planners.motion_reference import MotionReference
 from sim import kernels, lie
@@ -127,11 +127,7 @@ class SE3LieConfig:
         "first contact, velocity keying from then on)",
     )
     use_force_feedback: bool = param(True, doc="use F_body in F̃ and cancel it with −J_bᵀF_body")
-    force_filter: float = param(
-        0.0, unit="s", ge=0.0, le=10.0,
-        doc="time constant τ_f of a first-order low-pass on F_body before the law uses it (0 = off; "
-        "docs/theory/force_control.md)",
-    )
+    force_filter: float = force_filter_param("F_body")
 
     def matrices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(A, D, K) as (6, 6) arrays (full matrices override the diagonals)."""

@@ -35,7 +35,7 @@ from typing import Any
 if __package__ in (None, ""):  # allow `python experiments/compare.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.errors import DockbenchError  # noqa: E402
+from sim.errors import DockbenchError, reports_errors  # noqa: E402
 from telemetry.log import atomic_write_text  # noqa: E402
 from telemetry.metrics import HEADLINE_METRICS  # noqa: E402
 
@@ -292,6 +292,7 @@ def _compress_glob(files: Sequence[str]) -> list[str]:
     return out
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dirs", nargs="*", help="run folders or folders above them")
@@ -310,32 +311,28 @@ def main(argv: list[str] | None = None) -> int:
         + (["--latest"] if args.latest else []) + (["--metrics", args.metrics] if args.metrics else [])
         + (["--md", args.md] if args.md else []) + (["--csv", args.csv] if args.csv else [])
     )
-    try:
-        metrics = _metric_list(args.metrics)
-        with tempfile.TemporaryDirectory(prefix="dockbench_compare_") as tmp:
-            dirs: list[Path] = []
-            if args.run_dirs:
-                dirs += find_run_dirs(args.run_dirs, latest=args.latest)
-            if args.scenarios:
-                dirs += run_scenarios(args.scenarios, args.out or tmp)
-            rows = [row_from_run(d) for d in dirs]
-            if args.out is None and args.scenarios:
-                for r in rows:  # the temporary run folders disappear
-                    if r.run_dir is not None and str(r.run_dir).startswith(tmp):
-                        r.run_dir = None
-        if args.md:
-            page = results_markdown(rows, metrics, command)
-            kept = kept_sections(Path(args.md).read_text() if Path(args.md).is_file() else "")
-            atomic_write_text(args.md, page + ("\n" + kept if kept else ""))
-            print(f"wrote {args.md} ({len(rows)} runs)")
-        if args.csv:
-            atomic_write_text(args.csv, csv_table(rows, metrics))
-            print(f"wrote {args.csv} ({len(rows)} runs)")
-        if not args.md and not args.csv:
-            print(markdown_table(rows, metrics), end="")
-    except DockbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    metrics = _metric_list(args.metrics)
+    with tempfile.TemporaryDirectory(prefix="dockbench_compare_") as tmp:
+        dirs: list[Path] = []
+        if args.run_dirs:
+            dirs += find_run_dirs(args.run_dirs, latest=args.latest)
+        if args.scenarios:
+            dirs += run_scenarios(args.scenarios, args.out or tmp)
+        rows = [row_from_run(d) for d in dirs]
+        if args.out is None and args.scenarios:
+            for r in rows:  # the temporary run folders disappear
+                if r.run_dir is not None and str(r.run_dir).startswith(tmp):
+                    r.run_dir = None
+    if args.md:
+        page = results_markdown(rows, metrics, command)
+        kept = kept_sections(Path(args.md).read_text() if Path(args.md).is_file() else "")
+        atomic_write_text(args.md, page + ("\n" + kept if kept else ""))
+        print(f"wrote {args.md} ({len(rows)} runs)")
+    if args.csv:
+        atomic_write_text(args.csv, csv_table(rows, metrics))
+        print(f"wrote {args.csv} ({len(rows)} runs)")
+    if not args.md and not args.csv:
+        print(markdown_table(rows, metrics), end="")
     return 0
 
 

@@ -18,9 +18,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # allow `python experiments/export.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.errors import DockbenchError  # noqa: E402
+from sim.errors import reports_errors  # noqa: E402
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir", help="a run folder (runs/<scenario>/<timestamp>)")
@@ -33,24 +34,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.mcap is None and args.rerun is None:
         print("error: nothing to do: give --mcap OUT and/or --rerun OUT.rrd", file=sys.stderr)
         return 1
-    try:
-        from telemetry.export import write_mcap, write_rrd
-        from telemetry.run import Run
+    from telemetry.export import write_mcap, write_rrd
+    from telemetry.run import Run
 
-        run = Run.load(args.run_dir)
-        if args.mcap is not None:
-            t0 = time.perf_counter()
-            st = write_mcap(run, args.mcap, every=args.every, prefix=args.prefix, compression=args.compression)
-            print(f"mcap   {st.path}: {st.messages} messages on {len(st.topics)} topics, "
-                  f"{st.bytes / 2**20:.1f} MiB, {time.perf_counter() - t0:.2f} s")
-        if args.rerun is not None:
-            t0 = time.perf_counter()
-            st = write_rrd(run, args.rerun, every=args.every)
-            print(f"rerun  {st.path}: {len(st.topics)} channels × {len(run.t[::args.every])} steps, "
-                  f"{st.bytes / 2**20:.1f} MiB, {time.perf_counter() - t0:.2f} s")
-    except DockbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    run = Run.load(args.run_dir)
+    if args.mcap is not None:
+        t0 = time.perf_counter()
+        st = write_mcap(run, args.mcap, every=args.every, prefix=args.prefix, compression=args.compression)
+        print(f"mcap   {st.path}: {st.messages} messages on {len(st.topics)} topics, "
+              f"{st.bytes / 2**20:.1f} MiB, {time.perf_counter() - t0:.2f} s")
+    if args.rerun is not None:
+        t0 = time.perf_counter()
+        st = write_rrd(run, args.rerun, every=args.every)
+        print(f"rerun  {st.path}: {len(st.topics)} channels × {len(run.t[::args.every])} steps, "
+              f"{st.bytes / 2**20:.1f} MiB, {time.perf_counter() - t0:.2f} s")
     return 0
 
 

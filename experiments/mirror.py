@@ -23,12 +23,11 @@ if "MUJOCO_GL" not in os.environ and not (os.environ.get("DISPLAY") or os.enviro
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import logging  # noqa: E402
-import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from bridges.mirror import MirrorApp, load_mirror_config  # noqa: E402
 from bridges.ros2 import open_transport  # noqa: E402
-from sim.errors import DockbenchError  # noqa: E402
+from sim.errors import DockbenchError, reports_errors  # noqa: E402
 
 log = logging.getLogger("experiments.mirror")
 
@@ -65,46 +64,43 @@ def _write_png(pixels, path: Path) -> None:
         raise DockbenchError(f"{path}: cannot write snapshot: {exc}") from None
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit code."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    try:
-        config = load_mirror_config(args.config)
-        if args.render_rate_hz is not None:
-            if not 0 < args.render_rate_hz <= 1000:
-                raise DockbenchError(f"--render-rate-hz must be in (0, 1000], got {args.render_rate_hz}")
-            config = dataclasses.replace(config, render_rate_hz=args.render_rate_hz)
-        if args.snapshot is not None and not args.offscreen:
-            raise DockbenchError("--snapshot needs --offscreen")
-        display = "offscreen" if args.offscreen else "none" if args.no_render else "viewer"
-        with open_transport(args.backend, domain_id=args.domain_id) as transport:
-            app = MirrorApp(config, transport)
-            print(f"mirror over {transport.backend} (domain {transport.domain_id}): " + ", ".join(
-                f"{g.name} <- {g.topic}" for g in config.groups) + f"; model {config.model}")
-            try:
-                report = app.run(display=display, duration=args.duration, wait_timeout=args.wait_timeout)
-            finally:
-                app.stop()
-        for s in report.groups:
-            rej = ", ".join(f"{k} {v}" for k, v in sorted(s.rejected.items())) or "none"
-            print(f"  {s.name:<8} accepted {s.accepted}, rejected: {rej}")
-        if not report.ready:
-            missing = ", ".join(f"{g.name} ({g.topic})" for g in config.groups
-                                if g.name in report.waiting_for)
-            if report.ended_by == "wait_timeout":
-                raise DockbenchError(f"no valid frame within {args.wait_timeout} s from: {missing}")
-            print(f"ended ({report.ended_by}) while waiting for: {missing}")
-            return 0
-        print(f"displayed {report.frames} frames in {report.display_s:.2f} s = {report.fps:.1f} frames/s "
-              f"({display}; target {config.render_rate_hz:g} Hz); ended by {report.ended_by}")
-        if args.snapshot is not None and app.last_frame is not None:
-            _write_png(app.last_frame, args.snapshot)
-            print(f"snapshot written to {args.snapshot}")
-    except DockbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    config = load_mirror_config(args.config)
+    if args.render_rate_hz is not None:
+        if not 0 < args.render_rate_hz <= 1000:
+            raise DockbenchError(f"--render-rate-hz must be in (0, 1000], got {args.render_rate_hz}")
+        config = dataclasses.replace(config, render_rate_hz=args.render_rate_hz)
+    if args.snapshot is not None and not args.offscreen:
+        raise DockbenchError("--snapshot needs --offscreen")
+    display = "offscreen" if args.offscreen else "none" if args.no_render else "viewer"
+    with open_transport(args.backend, domain_id=args.domain_id) as transport:
+        app = MirrorApp(config, transport)
+        print(f"mirror over {transport.backend} (domain {transport.domain_id}): " + ", ".join(
+            f"{g.name} <- {g.topic}" for g in config.groups) + f"; model {config.model}")
+        try:
+            report = app.run(display=display, duration=args.duration, wait_timeout=args.wait_timeout)
+        finally:
+            app.stop()
+    for s in report.groups:
+        rej = ", ".join(f"{k} {v}" for k, v in sorted(s.rejected.items())) or "none"
+        print(f"  {s.name:<8} accepted {s.accepted}, rejected: {rej}")
+    if not report.ready:
+        missing = ", ".join(f"{g.name} ({g.topic})" for g in config.groups
+                            if g.name in report.waiting_for)
+        if report.ended_by == "wait_timeout":
+            raise DockbenchError(f"no valid frame within {args.wait_timeout} s from: {missing}")
+        print(f"ended ({report.ended_by}) while waiting for: {missing}")
+        return 0
+    print(f"displayed {report.frames} frames in {report.display_s:.2f} s = {report.fps:.1f} frames/s "
+          f"({display}; target {config.render_rate_hz:g} Hz); ended by {report.ended_by}")
+    if args.snapshot is not None and app.last_frame is not None:
+        _write_png(app.last_frame, args.snapshot)
+        print(f"snapshot written to {args.snapshot}")
     return 0
 
 

@@ -47,7 +47,7 @@ import yaml
 
 from bridges.mirror import MirrorConfig, load_mirror_config
 from bridges.ros2 import JointState, Publisher, Transport, open_transport
-from sim.errors import DockbenchError, ScenarioError
+from sim.errors import DockbenchError, ScenarioError, reports_errors
 
 log = logging.getLogger("experiments.mock_joint_states")
 
@@ -326,37 +326,34 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit code."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    try:
-        config = load_mirror_config(args.config)
-        plan = load_mock_plan(config, args.pose_file)
-        if args.rate_hz is not None:
-            if not 0 < args.rate_hz <= 1000:
-                raise DockbenchError(f"--rate-hz must be in (0, 1000], got {args.rate_hz}")
-            plan = dataclasses.replace(plan, rate_hz=args.rate_hz)
-        with open_transport(args.backend) as transport:
-            source = MockSource(transport, config, plan, only=tuple(args.only) if args.only else None)
-            transport.create_subscription(args.command_topic, source.on_command_msg)
-            if args.play:
-                source.command("play")
-            if not args.no_stdin and _stdin_usable():
-                threading.Thread(target=_stdin_reader, args=(source,), daemon=True).start()
-                if sys.stdin.isatty():
-                    print("keys: " + ", ".join(f"{k}={w}" for k, w in KEYS.items()) + " (then Enter)")
-            groups = ", ".join(f"{g.name} -> {g.topic}" for g in config.groups
-                               if not args.only or g.name in args.only)
-            print(f"mock joint states at {plan.rate_hz:g} Hz over {transport.backend} (domain "
-                  f"{transport.domain_id}): {groups}; commands on {args.command_topic}")
-            t0 = time.monotonic()
-            n = source.run(duration=args.duration)
-            print(f"published {n} messages in {time.monotonic() - t0:.1f} s")
-    except DockbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    config = load_mirror_config(args.config)
+    plan = load_mock_plan(config, args.pose_file)
+    if args.rate_hz is not None:
+        if not 0 < args.rate_hz <= 1000:
+            raise DockbenchError(f"--rate-hz must be in (0, 1000], got {args.rate_hz}")
+        plan = dataclasses.replace(plan, rate_hz=args.rate_hz)
+    with open_transport(args.backend) as transport:
+        source = MockSource(transport, config, plan, only=tuple(args.only) if args.only else None)
+        transport.create_subscription(args.command_topic, source.on_command_msg)
+        if args.play:
+            source.command("play")
+        if not args.no_stdin and _stdin_usable():
+            threading.Thread(target=_stdin_reader, args=(source,), daemon=True).start()
+            if sys.stdin.isatty():
+                print("keys: " + ", ".join(f"{k}={w}" for k, w in KEYS.items()) + " (then Enter)")
+        groups = ", ".join(f"{g.name} -> {g.topic}" for g in config.groups
+                           if not args.only or g.name in args.only)
+        print(f"mock joint states at {plan.rate_hz:g} Hz over {transport.backend} (domain "
+              f"{transport.domain_id}): {groups}; commands on {args.command_topic}")
+        t0 = time.monotonic()
+        n = source.run(duration=args.duration)
+        print(f"published {n} messages in {time.monotonic() - t0:.1f} s")
     return 0
 
 

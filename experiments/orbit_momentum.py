@@ -18,11 +18,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.errors import DockbenchError  # noqa: E402
+from sim.errors import reports_errors  # noqa: E402
 
 COMBOS = (("implicitfast", "newton"), ("rk4", "newton"), ("rk4", "pgs"))
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("scenario", nargs="?", default="scenarios/orbit/iiwa14_orbit_floating_target.yaml")
@@ -32,24 +33,20 @@ def main(argv: list[str] | None = None) -> int:
     from sim.loop import run
     from sim.scenario import scenario_from_dict
 
-    try:
-        base = yaml.safe_load(Path(args.scenario).read_text())
-        rows = ["| integrator | solver | dt [s] | momentum drift (rel.) | COM off its line [m] | verdict | real time |",
-                "|---|---|---|---|---|---|---|"]
-        for dt in (float(x) for x in args.dt.split(",")):
-            for integrator, solver in COMBOS:
-                d = copy.deepcopy(base)
-                d.setdefault("sim", {}).update(timestep=dt, integrator=integrator, solver=solver)
-                r = run(scenario_from_dict(d, file=args.scenario), out_root=None)
-                m = r.metrics
-                row = (f"| {integrator} | {solver} | {dt:g} | {m.get('orbit.momentum_drift_rel', float('nan')):.2e} | "
-                       f"{m.get('orbit.com_deviation', float('nan')):.2e} | {r.verdict} | "
-                       f"{r.timing['real_time_factor']:.1f}× |")
-                rows.append(row)
-                print(row, flush=True)
-    except DockbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    base = yaml.safe_load(Path(args.scenario).read_text())
+    rows = ["| integrator | solver | dt [s] | momentum drift (rel.) | COM off its line [m] | verdict | real time |",
+            "|---|---|---|---|---|---|---|"]
+    for dt in (float(x) for x in args.dt.split(",")):
+        for integrator, solver in COMBOS:
+            d = copy.deepcopy(base)
+            d.setdefault("sim", {}).update(timestep=dt, integrator=integrator, solver=solver)
+            r = run(scenario_from_dict(d, file=args.scenario), out_root=None)
+            m = r.metrics
+            row = (f"| {integrator} | {solver} | {dt:g} | {m.get('orbit.momentum_drift_rel', float('nan')):.2e} | "
+                   f"{m.get('orbit.com_deviation', float('nan')):.2e} | {r.verdict} | "
+                   f"{r.timing['real_time_factor']:.1f}× |")
+            rows.append(row)
+            print(row, flush=True)
     if args.md:
         Path(args.md).write_text("\n".join(rows) + "\n")
     return 0

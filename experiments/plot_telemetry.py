@@ -21,7 +21,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # allow `python experiments/plot_telemetry.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.errors import DockbenchError  # noqa: E402
+from sim.errors import reports_errors  # noqa: E402
 
 
 def plot_run(run_dir: str | Path, formats: str | Iterable[str] = ("png",)) -> list[Path]:
@@ -31,29 +31,26 @@ def plot_run(run_dir: str | Path, formats: str | Iterable[str] = ("png",)) -> li
     return _plot_run(run_dir, formats)
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir", nargs="+", help="one or more run folders (runs/<scenario>/<timestamp>)")
     ap.add_argument("--format", default="png", help="comma-separated formats: png, pdf, svg (default png)")
     ap.add_argument("--out", default=None, help="several runs: folder for the overlay figures (default ./compare)")
     args = ap.parse_args(argv)
-    try:
-        t0 = time.perf_counter()
-        if len(args.run_dir) == 1:
-            if args.out is not None:
-                from telemetry.plots import plot_run as _plot_run
+    t0 = time.perf_counter()
+    if len(args.run_dir) == 1:
+        if args.out is not None:
+            from telemetry.plots import plot_run as _plot_run
 
-                files = _plot_run(args.run_dir[0], args.format, out_dir=args.out)
-            else:
-                files = plot_run(args.run_dir[0], args.format)
+            files = _plot_run(args.run_dir[0], args.format, out_dir=args.out)
         else:
-            from telemetry.plots import plot_compare
+            files = plot_run(args.run_dir[0], args.format)
+    else:
+        from telemetry.plots import plot_compare
 
-            files = plot_compare(args.run_dir, args.out or "compare", args.format)
-        wall = time.perf_counter() - t0
-    except DockbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        files = plot_compare(args.run_dir, args.out or "compare", args.format)
+    wall = time.perf_counter() - t0
     size = sum(f.stat().st_size for f in files)
     for f in files:
         print(f)

@@ -6,6 +6,10 @@ it, print the message without a traceback and exit 1.
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
+
 
 class DockbenchError(Exception):
     """Root of every error dockbench raises on purpose."""
@@ -66,3 +70,19 @@ class InternalError(DockbenchError):
     def __init__(self, message: str, *, result: object = None):
         super().__init__(message)
         self.result = result
+
+
+def reports_errors(main: Callable[..., int]) -> Callable[..., int]:
+    """Decorate a command-line ``main(argv) -> int``: a :class:`DockbenchError` is printed as ``error: <message>``
+    on stderr and the exit status is 1, without a traceback (the message names the file, key and allowed
+    values). Any other exception is a bug and propagates with its traceback."""
+
+    @functools.wraps(main)
+    def wrapper(*args: object, **kwargs: object) -> int:
+        try:
+            return main(*args, **kwargs)
+        except DockbenchError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+
+    return wrapper
