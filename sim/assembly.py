@@ -217,23 +217,12 @@ def assemble(scenario: Scenario) -> Assembly:
     if np.any(act_ids < 0):
         raise ModelError(f"{robot.name}: actuators {robot.actuator_names} not all found")
     return Assembly(
-        spec=spec,
-        model=model,
-        pin_model=pin_model,
-        frame_ids=frame_ids,
-        robot=robot,
-        tool=tool,
-        target=target,
+        spec=spec, model=model, pin_model=pin_model, frame_ids=frame_ids, robot=robot, tool=tool, target=target,
         qpos_adr=np.array([model.jnt_qposadr[j] for j in jids]),
         dof_adr=np.array([model.jnt_dofadr[j] for j in jids]),
         act_ids=act_ids,
         ee_site=mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, tool.ee_site),
         sensor_site=mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, tool.sensor_site),
-        pin_floating=pin_floating,
-        floating_frame_ids=floating_frame_ids,
-        base_qpos=base_qpos,
-        base_qvel=base_qvel,
-        target_body=target_body,
-        target_qpos=target_qpos,
-        target_qvel=target_qvel,
+        pin_floating=pin_floating, floating_frame_ids=floating_frame_ids, base_qpos=base_qpos, base_qvel=base_qvel,
+        target_body=target_body, target_qpos=target_qpos, target_qvel=target_qvel,
     )

@@ -28,7 +28,7 @@ import math
 import reprlib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal, Union, get_args, get_origin
 
 from sim.errors import ScenarioError
@@ -282,16 +282,20 @@ def config_to_dict(obj: Any) -> Any:
     return obj
 
 
+def _init_fields(cls: type, prefix: str) -> Iterator[tuple[str, Any, bool, Any]]:
+    """``(key path, dataclass field, optional, type without None)`` of each init field of ``cls``."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.init:
+            optional, tp = _is_optional(hints[f.name])
+            yield f"{prefix}{f.name}", f, optional, tp
+
+
 def describe_config(cls: type, prefix: str = "") -> list[tuple[str, str, str, str, str]]:
     """Rows ``(key, type/allowed, unit, default, doc)`` for every field of ``cls`` (recursing into
     nested records), used to generate docs/scenarios.md."""
     rows = []
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue
-        key = f"{prefix}{f.name}"
-        optional, tp = _is_optional(hints[f.name])
+    for key, f, optional, tp in _init_fields(cls, prefix):
         if f.default is not _MISSING:
             default = repr(config_to_dict(f.default)) if f.default is not None else "null"
         elif f.default_factory is not _MISSING:  # type: ignore[misc]
@@ -326,12 +330,7 @@ def walk_fields(cls: type, prefix: str = "") -> list[tuple[str, Any, Any]]:
     nested records and lists of records; the element type is the scalar type of a number, a vector
     or a matrix (``float`` for ``tuple[tuple[float, ...], ...]``), else the field's type."""
     out = []
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue
-        key = f"{prefix}{f.name}"
-        _, tp = _is_optional(hints[f.name])
+    for key, f, _, tp in _init_fields(cls, prefix):
         while get_origin(tp) is tuple:
             args = [a for a in get_args(tp) if a is not Ellipsis]
             if dataclasses.is_dataclass(args[0]):
