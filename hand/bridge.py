@@ -200,6 +200,13 @@ class HandBridge:
         config: :class:`BridgeConfig`.
         prefix: name prefix of the hand's elements in ``model`` (``""`` standalone, e.g. ``"hand/"``).
         root_body: the hand's root body name without prefix.
+        host_steps: a host loop calls ``mj_step`` right after every bridge step (the G20 effector of the
+            docking loop). The kinematic step then ends with ``mj_kinematics + mj_collision`` instead of
+            ``mj_forward`` (the contacts of the written pose are all the bridge reads afterwards; the host's
+            ``mj_step`` recomputes the rest from ``qpos``/``qvel``), and skips even that when the pose it
+            writes is the one its last collision evaluation of this step was made at (the usual,
+            non-projected step). The same poses, contacts and step records as ``host_steps=False``
+            (bit-identical; tests/test_hand_effector.py).
 
     Raises:
         ModelError: a joint of the spec is missing or not a hinge, the root body is missing, a mimic
@@ -215,7 +222,10 @@ class HandBridge:
         *,
         prefix: str = "",
         root_body: str = ROOT_BODY,
+        host_steps: bool = False,
     ) -> None:
+        self.host_steps = host_steps
+        self._fresh = False  # host_steps: the contacts in data are those of the hand pose now in qpos
         self.model = model
         self.data = data
         self.spec = spec if spec is not None else load_spec()
@@ -245,17 +255,19 @@ class HandBridge:
         spec: HandSpec | None = None,
         *,
         timestep: float | None = None,
+        host_steps: bool = False,
     ) -> HandBridge:
         """A bridge on its own freshly loaded hand model (``assets/hands/<spec.model>``).
 
         Args:
             timestep: if given, sets ``model.opt.timestep`` [s] of this private model (e.g. 0.001).
+            host_steps: see :class:`HandBridge`.
         """
         spec = spec if spec is not None else load_spec()
         model = load_model(spec)
         if timestep is not None:
             model.opt.timestep = timestep
-        return cls(model, mujoco.MjData(model), spec, config)
+        return cls(model, mujoco.MjData(model), spec, config, host_steps=host_steps)
 
     def _name(self, name: str) -> str:
         return self.prefix + name
@@ -365,6 +377,7 @@ class HandBridge:
         slew = self.config.slew_rad_s
         step = slew * self.dt if slew > 0 else np.inf
         self._limit = step * np.abs(self._ratio)  # (21,) per-step slew bound [rad]
+        self._neg_limit = -self._limit
         # published copies (lock)
         self._pub = {k: z() for k in ("nominal", "applied", "last_safe")}
         self._step = 0
@@ -541,6 +554,32 @@ class HandBridge:
         return dict(zip(self.spec.joint_names, snap.applied.tolist(), strict=True))
 
     # ------------------------------------------------------------------ stepping thread
+    def min_distance_now(self) -> float:
+        """Smallest considered contact distance of the contacts now in ``data`` [m] (inf: none)."""
+        return self._min_distance()
+
+    @property
+    def goal_in_use(self) -> np.ndarray:
+        """(21,) goal used by the last step [rad] (view; do not modify)."""
+        return self._goal_work
+
+    @property
+    def applied_now(self) -> np.ndarray:
+        """(21,) applied pose [rad] (view; do not modify)."""
+        return self._applied
+
+    def at_fixed_point(self, last: StepResult) -> bool:
+        """True when the next step would reproduce this one exactly: the nominal has reached the goal
+        (the slew is done), the last step did not move the applied pose and did not fall back (so
+        ``last_safe`` is the applied pose, or unchanged). A step is a pure function of (goal,
+        nominal, applied, last_safe) and of the hand joint angles, so nothing can change until a new
+        command arrives — provided the collision scope is hand–hand only (the arm moves in between)."""
+        return bool(
+            not last.fell_back
+            and np.array_equal(self._applied, self._prev_applied)
+            and np.array_equal(self._nominal, self._goal_work)
+        )
+
     def reset(self, pose: str | Mapping[str, float] | None = None) -> None:
         """Put the hand at ``pose`` now (goal = nominal = applied = last_safe), stepping thread only.
 
@@ -554,6 +593,7 @@ class HandBridge:
         Raises:
             HandCommandError: invalid pose.
         """
+        self._fresh = False
         if pose is None:
             pose = "open"
         if isinstance(pose, str):
@@ -565,6 +605,8 @@ class HandBridge:
         self._set_all_states(vec, keep_safe=True)
         if self.config.mode is DriveMode.PD:
             self.data.qvel[self._dadr] = 0.0
+        with self._lock:
+            np.copyto(self._goal_work, self._goal)
         self._publish_state(force=True)
 
     def _set_all_states(self, q: np.ndarray, *, keep_safe: bool) -> None:
@@ -590,6 +632,7 @@ class HandBridge:
 
     def step(self) -> StepResult:
         """Advance the bridge by one control period ``dt`` (stepping thread only)."""
+        self._fresh = False  # (a host mj_step may have moved the rest of the scene)
         with self._lock:
             np.copyto(self._goal_work, self._goal)
         self._slew(self._nominal, self._goal_work, self._nominal)
@@ -617,19 +660,29 @@ class HandBridge:
         return result
 
     def _slew(self, cur: np.ndarray, goal: np.ndarray, out: np.ndarray) -> None:
-        """out = clip(cur + clip(goal - cur, ±L), lo, hi), in place (no allocation)."""
+        """out = clip(cur + clip(goal − cur, ±L), lo, hi), in place (no allocation; np.maximum/np.minimum are
+        np.clip's elementwise operations for lo ≤ hi, without its Python-level dispatch)."""
         tmp = self._tmp
         np.subtract(goal, cur, out=tmp)
-        np.clip(tmp, -self._limit, self._limit, out=tmp)
+        np.maximum(tmp, self._neg_limit, out=tmp)
+        np.minimum(tmp, self._limit, out=tmp)
         np.add(cur, tmp, out=out)
-        np.clip(out, self._lo, self._hi, out=out)
+        np.maximum(out, self._lo, out=out)
+        np.minimum(out, self._hi, out=out)
 
     def _hard_write(self, q: np.ndarray) -> None:
+        """Write the pose ``q`` (qpos, qvel = 0, position-actuator ctrl = q) and bring ``data`` up to date:
+        ``mj_forward``, or with ``host_steps`` the collision pass only (none when it is fresh)."""
         d = self.data
         d.qpos[self._qadr] = q
         d.qvel[self._dadr] = 0.0
         d.ctrl[self._act] = q[self._act_src]
-        mujoco.mj_forward(self.model, d)
+        if not self.host_steps:
+            mujoco.mj_forward(self.model, d)
+        elif not self._fresh:
+            mujoco.mj_kinematics(self.model, d)
+            mujoco.mj_collision(self.model, d)
+        self._fresh = False  # consumed: a second hard write in the same step (fallback) re-evaluates
 
     def _min_distance(self) -> float:
         """Smallest distance among the considered contacts in ``data`` [m] (inf: none)."""
@@ -651,6 +704,7 @@ class HandBridge:
         """Collision check of the qpos currently in ``data``: kinematics + collision only."""
         mujoco.mj_kinematics(self.model, self.data)
         mujoco.mj_collision(self.model, self.data)
+        self._fresh = True
         return self._min_distance()
 
     def _write_qpos(self, q: np.ndarray) -> None:
@@ -740,6 +794,7 @@ class HandBridge:
             for i, a in members:
                 q[i] = start[i] + lo * delta[i]
                 qpos[a] = q[i]
+        self._fresh = False  # it ends by writing a pose that may not be the last one evaluated
         return q, evals
 
     def _step_pd(self) -> StepResult:

@@ -24,8 +24,8 @@ position-actuator ``ctrl = q``) before the arm's ``mj_step``:
 
 * the bridge runs on a private copy of the hand model (hand–hand distances depend on the hand joint
   angles alone, so it finds the same poses as on the plant — tested to 1e-12 rad) as a
-  :class:`LoopHandBridge`, which replaces the base class's closing ``mj_forward`` by the collision
-  pass it actually needs and drops that too when the pose was just checked;
+  :class:`hand.bridge.HandBridge` with ``host_steps=True``, which replaces the closing ``mj_forward`` by
+  the collision pass it actually needs and drops that too when the pose was just checked;
 * at a fixed point of the bridge (slew done, pose unchanged, e.g. a preset reached or fingertips
   resting on the palm) the step would repeat itself exactly, so only the pose is re-written
   (``skip_when_settled``; bit-identical telemetry, tested);
@@ -232,99 +232,6 @@ class G20EffectorConfig:
                 )
 
 
-# --------------------------------------------------------------------------------------- bridge
-class LoopHandBridge(HandBridge):
-    """A :class:`HandBridge` for a host loop that calls ``mj_step`` right after every bridge step.
-
-    Same poses, same contacts, same step records as the base class in kinematic mode (bit-identical,
-    ``test_loop_bridge_gives_the_base_bridge_poses_exactly``); a moving, contact-free step costs
-    16 µs instead of 29 µs (best of 15 runs, 2 shared cores):
-
-    * the hard write ends with ``mj_kinematics + mj_collision`` instead of ``mj_forward`` (the
-      contacts of the written pose are all the bridge reads afterwards; the host's ``mj_step``
-      recomputes everything else from ``qpos``/``qvel``), and skips even that when the pose written
-      is the one the last collision evaluation of this step was made at (the usual, non-projected
-      step: the candidate was just checked);
-    * the slew uses ``np.minimum``/``np.maximum`` with ``out=`` (bit-identical to ``np.clip``
-      for lo ≤ hi, without its Python-level dispatch);
-    * read-only views of the stepping-thread state for per-step telemetry without copies.
-
-    It overrides private hooks of the base class (``_allocate``, ``_evaluate``, ``_project``,
-    ``_slew``, ``_hard_write``) and relies on its step order (evaluate the candidate, project if it
-    penetrates, hard-write the result); the equality test above pins that contract.
-    """
-
-    def _allocate(self) -> None:
-        super()._allocate()
-        self._neg_limit = -self._limit
-        self._fresh = False  # the contacts in data are those of the hand pose now in qpos
-
-    def step(self) -> StepResult:
-        self._fresh = False  # (a host mj_step may have moved the rest of the scene)
-        return super().step()
-
-    def _evaluate(self) -> float:
-        dmin = super()._evaluate()
-        self._fresh = True
-        return dmin
-
-    def _project(self, cand: np.ndarray, tol: float) -> tuple[np.ndarray, int]:
-        out = super()._project(cand, tol)
-        self._fresh = False  # it ends by writing a pose that may not be the last one evaluated
-        return out
-
-    def _slew(self, cur: np.ndarray, goal: np.ndarray, out: np.ndarray) -> None:
-        tmp = self._tmp
-        np.subtract(goal, cur, out=tmp)
-        np.maximum(tmp, self._neg_limit, out=tmp)
-        np.minimum(tmp, self._limit, out=tmp)
-        np.add(cur, tmp, out=out)
-        np.maximum(out, self._lo, out=out)
-        np.minimum(out, self._hi, out=out)
-
-    def _hard_write(self, q: np.ndarray) -> None:
-        d = self.data
-        d.qpos[self._qadr] = q
-        d.qvel[self._dadr] = 0.0
-        d.ctrl[self._act] = q[self._act_src]
-        if not self._fresh:
-            mujoco.mj_kinematics(self.model, d)
-            mujoco.mj_collision(self.model, d)
-        self._fresh = False  # consumed: a second hard write in the same step (fallback) re-evaluates
-
-    def reset(self, pose: Any = None) -> None:
-        self._fresh = False
-        super().reset(pose)
-        with self._lock:
-            np.copyto(self._goal_work, self._goal)
-
-    def min_distance_now(self) -> float:
-        """Smallest considered contact distance of the contacts now in ``data`` [m] (inf: none)."""
-        return self._min_distance()
-
-    @property
-    def goal_in_use(self) -> np.ndarray:
-        """(21,) goal used by the last step [rad] (view; do not modify)."""
-        return self._goal_work
-
-    @property
-    def applied_now(self) -> np.ndarray:
-        """(21,) applied pose [rad] (view; do not modify)."""
-        return self._applied
-
-    def at_fixed_point(self, last: StepResult) -> bool:
-        """True when the next step would reproduce this one exactly: the nominal has reached the goal
-        (the slew is done), the last step did not move the applied pose and did not fall back (so
-        ``last_safe`` is the applied pose, or unchanged). A step is a pure function of (goal,
-        nominal, applied, last_safe) and of the hand joint angles, so nothing can change until a new
-        command arrives — provided the collision scope is hand–hand only (the arm moves in between)."""
-        return bool(
-            not last.fell_back
-            and np.array_equal(self._applied, self._prev_applied)
-            and np.array_equal(self._nominal, self._goal_work)
-        )
-
-
 # ------------------------------------------------------------------------------------------ tool
 @TOOLS.register("g20_left")
 class G20Effector(Tool):
@@ -471,9 +378,9 @@ class HandRuntime(ToolRuntime):
         )
         self.private_model = not config.project_environment
         if self.private_model:
-            self.bridge = LoopHandBridge.standalone(bcfg, spec)
+            self.bridge = HandBridge.standalone(bcfg, spec, host_steps=True)
         else:
-            self.bridge = LoopHandBridge(model, data, spec, bcfg, prefix=HAND_PREFIX)
+            self.bridge = HandBridge(model, data, spec, bcfg, prefix=HAND_PREFIX, host_steps=True)
         # the hand's addresses in the PLANT (resolved by name, never by index)
         jid = [model.joint(HAND_PREFIX + j).id for j in spec.joint_names]
         self._qadr = model.jnt_qposadr[jid].astype(np.intp)
@@ -657,7 +564,6 @@ __all__ = [
     "HandJointTargets",
     "HandMountConfig",
     "HandRuntime",
-    "LoopHandBridge",
     "hand_metrics",
     "HAND_PREFIX",
 ]

@@ -2,7 +2,7 @@
 
 Model: arm + 21 hand joints, the hand outside the arm's Jacobian (Pinocchio nv = 7), the lumped
 inertia equal to MuJoCo's at every hand pose (re-lumped when the fingers move), the joint lock that
-makes the plant the rigid model. Bridge: the loop variant gives the base bridge's poses exactly, the
+makes the plant the rigid model. Bridge: ``host_steps=True`` gives the standalone bridge's poses exactly, the
 fixed-point skip changes nothing. Scenarios: tracking gates with the fingers moving, presets reached within 0.02 rad,
 self-penetration ≤ 0.5 mm, the press at the commanded force with F/T = truth, iiwa14 runs clean.
 Schedule validation: errors name the file and the key path.
@@ -23,7 +23,7 @@ import pinocchio as pin
 import pytest
 
 from hand.bridge import BridgeConfig, HandBridge
-from hand.effector import HAND_PREFIX, LoopHandBridge, hand_metrics
+from hand.effector import HAND_PREFIX, hand_metrics
 from hand.mapping import sdk_to_joint_positions
 from hand.spec import load_spec
 from sim.errors import ScenarioError
@@ -224,15 +224,15 @@ def test_loop_bridge_gives_the_base_bridge_poses_exactly() -> None:
     commands = [(0, "fist"), (400, [0] * 20), (800, "open")]
     ref, ref_r = _drive(HandBridge.standalone(cfg), commands, 1000)
     assert sum(r[0] for r in ref_r) > 300  # the projection really ran
-    loop, loop_r = _drive(LoopHandBridge.standalone(cfg), commands, 1000)
+    loop, loop_r = _drive(HandBridge.standalone(cfg, host_steps=True), commands, 1000)
     # exact: the same MuJoCo kinematics / collision calls on the same model, and the same elementwise
     # IEEE operations for the slew (np.minimum/np.maximum are np.clip's operations)
     np.testing.assert_array_equal(loop, ref)
     assert loop_r == ref_r
     s = build(scenario_from_dict(_dict(project_environment=True)))  # plant keeps hand–hand contacts
     m = s.asm.model
-    plant = LoopHandBridge(m, mujoco.MjData(m), config=BridgeConfig(dt=1e-3, hand_hand_only=True),
-                           prefix=HAND_PREFIX)
+    plant = HandBridge(m, mujoco.MjData(m), config=BridgeConfig(dt=1e-3, hand_hand_only=True),
+                       prefix=HAND_PREFIX, host_steps=True)
     on_plant, plant_r = _drive(plant, commands, 1000)
     np.testing.assert_allclose(on_plant, ref, rtol=0, atol=1e-12)
     assert [r[:2] for r in plant_r] == [r[:2] for r in ref_r]
