@@ -18,7 +18,9 @@ Layout (OMG DDS-XTypes 1.3 §7.4.3 "XCDR1"; all structs ``@final``, no keys, no 
 
 An empty sequence is only its count: no alignment padding follows it (Cyclone DDS and Fast-CDR both
 align lazily, before the first element). The encoder pads the whole payload to a multiple of 4 bytes,
-like Cyclone's writer.
+like Cyclone's writer; the decoder accepts after the last field only that padding (at most 3 bytes,
+ending the body on a multiple of 4) and rejects anything more (``trailing``): a payload with extra
+bytes is not a JointState.
 """
 
 from __future__ import annotations
@@ -39,7 +41,13 @@ MAX_SEQUENCE = 1 << 16
 
 
 class CdrError(DockbenchError):
-    """A CDR buffer is truncated, has an unsupported encapsulation or an impossible length."""
+    """A CDR buffer is truncated, has an unsupported encapsulation, an impossible length or trailing
+    bytes. ``kind``: ``no_header``, ``encapsulation``, ``truncated``, ``length``, ``string``,
+    ``utf8``, ``trailing`` (encoder errors: ``value``), for counting rejections per reason."""
+
+    def __init__(self, message: str, kind: str = "value"):
+        super().__init__(message)
+        self.kind = kind
 
 
 class _Writer:
@@ -99,7 +107,7 @@ class _Reader:
     def _take(self, n: int, what: str) -> memoryview:
         if self.pos + n > len(self.buf):
             raise CdrError(f"truncated CDR buffer while reading {what} (need {n} bytes at body offset "
-                           f"{self.pos}, have {len(self.buf) - self.pos})")
+                           f"{self.pos}, have {len(self.buf) - self.pos})", "truncated")
         out = self.buf[self.pos:self.pos + n]
         self.pos += n
         return out
@@ -115,20 +123,20 @@ class _Reader:
     def count(self, what: str) -> int:
         n = self.u32(what)
         if n > MAX_SEQUENCE:
-            raise CdrError(f"{what}: length {n} exceeds the limit {MAX_SEQUENCE}")
+            raise CdrError(f"{what}: length {n} exceeds the limit {MAX_SEQUENCE}", "length")
         return n
 
     def string(self, what: str) -> str:
         n = self.count(what)
         if n == 0:
-            raise CdrError(f"{what}: string length 0 (a CDR string carries at least its NUL)")
+            raise CdrError(f"{what}: string length 0 (a CDR string carries at least its NUL)", "string")
         raw = bytes(self._take(n, what))
         if raw[-1] != 0:
-            raise CdrError(f"{what}: string is not NUL-terminated")
+            raise CdrError(f"{what}: string is not NUL-terminated", "string")
         try:
             return raw[:-1].decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise CdrError(f"{what}: invalid UTF-8 ({exc.reason})") from None
+            raise CdrError(f"{what}: invalid UTF-8 ({exc.reason})", "utf8") from None
 
     def strings(self, what: str) -> tuple[str, ...]:
         n = self.count(what)
@@ -188,24 +196,26 @@ def decode_joint_state(payload: bytes) -> dict:
 
     Returns:
         ``{"sec", "nanosec", "frame_id", "name", "position", "velocity", "effort"}`` with tuples for
-        the sequences. Trailing padding after the last field is ignored.
+        the sequences. The alignment padding after the last field (≤ 3 bytes, to a multiple of 4) is
+        skipped.
 
     Raises:
         CdrError: unknown encapsulation (e.g. XCDR2), truncated buffer, a length above
-            :data:`MAX_SEQUENCE`, a string without its NUL or with invalid UTF-8.
+            :data:`MAX_SEQUENCE`, a string without its NUL or with invalid UTF-8, bytes after the
+            last field beyond the alignment padding.
     """
     head = bytes(payload[:4])
     if len(head) < 4:
-        raise CdrError(f"CDR payload of {len(payload)} bytes has no encapsulation header")
+        raise CdrError(f"CDR payload of {len(payload)} bytes has no encapsulation header", "no_header")
     if head[:2] == ENCAPSULATION_CDR_LE[:2]:
         little = True
     elif head[:2] == ENCAPSULATION_CDR_BE[:2]:
         little = False
     else:
         raise CdrError(f"unsupported encapsulation {head[:2].hex()} (expected 0001 CDR_LE or 0000 CDR_BE; "
-                       f"XCDR2 is not used by ROS 2)")
+                       f"XCDR2 is not used by ROS 2)", "encapsulation")
     r = _Reader(payload[4:], little)
-    return {
+    out = {
         "sec": r.i32("header.stamp.sec"),
         "nanosec": r.u32("header.stamp.nanosec"),
         "frame_id": r.string("header.frame_id"),
@@ -214,6 +224,11 @@ def decode_joint_state(payload: bytes) -> dict:
         "velocity": r.doubles("velocity"),
         "effort": r.doubles("effort"),
     }
+    rest = len(r.buf) - r.pos
+    if rest > -r.pos % 4:
+        raise CdrError(f"{rest} bytes after the last field (effort ends at body offset {r.pos}; at most "
+                       f"{-r.pos % 4} bytes of alignment padding may follow)", "trailing")
+    return out
 
 
 def split_stamp(t: float) -> tuple[int, int]:

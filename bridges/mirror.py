@@ -11,8 +11,11 @@ Rules (:meth:`KinematicMirror.submit`):
 * A frame is rejected whole — and its group keeps its last valid pose — when ``position`` and ``name``
   differ in length (``wrong_count``), a value is NaN/Inf (``not_finite``), a name repeats
   (``duplicate``), a name is no mirror joint (``unknown``), a name belongs to another group (``extra``:
-  this is what stops a cross-arm mix-up), or a group joint is absent (``missing``). Names may come in any
-  order. ``velocity``/``effort`` are ignored.
+  this is what stops a cross-arm mix-up), a group joint is absent (``missing``), or a position lies
+  outside the model's joint range by more than ``range_margin`` (``out_of_range``: a corrupt or
+  mis-scaled stream; joints the model leaves unlimited are not range-checked). Names may come in any
+  order. ``velocity``/``effort`` are ignored. Rejections are counted per group and reason, with one
+  warning per reason.
 * Until every group has sent a valid frame nothing is displayed; :meth:`KinematicMirror.waiting_for`
   names the missing groups (no zero pose is ever shown as if it were valid).
 * A group whose stream stops holds its last valid pose; after ``stale_after_s`` it is reported as stale.
@@ -52,7 +55,7 @@ DEFAULT_CONFIG_RESOURCE = ("robots", "dual_rm75", "mirror.yaml")
 
 _SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
-REJECT_KINDS = ("wrong_count", "not_finite", "duplicate", "unknown", "extra", "missing")
+REJECT_KINDS = ("wrong_count", "not_finite", "duplicate", "unknown", "extra", "missing", "out_of_range")
 """Reasons a frame is rejected, in the order they are checked."""
 
 
@@ -92,9 +95,11 @@ class GroupConfig:
 class CameraConfig:
     """Free camera of the display (world frame)."""
 
-    lookat: tuple[float, float, float] = param((0.0, -0.15, 0.85), unit="m", doc="look-at point")
-    distance: float = param(2.4, unit="m", gt=0, doc="distance from the look-at point")
-    azimuth_deg: float = param(90.0, unit="deg", doc="azimuth")
+    lookat: tuple[float, float, float] = param(
+        (0.0, -0.15, 0.85), unit="m", ge=-100.0, le=100.0, doc="look-at point"
+    )
+    distance: float = param(2.4, unit="m", gt=0, le=100.0, doc="distance from the look-at point")
+    azimuth_deg: float = param(90.0, unit="deg", ge=-360.0, le=360.0, doc="azimuth")
     elevation_deg: float = param(-15.0, unit="deg", ge=-90, le=90, doc="elevation")
 
 
@@ -106,7 +111,12 @@ class MirrorConfig:
     model: str = param("robots/dual_rm75/dual_rm75.urdf",
                        doc="URDF or MJCF: a file path, else a package resource under assets/")
     render_rate_hz: float = param(60.0, unit="Hz", gt=0, le=1000, doc="render rate")
-    stale_after_s: float = param(0.5, unit="s", gt=0, doc="a group silent this long is reported stale")
+    stale_after_s: float = param(0.5, unit="s", gt=0, le=3600.0, doc="a group silent this long is reported stale")
+    range_margin: float = param(
+        0.01, unit="rad | m", ge=0.0, le=1.0,
+        doc="a position may lie this far outside the model's joint range (encoder noise at a limit); "
+        "farther, the frame is rejected (out_of_range)",
+    )
     width: int = param(640, ge=16, le=4096, doc="offscreen image width [px]")
     height: int = param(480, ge=16, le=4096, doc="offscreen image height [px]")
     offscreen_samples: int = param(0, ge=0, le=16, doc="offscreen multisampling (0: off; software GL "
@@ -220,6 +230,9 @@ class _Group:
         self.publishers = -1
         self.warned_publishers = False
         self.stale = False
+        n = len(self.wire)
+        self.lo: tuple[float, ...] = (-math.inf,) * n  # accepted position range incl. the margin
+        self.hi: tuple[float, ...] = (math.inf,) * n
 
 
 class KinematicMirror:
@@ -249,7 +262,9 @@ class KinematicMirror:
         all_joints = [model.joint(i).name for i in range(model.njnt)]
         groups = []
         for g in config.groups:
-            adr = []
+            adr: list[int] = []
+            lo: list[float] = []
+            hi: list[float] = []
             for j in g.joints:
                 jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)
                 if jid < 0:
@@ -258,7 +273,15 @@ class KinematicMirror:
                 if int(model.jnt_type[jid]) not in _SCALAR_JOINTS:
                     raise ModelError(f"group {g.name!r}: joint {j!r} is not a hinge or slide joint")
                 adr.append(int(model.jnt_qposadr[jid]))
-            groups.append(_Group(g, np.array(adr, dtype=np.intp)))
+                if model.jnt_limited[jid]:
+                    lo.append(float(model.jnt_range[jid, 0]) - config.range_margin)
+                    hi.append(float(model.jnt_range[jid, 1]) + config.range_margin)
+                else:
+                    lo.append(-math.inf)
+                    hi.append(math.inf)
+            group = _Group(g, np.array(adr, dtype=np.intp))
+            group.lo, group.hi = tuple(lo), tuple(hi)
+            groups.append(group)
         self._groups = tuple(groups)
         self._by_name = {g.name: g for g in groups}
         self._owner = {n: g.name for g in groups for n in g.wire}
@@ -307,7 +330,12 @@ class KinematicMirror:
             return FrameVerdict(False, "missing", f"missing {', '.join(missing)}"), None
         pose = np.empty(len(g.wire))
         for n, v in zip(names, pos, strict=True):
-            pose[g.index[n]] = v
+            k = g.index[n]
+            if not g.lo[k] <= v <= g.hi[k]:
+                m = self.config.range_margin
+                return FrameVerdict(False, "out_of_range", f"{n} = {v:.6g} outside the model's range "
+                                    f"[{g.lo[k] + m:.4f}, {g.hi[k] - m:.4f}] (margin {m})"), None
+            pose[k] = v
         return FrameVerdict(True), pose
 
     def submit(self, group: str, msg: JointState) -> FrameVerdict:

@@ -325,7 +325,8 @@ def decode(s: Struct, payload: bytes) -> dict[str, Any]:
     """An XCDR1 payload (either byte order) of type ``s`` → nested dict (sequences as lists).
 
     Raises:
-        CdrError: unknown encapsulation, truncated buffer, impossible length, bad string.
+        CdrError: unknown encapsulation, truncated buffer, impossible length, bad string, bytes after
+            the last field beyond the alignment padding (``kind`` trailing, as :mod:`bridges.cdr`).
     """
     head = bytes(payload[:4])
     if len(head) < 4:
@@ -336,7 +337,13 @@ def decode(s: Struct, payload: bytes) -> dict[str, Any]:
         little = False
     else:
         raise CdrError(f"unsupported encapsulation {head[:2].hex()} (expected 0001 CDR_LE or 0000 CDR_BE)")
-    return _read(_Reader(payload[4:], little), s, "")
+    r = _Reader(payload[4:], little)
+    out = _read(r, s, "")
+    rest = len(r.buf) - r.pos
+    if rest > -r.pos % 4:
+        raise CdrError(f"{rest} bytes after the last field of {s.name} (it ends at body offset {r.pos}; at most "
+                       f"{-r.pos % 4} bytes of alignment padding may follow)", "trailing")
+    return out
 
 
 # ------------------------------------------------------------------------------------------- batches

@@ -462,13 +462,31 @@ class Publisher(abc.ABC):
 
 
 class Subscription(abc.ABC):
-    """A callback subscription on one topic."""
+    """A callback subscription on one topic. Payloads that do not decode as the topic's type are
+    dropped (the callback never sees them), counted per reason in :attr:`malformed_by_reason` and
+    logged once per reason."""
 
     def __init__(self, topic: str, qos: QoS, codec: Any = None) -> None:
         self.topic = topic
         self.qos = qos
         self.codec = codec or JOINT_STATE_CODEC
         self._closed = False
+        self._malformed: dict[str, int] = {}
+        self._malformed_lock = threading.Lock()
+
+    @property
+    def malformed_by_reason(self) -> dict[str, int]:
+        """Payloads dropped as malformed, per reason (:attr:`bridges.cdr.CdrError.kind`; a copy)."""
+        with self._malformed_lock:
+            return dict(self._malformed)
+
+    def _count_malformed(self, kind: str, message: str) -> None:
+        with self._malformed_lock:
+            first = kind not in self._malformed
+            self._malformed[kind] = self._malformed.get(kind, 0) + 1
+        if first:
+            log.warning("%s: malformed %s payload dropped (%s): %s [further '%s' payloads are only counted]",
+                        self.topic, self.codec.type_name, kind, message, kind)
 
     @abc.abstractmethod
     def publisher_count(self) -> int:
@@ -643,7 +661,11 @@ class _InProcSubscription(Subscription):
         bus._add(bus._subs, self)
 
     def _deliver(self, payload: bytes) -> None:
-        msg = self.codec.from_cdr(payload)
+        try:
+            msg = self.codec.from_cdr(payload)
+        except cdr.CdrError as exc:
+            self._count_malformed(exc.kind, str(exc))
+            return
         with self._lock:
             if not self._closed:
                 self._callback(msg)

@@ -5,9 +5,12 @@ MuJoCo itself: everything it needs is in :class:`sim.dynamics.Snapshot` (compute
 :class:`planners.base.Reference` (world-frame desired motion) and :class:`sim.wrench.WrenchState`
 (F_ext = environment on tool). Clipping to actuator limits and logging happen in the loop, once.
 
-Diagnostics: a controller declares ``diag_names`` (a tuple of scalar channel names, e.g.
-``("qp_solve_time", "qp_status")``); it writes their values into ``Command.diag`` each step and the
-loop logs them as telemetry channels ``ctrl_<name>``.
+Diagnostics: a controller declares ``diag_names`` (a tuple of scalar names, e.g.
+``("qp_status", "qp_solve_time")``); it writes their values into ``Command.diag`` each step and the
+loop logs them as telemetry channels ``ctrl_<name>`` — except the names it also lists in
+``guard_skip_diag`` (wall-clock measurements such as ``qp_solve_time``), which differ from run to run
+and are logged beside the telemetry (``timing.npz`` of the run folder), so that the telemetry of two
+runs of one scenario is bit-identical.
 """
 
 from __future__ import annotations
@@ -136,7 +139,9 @@ class Controller(ABC):
     #: attributes the Python path rebinds or sets (scalars, counters, result views): saved around the
     #: guard's reference evaluation and restored with the kernel's outputs
     _guard_attrs: ClassVar[tuple[str, ...]] = ()
-    #: diagnostics that are not functions of the step's inputs (wall-clock times): never compared
+    #: diagnostics that are not functions of the step's inputs (wall-clock times): never compared by the
+    #: guard, and recorded per step into the run folder's timing.npz instead of the (bit-reproducible)
+    #: telemetry
     guard_skip_diag: ClassVar[tuple[str, ...]] = ()
 
     #: every array the bound kernel reads or writes (its inputs, outputs and the law's state), set by _bind

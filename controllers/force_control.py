@@ -47,18 +47,20 @@ from sim.errors import ScenarioError
 
 @dataclass(frozen=True)
 class ForceSetpointConfig:
-    force: float = param(unit="N", ge=0.0, doc="commanded axial contact force F (environment on tool, along +a)")
-    ramp_time: float = param(0.5, unit="s", gt=0.0, doc="linear ramp of F_d = s F, s: 0 → 1")
+    force: float = param(
+        unit="N", ge=0.0, le=1e4, doc="commanded axial contact force F (environment on tool, along +a)"
+    )
+    ramp_time: float = param(0.5, unit="s", gt=0.0, le=3600.0, doc="linear ramp of F_d = s F, s: 0 → 1")
     start: Literal["planner_end", "contact"] = param(
         "planner_end", doc="when the ramp starts: the planner's end, or the first contact (‖f̄‖ > contact_threshold)"
     )
-    delay: float = param(0.0, unit="s", ge=0.0, doc="extra time after the start event")
-    contact_threshold: float = param(1.0, unit="N", gt=0.0, doc="‖f̄‖ that counts as contact (start: contact)")
-    k_p: float = param(0.0, ge=0.0, doc="proportional force feedback gain (dimensionless)")
-    k_i: float = param(10.0, unit="1/s", ge=0.0, doc="integral gain on the force error")
-    i_max: float = param(5.0, unit="N", ge=0.0, doc="clamp of the integral term I")
+    delay: float = param(0.0, unit="s", ge=0.0, le=86400.0, doc="extra time after the start event")
+    contact_threshold: float = param(1.0, unit="N", gt=0.0, le=1e4, doc="‖f̄‖ that counts as contact (start: contact)")
+    k_p: float = param(0.0, ge=0.0, le=1e3, doc="proportional force feedback gain (dimensionless)")
+    k_i: float = param(10.0, unit="1/s", ge=0.0, le=1e5, doc="integral gain on the force error")
+    i_max: float = param(5.0, unit="N", ge=0.0, le=1e4, doc="clamp of the integral term I")
     damping: float = param(
-        0.0, unit="N·s/m", ge=0.0,
+        0.0, unit="N·s/m", ge=0.0, le=1e6,
         doc="extra axial damping d_f of the force mode (caps the speed at which the set-point drives the tool "
         "into the target: ≈ F / (d_f + the law's own axial damping))",
     )

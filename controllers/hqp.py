@@ -78,7 +78,9 @@ friction modelled from PlantInfo. Approximations: torque clipping by the loop is
 controller (a clipped step feeds the observer the unclipped torque), and static joint friction is
 unobservable (it shows up in F̂).
 
-Diagnostics (``ctrl_<name>`` telemetry channels):
+Diagnostics (``ctrl_<name>`` telemetry channels; ``qp_solve_time`` is a wall-clock measurement, so it
+is recorded per step in the run folder's ``timing.npz`` and summarised in summary.json's ``timing``,
+never in the deterministic telemetry):
     qp_status            0 closed form feasible (no QP needed), 1 QPs solved, 2 level-2 QP failed
                          (level-1 kept), 3 level-1 QP failed → unconstrained LS fallback
     qp_solve_time [s]    solver time of this step (closed form: its evaluation time)
@@ -168,15 +170,16 @@ class HQPConfig:
         (300.0, 300.0, 300.0, 50.0, 50.0, 50.0),
         unit="N/m | N·m/rad",
         gt=0.0,
+        le=1e6,
         length=6,
         doc="nominal stiffness K_0 (diagonal: 3 translational, 3 rotational)",
     )
     k_min_ratio: float = param(0.3, gt=0.0, le=1.0, doc="K_min = k_min_ratio · K_0")
-    k_alpha: float = param(0.5, unit="1/N", ge=0.0, doc="sigmoid slope k_α on ‖f_ext‖")
+    k_alpha: float = param(0.5, unit="1/N", ge=0.0, le=100.0, doc="sigmoid slope k_α on ‖f_ext‖")
     sigmoid: Literal["plain", "shifted"] = param(
         "plain", doc="α = σ(k_α‖f‖) (plain, K_0/2 in free space) or 2σ(k_α‖f‖) − 1 (shifted, K_0)"
     )
-    horizon: float = param(0.05, unit="s", gt=0.0, doc="constraint horizon Δ")
+    horizon: float = param(0.05, unit="s", ge=1e-4, le=10.0, doc="constraint horizon Δ")
     velocity_limit_scale: float = param(
         1.0, gt=0.0, le=1.0, doc="the velocity constraint uses this share of the robot's joint velocity limits"
     )
@@ -185,10 +188,10 @@ class HQPConfig:
         doc="paper: q + Δq̇ + ½Δ²q̈ within limits (docs/theory/hqp.md; may overshoot by ≤ 0.067 Δ q̇); "
         "critical: q + Δq̇ + ¼Δ²q̈ (critically damped approach, no overshoot at constant approach speed)",
     )
-    k_j: float = param(5.0, unit="1/s²", ge=0.0, doc="level-2 posture stiffness K_j")
-    d_j: float = param(10.0, unit="1/s", ge=0.0, doc="level-2 posture damping D_j")
-    k_sa: float = param(500.0, unit="rad/s²", ge=0.0, doc="singularity-avoidance gain on ∇w")
-    w_th: float = param(0.08, ge=0.0, doc="manipulability threshold below which ∇w is active")
+    k_j: float = param(5.0, unit="1/s²", ge=0.0, le=1e5, doc="level-2 posture stiffness K_j")
+    d_j: float = param(10.0, unit="1/s", ge=0.0, le=1e5, doc="level-2 posture damping D_j")
+    k_sa: float = param(500.0, unit="rad/s²", ge=0.0, le=1e6, doc="singularity-avoidance gain on ∇w")
+    w_th: float = param(0.08, ge=0.0, le=10.0, doc="manipulability threshold below which ∇w is active")
     solver: Literal["daqp", "proxqp", "quadprog"] = param(
         "daqp", doc="QP backend (daqp through its own API, the others through qpsolvers)"
     )
@@ -200,7 +203,7 @@ class HQPConfig:
     qp_mode: Literal["auto", "always"] = param(
         "auto", doc="auto: skip the QPs when the closed-form optimum is feasible (exact); always: solve both"
     )
-    regularization: float = param(1e-8, gt=0.0, doc="ε of the level-1 QP regulariser ε M (relative)")
+    regularization: float = param(1e-8, gt=0.0, le=1.0, doc="ε of the level-1 QP regulariser ε M (relative)")
     wrench_compensation: bool = param(
         True,
         doc="true: τ = M q̈ + h − Jᵀ F_ext, the designed impedance Λ Δν̇ + D_r Δν + K_r e_p = F_ext; "
@@ -210,14 +213,16 @@ class HQPConfig:
     force_source: Literal["sensor", "observer"] = param(
         "sensor", doc="F_ext from the loop's wrench (sensor/truth) or from the internal momentum observer"
     )
-    observer_gain: float = param(50.0, unit="1/s", gt=0.0, doc="momentum-observer gain K_O (sensorless mode)")
+    observer_gain: float = param(
+        50.0, unit="1/s", gt=0.0, lt=2000.0, doc="momentum-observer gain K_O (sensorless mode)"
+    )
     feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
         "torque",
         doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
         "first contact, velocity keying from then on)",
     )
     force_filter: float = param(
-        0.0, unit="s", ge=0.0,
+        0.0, unit="s", ge=0.0, le=10.0,
         doc="time constant τ_f of a first-order low-pass on F_ext (sensor or observer) before the law uses it "
         "(0 = off; docs/theory/force_control.md)",
     )
@@ -448,7 +453,7 @@ class HQPController(Controller):
         "fext_z",
     )
     kernel_module = HQP_KERNEL
-    guard_skip_diag = ("qp_solve_time",)  # wall clock, not a function of the step's inputs
+    guard_skip_diag = ("qp_solve_time",)  # wall clock: not compared by the guard, not in the telemetry
     # the counters and warm-start memory the Python path advances, and the flag that says whose results
     # prob/sol hold
     _guard_attrs = (

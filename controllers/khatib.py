@@ -66,13 +66,13 @@ def _solve_task(Li: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class KhatibConfig:
-    m: float = param(10.0, unit="kg", gt=0.0, doc="desired translational inertia M_d = m I")
-    d: float = param(80.0, unit="N·s/m", ge=0.0, doc="translational damping D_d = d I")
-    k: float = param(50.0, unit="N/m", ge=0.0, doc="translational stiffness K_d = k I")
-    m_rot: float = param(1.0, unit="kg·m²", gt=0.0, doc="rotational inertia M_R = m_rot I")
-    d_rot: float = param(10.0, unit="N·m·s/rad", ge=0.0, doc="rotational damping")
-    k_rot: float = param(25.0, unit="N·m/rad", ge=0.0, doc="rotational stiffness")
-    d_null: float = param(10.0, unit="N·m·s/rad", ge=0.0, doc="null-space joint damping D_null = d_null I")
+    m: float = param(10.0, unit="kg", gt=0.0, le=1e4, doc="desired translational inertia M_d = m I")
+    d: float = param(80.0, unit="N·s/m", ge=0.0, le=1e6, doc="translational damping D_d = d I")
+    k: float = param(50.0, unit="N/m", ge=0.0, le=1e6, doc="translational stiffness K_d = k I")
+    m_rot: float = param(1.0, unit="kg·m²", gt=0.0, le=1e3, doc="rotational inertia M_R = m_rot I")
+    d_rot: float = param(10.0, unit="N·m·s/rad", ge=0.0, le=1e5, doc="rotational damping")
+    k_rot: float = param(25.0, unit="N·m/rad", ge=0.0, le=1e5, doc="rotational stiffness")
+    d_null: float = param(10.0, unit="N·m·s/rad", ge=0.0, le=1e4, doc="null-space joint damping D_null = d_null I")
     feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
         "torque",
         doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
@@ -81,12 +81,12 @@ class KhatibConfig:
     friction_integral: Literal["auto", "on", "off"] = param(
         "auto", doc="F_I = k_i ∫(x_d − x)dt; auto = on iff the model has frictionloss ≠ 0"
     )
-    k_i: float = param(150.0, unit="N/(m·s)", ge=0.0, doc="friction integral gain")
-    f_i_max: float = param(10.0, unit="N", ge=0.0, doc="clamp of each component of F_I")
-    contact_threshold: float = param(1.0, unit="N", ge=0.0, doc="|f_ext| that freezes the integral")
+    k_i: float = param(150.0, unit="N/(m·s)", ge=0.0, le=1e6, doc="friction integral gain")
+    f_i_max: float = param(10.0, unit="N", ge=0.0, le=1e4, doc="clamp of each component of F_I")
+    contact_threshold: float = param(1.0, unit="N", ge=0.0, le=1e4, doc="|f_ext| that freezes the integral")
     use_force_feedback: bool = param(True, doc="include F_ext in u_pos (false = pure impedance without F/T)")
     force_filter: float = param(
-        0.0, unit="s", ge=0.0,
+        0.0, unit="s", ge=0.0, le=10.0,
         doc="time constant τ_f of a first-order low-pass on F_ext before the law uses it (0 = off; "
         "docs/theory/force_control.md)",
     )

@@ -92,6 +92,7 @@ class SE3LieConfig:
         (10.0, 10.0, 10.0, 1.0, 1.0, 1.0),
         unit="kg | kg·m²",
         gt=0.0,
+        le=1e4,
         length=6,
         doc="diagonal of the error-dynamics inertia A",
     )
@@ -99,19 +100,27 @@ class SE3LieConfig:
         (80.0, 80.0, 80.0, 10.0, 10.0, 10.0),
         unit="N·s/m | N·m·s/rad",
         ge=0.0,
+        le=1e6,
         length=6,
         doc="diagonal of the damping D",
     )
     k_diag: Vec6 = param(
-        (50.0, 50.0, 50.0, 25.0, 25.0, 25.0), unit="N/m | N·m/rad", gt=0.0, length=6, doc="diagonal of the stiffness K"
+        (50.0, 50.0, 50.0, 25.0, 25.0, 25.0),
+        unit="N/m | N·m/rad",
+        gt=0.0,
+        le=1e6,
+        length=6,
+        doc="diagonal of the stiffness K",
     )
-    a_matrix: Mat6 | None = param(None, length=6, doc="full 6×6 A (rows), overrides a_diag; SPD")
-    d_matrix: Mat6 | None = param(None, length=6, doc="full 6×6 D (rows), overrides d_diag; symmetric PSD")
-    k_matrix: Mat6 | None = param(None, length=6, doc="full 6×6 K (rows), overrides k_diag; SPD")
+    a_matrix: Mat6 | None = param(None, length=6, ge=-1e4, le=1e4, doc="full 6×6 A (rows), overrides a_diag; SPD")
+    d_matrix: Mat6 | None = param(
+        None, length=6, ge=-1e6, le=1e6, doc="full 6×6 D (rows), overrides d_diag; symmetric PSD"
+    )
+    k_matrix: Mat6 | None = param(None, length=6, ge=-1e6, le=1e6, doc="full 6×6 K (rows), overrides k_diag; SPD")
     wrench_desired: Vec6 = param(
-        (0.0,) * 6, unit="N | N·m", length=6, doc="desired wrench F_d [f; n] in the desired frame"
+        (0.0,) * 6, unit="N | N·m", length=6, ge=-1e4, le=1e4, doc="desired wrench F_d [f; n] in the desired frame"
     )
-    d_null: float = param(10.0, unit="1/s", ge=0.0, doc="null-space joint damping (acceleration level)")
+    d_null: float = param(10.0, unit="1/s", ge=0.0, le=1e4, doc="null-space joint damping (acceleration level)")
     feedforward: Literal["torque", "velocity", "hybrid", "off"] = param(
         "torque",
         doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
@@ -119,7 +128,7 @@ class SE3LieConfig:
     )
     use_force_feedback: bool = param(True, doc="use F_body in F̃ and cancel it with −J_bᵀF_body")
     force_filter: float = param(
-        0.0, unit="s", ge=0.0,
+        0.0, unit="s", ge=0.0, le=10.0,
         doc="time constant τ_f of a first-order low-pass on F_body before the law uses it (0 = off; "
         "docs/theory/force_control.md)",
     )

@@ -12,10 +12,22 @@ joint states, EE and reference poses and the F/T and truth wrenches on ROS 2 top
 
 Exit codes: 0 = all gates pass, 2 = a gate fails, the run is unstable (sustained torque saturation or a
 velocity runaway, telemetry/gates.py) or incomplete, 1 = error (the message is printed without a
-traceback; a diverged run still writes its telemetry).
+traceback; a diverged run, a run whose metrics fail and a run that fills the disk still write what
+they recorded), 130 / 143 = interrupted by Ctrl-C (SIGINT) / SIGTERM (both take the same path: the
+telemetry recorded so far is written to a complete run folder with status ``interrupted``; a signal
+before the first step leaves nothing).
 """
 
 from __future__ import annotations
+
+if __name__ == "__main__":  # as a program: hold a Ctrl-C / SIGTERM from the first line until main() handles it
+    import signal as _signal
+
+    _EARLY_SIGNALS: list[int] = []
+    for _s in (_signal.SIGINT, _signal.SIGTERM):
+        _signal.signal(_s, lambda signum, frame: _EARLY_SIGNALS.append(signum))
+else:
+    _EARLY_SIGNALS = []
 
 import argparse
 import sys
@@ -24,6 +36,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # allow `python experiments/run_docking.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sim import interrupts  # noqa: E402
 from sim.errors import DockbenchError, ScenarioError  # noqa: E402
 
 
@@ -100,11 +113,58 @@ def format_summary(result, scenario) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_duration(text: str | None) -> float | None:
+    """``--duration`` as seconds, validated like ``sim.duration`` (finite, in range)."""
+    if text is None:
+        return None
+    from sim.config import check_value
+    from sim.scenario import SimConfig
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise DockbenchError(f"--duration: expected a number of seconds, got {text!r}") from None
+    return check_value(SimConfig, "duration", value, key="--duration")
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """The CLI's other numbers are finite and bounded, like the scenario keys (the lower bounds are
+    :func:`experiments.live_cli.check_args`'s and the guard's own)."""
+    import math
+
+    if args.kernel_check is not None and args.kernel_check < 0:
+        raise ScenarioError(f"must be ≥ 0 (0 turns the guard off), got {args.kernel_check}", key="--kernel-check")
+    if args.kernel_check is not None and args.kernel_check > 10**9:
+        raise ScenarioError(f"must be ≤ 10^9 control steps, got {args.kernel_check}", key="--kernel-check")
+    for key, value in (("--speed", args.speed), ("--live-rate-hz", args.live_rate_hz)):
+        if value is not None and value > 0 and not (math.isfinite(value) and value <= 1e6):
+            raise ScenarioError(f"must be a finite number ≤ 1e6, got {value}", key=key)
+
+
+def _signum(exc: BaseException) -> int:
+    return exc.signum if isinstance(exc, interrupts.Interrupted) else 2
+
+
+def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
+    """The CLI (see the module docstring for the exit codes). SIGTERM is handled like Ctrl-C from the
+    first line on; with ``exiting`` (the program, :func:`cli`) also after it returns, until the process
+    ends (a signal then is ignored: the run folder is complete)."""
+    with interrupts.guard(restore=not exiting):
+        try:
+            if _EARLY_SIGNALS:  # (the program) a signal while Python was still importing this module
+                raise interrupts.Interrupted(_EARLY_SIGNALS[0])
+            return _main(argv)
+        except KeyboardInterrupt as exc:
+            sig = interrupts.Interrupted(_signum(exc))
+            print(f"interrupted ({sig.name}) before the first control step: nothing was recorded", file=sys.stderr)
+            return sig.exit_code
+
+
+def _main(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", required=True, help="scenario YAML file")
     ap.add_argument("--out", default="runs", help="parent folder of run folders (default: runs)")
-    ap.add_argument("--duration", type=float, default=None, help="override the run length [s]")
+    ap.add_argument("--duration", default=None, help="override the run length [s] (same bounds as sim.duration)")
     ap.add_argument("--controller", default=None, help="override controller.type (its keys take defaults)")
     ap.add_argument("--planner", default=None, help="override planner.type (its keys take defaults)")
     ap.add_argument(
@@ -133,10 +193,13 @@ def main(argv: list[str] | None = None) -> int:
                       help="--rerun/--ros2 samples per simulated second, and at most per wall second (default 50)")
     args = ap.parse_args(argv)
 
-    from sim.loop import run
-    from sim.scenario import load_scenario
+    with interrupts.deferred():  # a signal inside an extension module's import would become an ImportError
+        from sim.loop import run
+        from sim.scenario import load_scenario
 
+    progress = None
     try:
+        duration = _parse_duration(args.duration)
         overrides = {}
         if args.controller:
             overrides["controller"] = {"type": args.controller}
@@ -144,19 +207,36 @@ def main(argv: list[str] | None = None) -> int:
             overrides["planner"] = {"type": args.planner}
         scenario = load_scenario(args.scenario, overrides or None)
         progress = None if args.no_progress or not sys.stderr.isatty() else _progress_bar(sys.stderr)
-        if args.kernel_check is not None and args.kernel_check < 0:
-            raise ScenarioError(f"must be ≥ 0 (0 turns the guard off), got {args.kernel_check}", key="--kernel-check")
         from experiments.live_cli import LiveSession, check_args
 
+        _check_numbers(args)
         check_args(args)
         with LiveSession(args, scenario) as live:
-            result = run(scenario, out_root=args.out, duration=args.duration, progress=progress,
+            result = run(scenario, out_root=args.out, duration=duration, progress=progress,
                          kernel_check=args.kernel_check, step_observer=live.observer)
-            if progress is not None:
-                sys.stderr.write("\n")
+            _end_progress(progress)
+            progress = None
             print(format_summary(result, scenario))
             live.report()
-            live.hold()
+            if result.signal is None:
+                try:
+                    interrupts.arm()  # a Ctrl-C while the viewer is held ends the hold; the folder is complete
+                    live.hold()
+                except KeyboardInterrupt as exc:
+                    result.signal = _signum(exc)
+    except DockbenchError as exc:  # incl. SimulationDiverged, RunFolderError, InternalError: folder written
+        _end_progress(progress)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if result.signal is not None:
+        sig = interrupts.Interrupted(result.signal)
+        if result.status != "interrupted":
+            print(f"{sig.name} received after the run: its folder is complete", file=sys.stderr)
+        else:
+            print(f"interrupted: {result.message}", file=sys.stderr)
+        return sig.exit_code
+    try:
+        interrupts.arm()  # plotting and the video may be interrupted; the run folder is complete
         if args.plot and result.run_dir is not None:
             from experiments.plot_telemetry import plot_run
 
@@ -167,14 +247,33 @@ def main(argv: list[str] | None = None) -> int:
 
             path = render_run_video(result.run_dir, args.video)
             print(f"video      {path}")
+    except KeyboardInterrupt as exc:
+        sig = interrupts.Interrupted(_signum(exc))
+        print(f"interrupted ({sig.name}) while plotting; the run folder {result.run_dir} is complete", file=sys.stderr)
+        return sig.exit_code
     except DockbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc} (the run folder {result.run_dir} is complete)", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - a plotting bug must not hide that the run itself is saved
+        print(f"error: plotting failed ({type(exc).__name__}: {exc}); the run folder {result.run_dir} is complete",
+              file=sys.stderr)
         return 1
     return 0 if result.verdict == "PASS" else 2
 
 
+def _end_progress(progress) -> None:
+    if progress is not None:
+        sys.stderr.write("\n")
+
+
+def cli() -> int:
+    """The ``dockbench-run`` program: :func:`main` on ``sys.argv``, signals handled until the process exits."""
+    try:
+        return main(exiting=True)
+    except KeyboardInterrupt:  # a Ctrl-C before main() installed its handler
+        sys.stderr.write("interrupted before the first control step: nothing was recorded\n")
+        return 130
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli())

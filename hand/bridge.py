@@ -229,6 +229,7 @@ class HandBridge:
         self._lock = threading.Lock()
         self._goal_seq = 0
         self._rejected = 0
+        self._rejected_by_reason: dict[str, int] = {}
         self.on_state: Callable[[HandState], None] | None = None
         """Optional callback, called from the stepping thread with each published :class:`HandState`."""
         # start from the pose currently in data (clipped), nothing moves until a command arrives
@@ -414,6 +415,12 @@ class HandBridge:
             return self._rejected
 
     @property
+    def rejected_by_reason(self) -> dict[str, int]:
+        """Commands refused so far, per reason kind (``empty``, ``not_finite``, …; a copy)."""
+        with self._lock:
+            return dict(self._rejected_by_reason)
+
+    @property
     def step_count(self) -> int:
         """Bridge steps taken since construction or the last reset."""
         return self._step
@@ -431,42 +438,61 @@ class HandBridge:
 
     # ------------------------------------------------------------------ commands (any thread)
     def command(self, cmd: Any) -> CommandResult:
-        """Dispatch: a mapping is a name-based command, anything else an SDK (index-based) command."""
-        if isinstance(cmd, Mapping):
-            return self.command_joints(cmd)
-        return self.command_sdk(cmd)
+        """Dispatch: a mapping is a name-based command, anything else an SDK (index-based) command.
+        Never raises: any input that is not a valid command is refused (counted per reason)."""
+        try:
+            if isinstance(cmd, Mapping):
+                return self.command_joints(cmd)
+            return self.command_sdk(cmd)
+        except Exception as exc:  # noqa: BLE001 - "never raises" holds for any object given
+            return self._reject(f"malformed command ({type(exc).__name__}: {exc})", "malformed")
 
     def command_sdk(self, values: Any) -> CommandResult:
-        """Set the goal from an SDK command (channel order, ≤ 20 values, 0..255; short = padded with
-        255). Refused whole (goal unchanged, reason logged) on a bad command; never raises."""
+        """Set the goal from an SDK command (channel order, 1..20 values, 0..255; short = padded with
+        255; empty = refused). Refused whole (goal unchanged, reason counted and logged once per reason)
+        on a bad command; never raises."""
         try:
             sdk = validate_sdk_values(values, self.spec)
             q = sdk_to_joint_positions(sdk.values, self.spec)
         except HandCommandError as exc:
-            return self._reject(str(exc))
+            return self._reject(str(exc), exc.kind)
+        except Exception as exc:  # noqa: BLE001 - e.g. a sequence whose len() or items raise
+            return self._reject(f"malformed SDK command ({type(exc).__name__}: {exc})", "malformed")
         return self._update_goal(q, partial=False, clamped=sdk.clamped)
 
     def command_joints(self, positions: Any) -> CommandResult:
         """Update the goal from ``{joint name: angle [rad]}``. Joints not named keep their goal; a
         missing mimic joint follows its named driver (``ratio·q``). Out-of-range angles are clipped to
-        the model range (reported). Refused whole on unknown names / non-numbers / NaN / Inf."""
+        the model range (reported). Refused whole on unknown names / non-numbers / NaN / Inf; never
+        raises."""
         try:
             q = validate_joint_command(positions, self.spec)
         except HandCommandError as exc:
-            return self._reject(str(exc))
+            return self._reject(str(exc), exc.kind)
+        except Exception as exc:  # noqa: BLE001 - e.g. a mapping whose iteration raises
+            return self._reject(f"malformed joint command ({type(exc).__name__}: {exc})", "malformed")
         return self._update_goal(q, partial=True, clamped=())
 
     def command_preset(self, name: str) -> CommandResult:
         """Set the goal to the SDK preset ``name`` of the spec (``open``, ``half_fist``, ...)."""
-        if name not in self.spec.presets:
-            return self._reject(f"unknown preset {name!r}; known: {', '.join(sorted(self.spec.presets))}")
+        if not isinstance(name, str) or name not in self.spec.presets:
+            from sim.config import short_repr
+
+            return self._reject(
+                f"unknown preset {short_repr(name)}; known: {', '.join(sorted(self.spec.presets))}", "unknown_preset"
+            )
         return self.command_sdk(self.spec.presets[name])
 
-    def _reject(self, reason: str) -> CommandResult:
-        log.warning("hand command rejected: %s", reason)
+    def _reject(self, reason: str, kind: str = "invalid") -> CommandResult:
+        """Refuse a command: counted per ``kind``; a warning the first time a kind occurs (the rest are
+        only counted, like the ROS node's rejections: a flood of bad frames cannot flood the log)."""
         with self._lock:
             self._rejected += 1
+            first = kind not in self._rejected_by_reason
+            self._rejected_by_reason[kind] = self._rejected_by_reason.get(kind, 0) + 1
             seq = self._goal_seq
+        if first:
+            log.warning("hand command rejected (%s): %s [further '%s' rejections are only counted]", kind, reason, kind)
         return CommandResult(accepted=False, reason=reason, seq=seq)
 
     def _update_goal(
@@ -845,13 +871,22 @@ def parse_command_stream(lines: Any, source: str = "<stream>") -> tuple[list[Tim
         except json.JSONDecodeError as exc:
             errors.append(f"{source}:{n}: not JSON ({exc.msg})")
             continue
+        except (RecursionError, ValueError) as exc:  # nested too deeply; a number literal too long
+            errors.append(f"{source}:{n}: not JSON ({type(exc).__name__})")
+            continue
         if not isinstance(obj, dict):
             errors.append(f"{source}:{n}: expected an object with 't' and 'sdk'/'joints'/'cmd'")
             continue
         t = obj.get("t")
         keys = [k for k in ("sdk", "joints", "cmd") if k in obj]
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
-            errors.append(f"{source}:{n}: missing or bad time 't': {t!r}")
+        try:
+            t_ok = not isinstance(t, bool) and isinstance(t, (int, float)) and math.isfinite(float(t))
+        except OverflowError:  # a JSON integer too large for a float
+            t_ok = False
+        if not t_ok:
+            from sim.config import short_repr
+
+            errors.append(f"{source}:{n}: missing or bad time 't': {short_repr(t)}")
             continue
         if len(keys) != 1:
             errors.append(f"{source}:{n}: need exactly one of 'sdk', 'joints', 'cmd'")

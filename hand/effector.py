@@ -109,7 +109,7 @@ def _validate_joint_targets(self: Any) -> None:
 HandJointTargets = dataclasses.make_dataclass(
     "HandJointTargets",
     [
-        (name, float | None, param(None, unit="rad", doc=f"{name} angle"))
+        (name, float | None, param(None, unit="rad", ge=-1e3, le=1e3, doc=f"{name} angle (within its joint range)"))
         for name in _packaged_spec().joint_names
     ],
     frozen=True,
@@ -126,7 +126,7 @@ HandJointTargets = dataclasses.make_dataclass(
 class HandCommandConfig:
     """One scheduled hand command: at time ``t`` exactly one of ``preset``, ``sdk`` or ``joints``."""
 
-    t: float = param(unit="s", ge=0.0, doc="time the command is issued (run clock)")
+    t: float = param(unit="s", ge=0.0, le=86400.0, doc="time the command is issued (run clock)")
     preset: str | None = param(None, doc="SDK preset of the hand spec (open, half_fist, fist)")
     sdk: tuple[float, ...] | None = param(
         None, length=20, ge=0.0, le=255.0, doc="the 20 SDK channel values 0..255"
@@ -163,10 +163,11 @@ class HandCommandConfig:
 @dataclass(frozen=True)
 class HandMountConfig:
     position: tuple[float, float, float] = param(
-        (0.0, 0.0, 0.012), unit="m", length=3, doc="hand base frame (g20_root) origin in the flange frame"
+        (0.0, 0.0, 0.012), unit="m", length=3, ge=-1.0, le=1.0,
+        doc="hand base frame (g20_root) origin in the flange frame",
     )
     rpy_deg: tuple[float, float, float] = param(
-        (0.0, 0.0, 0.0), unit="deg", length=3,
+        (0.0, 0.0, 0.0), unit="deg", length=3, ge=-360.0, le=360.0,
         doc="hand base orientation in the flange frame, fixed-axis roll/pitch/yaw (R = Rz Ry Rx)",
     )
 
@@ -175,34 +176,34 @@ class HandMountConfig:
 class G20EffectorConfig:
     mount: HandMountConfig = field(default_factory=HandMountConfig)
     adapter_length: float = param(
-        0.012, unit="m", gt=0.0, doc="adapter (F/T body) cylinder length along flange z"
+        0.012, unit="m", ge=1e-4, le=1.0, doc="adapter (F/T body) cylinder length along flange z"
     )
-    adapter_radius: float = param(0.035, unit="m", gt=0.0, doc="adapter cylinder radius")
+    adapter_radius: float = param(0.035, unit="m", ge=1e-4, le=0.5, doc="adapter cylinder radius")
     adapter_mass: float = param(
-        0.05, unit="kg", gt=0.0, doc="adapter mass (solid cylinder), beyond the F/T sensor"
+        0.05, unit="kg", ge=1e-4, le=50.0, doc="adapter mass (solid cylinder), beyond the F/T sensor"
     )
     ee_position: tuple[float, float, float] = param(
-        (0.022, 0.0, 0.072), unit="m", length=3,
+        (0.022, 0.0, 0.072), unit="m", length=3, ge=-1.0, le=1.0,
         doc="EE site (task point) in the hand base frame; default: centre of the palm face",
     )
     ee_rpy_deg: tuple[float, float, float] = param(
-        (0.0, 90.0, 0.0), unit="deg", length=3,
+        (0.0, 90.0, 0.0), unit="deg", length=3, ge=-360.0, le=360.0,
         doc="EE site orientation in the hand base frame; default: EE z = palm normal (hand +X)",
     )
     initial: str = param("open", doc="preset the hand holds from t = 0 until the first command")
     schedule: tuple[HandCommandConfig, ...] = param(
-        (), doc="hand commands: a list of {t, and one of preset, sdk, joints}, times non-decreasing "
+        (), max_length=10000, doc="hand commands: a list of {t, and one of preset, sdk, joints}, times non-decreasing "
         "(docs/hand_effector.md §4)"
     )
-    slew_rad_s: float = param(5.0, unit="rad/s", ge=0.0, doc="slew limit of the active joints (0 = jump)")
+    slew_rad_s: float = param(5.0, unit="rad/s", ge=0.0, le=1e3, doc="slew limit of the active joints (0 = jump)")
     collision_project: bool = param(True, doc="project hand poses that penetrate (docs/theory/g20_hand.md §4)")
-    penetration_tol: float = param(5e-4, unit="m", ge=0.0, doc="contact distance below −tol is a penetration")
+    penetration_tol: float = param(5e-4, unit="m", ge=0.0, le=0.1, doc="contact distance below −tol is a penetration")
     bisections: int = param(12, ge=0, le=60, doc="bisections per blocked joint in the projection")
     project_environment: bool = param(
         False, doc="also project against hand–environment contacts (default: hand–hand only)"
     )
     joint_lock_armature: float = param(
-        10.0, unit="kg·m²", gt=0.0, doc="armature of the hand dofs: holds them still during mj_step"
+        10.0, unit="kg·m²", ge=1e-6, le=1e4, doc="armature of the hand dofs: holds them still during mj_step"
     )
     skip_when_settled: bool = param(
         True, doc="at a fixed point of the bridge (slew done, pose unchanged; hand–hand scope) re-write the "
@@ -212,7 +213,9 @@ class G20EffectorConfig:
         "open", doc="hand pose at which its inertia is lumped when the arm model is built (the loop then re-lumps "
         "it at the applied pose whenever the fingers move)"
     )
-    preset_tolerance: float = param(0.02, unit="rad", gt=0.0, doc="a command counts as reached within this")
+    preset_tolerance: float = param(
+        0.02, unit="rad", ge=1e-6, le=3.15, doc="a command counts as reached within this"
+    )
 
     def validate(self) -> None:
         presets = _packaged_spec().presets

@@ -12,12 +12,17 @@ Equations (docs/theory/g20_hand.md §2), for SDK channel ``i`` with table ``MIN[
 Commands are validated whole at this boundary; a bad command raises
 :class:`~sim.errors.HandCommandError` with the reason and nothing of it is used:
 
-* SDK (index-based, channel order): a 1-D sequence of at most 20 numbers. Short commands are padded
+* SDK (index-based, channel order): a 1-D sequence of 1 to 20 numbers. Short commands are padded
   with ``spec.pad_value`` (255 = open). Out-of-range bytes are clamped to 0..255 (reported in
-  :attr:`SdkCommand.clamped`). Longer than 20, non-numeric (strings, bools, None, nested) or NaN/Inf
-  values are rejected.
-* name-based: a mapping ``joint name -> angle [rad]``. Unknown names, non-numeric or NaN/Inf values are
-  rejected. Joint-range clipping needs the model and is done by the bridge.
+  :attr:`SdkCommand.clamped`). An empty command (it would silently open the hand), longer than 20,
+  non-numeric (strings, bools, None, nested), NaN/Inf values or integers too large for a float are
+  rejected.
+* name-based: a mapping ``joint name -> angle [rad]``. Unknown names, non-numeric, NaN/Inf or
+  too-large values are rejected. Joint-range clipping needs the model and is done by the bridge.
+
+Every rejection carries a short ``kind`` (:attr:`HandCommandError.kind`: ``not_a_sequence``,
+``bad_shape``, ``empty``, ``too_many_values``, ``not_a_number``, ``not_finite``, ``not_a_mapping``,
+``unknown_name``) that the bridge counts per reason.
 
 All angles are joint coordinates [rad] of the hand model (frames: see ``assets/hands/g20_left.xml``).
 """
@@ -56,6 +61,25 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, _NUMBER_TYPES) and not isinstance(v, (bool, np.bool_))
 
 
+def _finite_float(v: Any, where: str, unit: str = "") -> float:
+    """``float(v)`` for a finite number ``v``; a HandCommandError otherwise (never OverflowError)."""
+    if not _is_number(v):
+        raise HandCommandError(f"{where}: expected a number{unit}, got {_short(v)}", kind="not_a_number")
+    try:
+        f = float(v)
+    except (OverflowError, ValueError, TypeError):
+        raise HandCommandError(f"{where}: value {_short(v)} is too large for a number", kind="not_finite") from None
+    if not math.isfinite(f):
+        raise HandCommandError(f"{where}: value {f} is not finite", kind="not_finite")
+    return f
+
+
+def _short(v: Any) -> str:
+    from sim.config import short_repr
+
+    return short_repr(v)
+
+
 def validate_sdk_values(values: Any, spec: HandSpec) -> SdkCommand:
     """Validate, pad and clamp an index-based SDK command.
 
@@ -67,31 +91,35 @@ def validate_sdk_values(values: Any, spec: HandSpec) -> SdkCommand:
         The :class:`SdkCommand` with 20 values in 0..255.
 
     Raises:
-        HandCommandError: not a flat sequence, more than 20 values, a non-numeric entry, NaN or Inf.
+        HandCommandError: not a flat sequence, empty, more than 20 values, a non-numeric entry, NaN, Inf or
+            an integer too large for a float (``kind`` says which).
     """
     if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, (Sequence, np.ndarray)):
         raise HandCommandError(
-            f"SDK command must be a sequence of at most {N_CHANNELS} numbers, got {type(values).__name__}"
+            f"SDK command must be a sequence of 1 to {N_CHANNELS} numbers, got {type(values).__name__}",
+            kind="not_a_sequence",
         )
     if isinstance(values, np.ndarray):
         if values.ndim != 1:
-            raise HandCommandError(f"SDK command must be 1-D, got shape {values.shape}")
+            raise HandCommandError(f"SDK command must be 1-D, got shape {values.shape}", kind="bad_shape")
         if values.dtype.kind not in "iuf":
-            raise HandCommandError(f"SDK command must be numeric, got dtype {values.dtype}")
+            raise HandCommandError(f"SDK command must be numeric, got dtype {values.dtype}", kind="not_a_number")
+        if values.size > N_CHANNELS:
+            raise HandCommandError(
+                f"SDK command has {values.size} values; at most {N_CHANNELS} allowed", kind="too_many_values"
+            )
         items = values.tolist()
     else:
+        n = len(values)
+        if n > N_CHANNELS:
+            raise HandCommandError(f"SDK command has {n} values; at most {N_CHANNELS} allowed", kind="too_many_values")
         items = list(values)
     n = len(items)
-    if n > N_CHANNELS:
-        raise HandCommandError(f"SDK command has {n} values; at most {N_CHANNELS} allowed")
+    if n == 0:
+        raise HandCommandError("SDK command is empty (it would open the hand fully)", kind="empty")
     out = np.full(N_CHANNELS, float(spec.pad_value))
     for i, v in enumerate(items):
-        if not _is_number(v):
-            raise HandCommandError(f"SDK channel {i}: expected a number, got {v!r}")
-        f = float(v)
-        if not math.isfinite(f):
-            raise HandCommandError(f"SDK channel {i}: value {f} is not finite")
-        out[i] = f
+        out[i] = _finite_float(v, f"SDK channel {i}")
     clamped = tuple(int(i) for i in np.flatnonzero((out < 0.0) | (out > SDK_MAX_VALUE)))
     np.clip(out, 0.0, SDK_MAX_VALUE, out=out)
     out.setflags(write=False)
@@ -193,21 +221,21 @@ def validate_joint_command(positions: Any, spec: HandSpec) -> dict[str, float]:
             ones), a non-numeric value, NaN or Inf.
     """
     if not isinstance(positions, Mapping):
-        raise HandCommandError(f"joint command must be a mapping name -> rad, got {type(positions).__name__}")
+        raise HandCommandError(
+            f"joint command must be a mapping name -> rad, got {type(positions).__name__}", kind="not_a_mapping"
+        )
     if not positions:
-        raise HandCommandError("joint command is empty")
+        raise HandCommandError("joint command is empty", kind="empty")
+    if len(positions) > 4 * len(spec.joint_names):
+        raise HandCommandError(f"joint command has {len(positions)} entries", kind="too_many_values")
     names = spec.joint_names
-    unknown = [k for k in positions if k not in names]
+    unknown = [k for k in positions if not isinstance(k, str) or k not in names]
     if unknown:
         raise HandCommandError(
-            f"unknown joint name(s) {', '.join(repr(k) for k in unknown)}; valid: {', '.join(names)}"
+            f"unknown joint name(s) {', '.join(_short(k) for k in unknown[:5])}; valid: {', '.join(names)}",
+            kind="unknown_name",
         )
     out: dict[str, float] = {}
     for k, v in positions.items():
-        if not _is_number(v):
-            raise HandCommandError(f"joint {k}: expected a number [rad], got {v!r}")
-        f = float(v)
-        if not math.isfinite(f):
-            raise HandCommandError(f"joint {k}: value {f} is not finite")
-        out[k] = f
+        out[k] = _finite_float(v, f"joint {k}", " [rad]")
     return complete_mimic(out, spec)

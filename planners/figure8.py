@@ -70,18 +70,18 @@ def _quintic_poly(u: float) -> tuple[float, float, float]:
 
 @dataclass(frozen=True)
 class Figure8Config:
-    transition_duration: float = param(1.5, unit="s", gt=0.0, doc="transition_in and transition_mid length")
-    circle_radius: float = param(0.10, unit="m", gt=0.0, doc="vertical (y-z) circle radius")
-    circle_frequency: float = param(0.2, unit="Hz", gt=0.0, doc="circle revolutions per second")
-    circle_duration: float = param(5.0, unit="s", gt=0.0, doc="time on the circle at full rate")
-    figure8_ax: float = param(0.10, unit="m", gt=0.0, doc="figure-8 amplitude along world x")
-    figure8_ay: float = param(0.07, unit="m", gt=0.0, doc="figure-8 amplitude along world y")
-    figure8_frequency: float = param(0.2, unit="Hz", gt=0.0, doc="figure-8 cycles per second")
-    figure8_duration: float = param(5.0, unit="s", gt=0.0, doc="figure-8 segment length (incl. stop ramp)")
+    transition_duration: float = param(1.5, unit="s", ge=1e-3, le=600.0, doc="transition_in and transition_mid length")
+    circle_radius: float = param(0.10, unit="m", ge=1e-4, le=1.0, doc="vertical (y-z) circle radius")
+    circle_frequency: float = param(0.2, unit="Hz", ge=1e-3, le=10.0, doc="circle revolutions per second")
+    circle_duration: float = param(5.0, unit="s", ge=1e-3, le=3600.0, doc="time on the circle at full rate")
+    figure8_ax: float = param(0.10, unit="m", ge=1e-4, le=1.0, doc="figure-8 amplitude along world x")
+    figure8_ay: float = param(0.07, unit="m", ge=1e-4, le=1.0, doc="figure-8 amplitude along world y")
+    figure8_frequency: float = param(0.2, unit="Hz", ge=1e-3, le=10.0, doc="figure-8 cycles per second")
+    figure8_duration: float = param(5.0, unit="s", ge=1e-3, le=3600.0, doc="figure-8 segment length (incl. stop ramp)")
     stop_duration: float = param(
-        1.5, unit="s", gt=0.0, doc="ramp of the figure-8 phase rate to 0 at the end of the figure-8 segment"
+        1.5, unit="s", ge=1e-3, le=600.0, doc="ramp of the figure-8 phase rate to 0 at the end of the figure-8 segment"
     )
-    hold_duration: float = param(2.0, unit="s", ge=0.0, doc="length of the 'hold' metrics segment")
+    hold_duration: float = param(2.0, unit="s", ge=0.0, le=3600.0, doc="length of the 'hold' metrics segment")
 
     def validate(self) -> None:
         if self.stop_duration > self.figure8_duration:

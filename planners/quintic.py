@@ -46,10 +46,10 @@ def quintic_duration(length: float, v_max: float, a_max: float) -> float:
 @dataclass(frozen=True)
 class QuinticConfig:
     duration: float | None = param(
-        None, unit="s", gt=0.0, doc="motion time; null = shortest time under v_max / a_max"
+        None, unit="s", ge=1e-3, le=3600.0, doc="motion time; null = shortest time under v_max / a_max"
     )
-    v_max: float = param(0.05, unit="m/s", gt=0.0, doc="peak EE speed used when duration is null")
-    a_max: float = param(0.10, unit="m/s^2", gt=0.0, doc="peak EE acceleration used when duration is null")
+    v_max: float = param(0.05, unit="m/s", ge=1e-3, le=10.0, doc="peak EE speed used when duration is null")
+    a_max: float = param(0.10, unit="m/s^2", ge=1e-3, le=100.0, doc="peak EE acceleration used when duration is null")
 
 
 @PLANNERS.register("quintic")

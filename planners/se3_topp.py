@@ -156,23 +156,25 @@ class ScrewSegment:
 @dataclass(frozen=True)
 class SE3TOPPConfig:
     standoff: float = param(
-        0.10, unit="m", gt=0.0, doc="pre-dock distance from the goal along the approach axis"
+        0.10, unit="m", ge=1e-3, le=1.0, doc="pre-dock distance from the goal along the approach axis"
     )
-    approach_v_max: float = param(0.10, unit="m/s", gt=0.0, doc="per-axis body linear speed limit, approach")
+    approach_v_max: float = param(0.10, unit="m/s", ge=1e-3, le=10.0, doc="per-axis body linear speed limit, approach")
     approach_a_max: float = param(
-        0.20, unit="m/s^2", gt=0.0, doc="per-axis body linear accel. limit, approach"
+        0.20, unit="m/s^2", ge=1e-3, le=100.0, doc="per-axis body linear accel. limit, approach"
     )
     approach_w_max: float = param(
-        0.20, unit="rad/s", gt=0.0, doc="per-axis body angular speed limit, approach"
+        0.20, unit="rad/s", ge=1e-3, le=20.0, doc="per-axis body angular speed limit, approach"
     )
     approach_alpha_max: float = param(
-        0.40, unit="rad/s^2", gt=0.0, doc="per-axis body angular accel. limit, approach"
+        0.40, unit="rad/s^2", ge=1e-3, le=200.0, doc="per-axis body angular accel. limit, approach"
     )
-    docking_v_max: float = param(0.02, unit="m/s", gt=0.0, doc="per-axis body linear speed limit, docking")
-    docking_a_max: float = param(0.05, unit="m/s^2", gt=0.0, doc="per-axis body linear accel. limit, docking")
-    docking_w_max: float = param(0.05, unit="rad/s", gt=0.0, doc="per-axis body angular speed limit, docking")
+    docking_v_max: float = param(0.02, unit="m/s", ge=1e-3, le=10.0, doc="per-axis body linear speed limit, docking")
+    docking_a_max: float = param(
+        0.05, unit="m/s^2", ge=1e-3, le=100.0, doc="per-axis body linear accel. limit, docking"
+    )
+    docking_w_max: float = param(0.05, unit="rad/s", ge=1e-3, le=20.0, doc="per-axis body angular speed limit, docking")
     docking_alpha_max: float = param(
-        0.125, unit="rad/s^2", gt=0.0, doc="per-axis body angular accel. limit, docking"
+        0.125, unit="rad/s^2", ge=1e-3, le=200.0, doc="per-axis body angular accel. limit, docking"
     )
 
     def limits(self, phase: str) -> tuple[np.ndarray, np.ndarray]:

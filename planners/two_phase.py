@@ -47,12 +47,12 @@ def pre_dock_pose(ctx: PlannerContext, standoff: float) -> np.ndarray:
 @dataclass(frozen=True)
 class TwoPhaseConfig:
     standoff: float = param(
-        0.10, unit="m", gt=0.0, doc="pre-dock distance from the goal along the approach axis"
+        0.10, unit="m", ge=1e-3, le=1.0, doc="pre-dock distance from the goal along the approach axis"
     )
-    approach_v_max: float = param(0.10, unit="m/s", gt=0.0, doc="peak EE speed, start → pre-dock")
-    approach_a_max: float = param(0.20, unit="m/s^2", gt=0.0, doc="peak EE acceleration, start → pre-dock")
-    docking_v_max: float = param(0.02, unit="m/s", gt=0.0, doc="peak EE speed, pre-dock → goal")
-    docking_a_max: float = param(0.05, unit="m/s^2", gt=0.0, doc="peak EE acceleration, pre-dock → goal")
+    approach_v_max: float = param(0.10, unit="m/s", ge=1e-3, le=10.0, doc="peak EE speed, start → pre-dock")
+    approach_a_max: float = param(0.20, unit="m/s^2", ge=1e-3, le=100.0, doc="peak EE acceleration, start → pre-dock")
+    docking_v_max: float = param(0.02, unit="m/s", ge=1e-3, le=10.0, doc="peak EE speed, pre-dock → goal")
+    docking_a_max: float = param(0.05, unit="m/s^2", ge=1e-3, le=100.0, doc="peak EE acceleration, pre-dock → goal")
 
 
 @PLANNERS.register("two_phase")

@@ -14,6 +14,7 @@ MjModel: ``pin_model``, the arm with its base held at the initial base pose (IK,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import mujoco
@@ -21,7 +22,7 @@ import numpy as np
 import pinocchio as pin
 
 from sim.dynamics import pinocchio_model_from_mujoco
-from sim.errors import ModelError
+from sim.errors import ModelError, ScenarioError
 from sim.interfaces import TARGETS, TOOLS, Target, Tool
 from sim.mounts import BASE_JOINT, add_momentum_sensors, mount_free_floating_base, target_joint_addresses
 from sim.robots import RobotSpec, get_robot
@@ -88,12 +89,37 @@ class Assembly:
         return self.pin_floating is not None
 
 
+_ELEMENT_LISTS = ("bodies", "geoms", "sites", "meshes", "joints", "actuators")
+
+
+def _element_names(spec: mujoco.MjSpec) -> set[str]:
+    """Names of the spec's bodies, geoms, sites, meshes, joints and actuators."""
+    return {e.name for kind in _ELEMENT_LISTS for e in getattr(spec, kind) if e.name}
+
+
+def _compile_error(exc: Exception, owners: dict[str, str], file: str) -> ScenarioError:
+    """MuJoCo's compiler message (``Error: size 1 must be positive in geom / Element name 'plate'``)
+    translated to the scenario block whose keys built that element (``target``, ``tool``; else
+    ``robot``)."""
+    text = str(exc).strip()
+    first = text.splitlines()[0].removeprefix("Error: ") if text else type(exc).__name__
+    m = re.search(r"Element name '([^']*)'", text)
+    element = m.group(1) if m else ""
+    key = owners.get(element, "robot" if element else None)
+    where = f" (element {element!r})" if element else ""
+    hint = f"; check the sizes, masses and poses under {key}" if key else ""
+    return ScenarioError(f"the assembled model does not compile: {first}{where}{hint}", file=file, key=key)
+
+
 def assemble(scenario: Scenario) -> Assembly:
     """Build the MjModel and the Pinocchio model for ``scenario``.
 
     Raises:
-        ModelError: the model does not compile or a named element is missing.
+        ScenarioError: the geometry a block describes cannot be built or compiled (the message names
+            the scenario file and the block: ``tool``, ``target``, ``robot.base`` or ``robot``).
+        ModelError: a named element of the robot model is missing.
     """
+    file = scenario.source_file or "<scenario>"
     robot = get_robot(scenario.robot.type)
     spec = mujoco.MjSpec.from_file(robot.model_path())
     s = scenario.sim
@@ -106,16 +132,24 @@ def assemble(scenario: Scenario) -> Assembly:
     spec.option.tolerance = s.tolerance
     spec.option.solver = _SOLVERS[s.solver]
     base_cfg = scenario.robot.base
+    owners: dict[str, str] = {}  # element name → the scenario block that built it
     if base_cfg.floating:
+        before = _element_names(spec)
         mount_free_floating_base(spec, base_cfg)
+        owners.update(dict.fromkeys(_element_names(spec) - before, "robot.base"))
 
     site = spec.site(robot.attachment_site)
     if site is None:
         raise ModelError(f"{robot.name}: attachment site {robot.attachment_site!r} missing")
     flange_body = site.parent
+    before = _element_names(spec)
     tool_cls = TOOLS.get(scenario.tool.type)
     tool = tool_cls(scenario.tool.config)
-    tool.build(spec, flange_body, np.array(site.pos), np.array(site.quat))
+    try:
+        tool.build(spec, flange_body, np.array(site.pos), np.array(site.quat))
+    except (ValueError, TypeError, OverflowError, ZeroDivisionError) as exc:
+        raise ScenarioError(f"the tool cannot be built: {exc}", file=file, key="tool") from exc
+    owners.update(dict.fromkeys(_element_names(spec) - before, "tool"))
     spec.add_sensor(
         name=FORCE_SENSOR,
         type=mujoco.mjtSensor.mjSENS_FORCE,
@@ -132,8 +166,15 @@ def assemble(scenario: Scenario) -> Assembly:
     target = None
     if scenario.target is not None:
         tool_radius = getattr(scenario.tool.config, "radius", 0.0)
-        target = TARGETS.get(scenario.target.type)(scenario.target.config, tool_radius)
-        target.build(spec)
+        before = _element_names(spec)
+        try:
+            target = TARGETS.get(scenario.target.type)(scenario.target.config, tool_radius)
+            target.build(spec)
+        except ScenarioError as exc:
+            raise ScenarioError(exc.detail, file=file, key=exc.key or "target") from exc
+        except (ValueError, TypeError, OverflowError, ZeroDivisionError) as exc:
+            raise ScenarioError(f"the target cannot be built: {exc}", file=file, key="target") from exc
+        owners.update(dict.fromkeys(_element_names(spec) - before, "target"))
     mount = getattr(scenario.target.config, "mount", None) if scenario.target is not None else None
     if base_cfg.floating or (mount is not None and mount.moving):
         # momentum telemetry (sim/orbit.py): every body under the world, and the arm's first body
@@ -143,18 +184,24 @@ def assemble(scenario: Scenario) -> Assembly:
         add_momentum_sensors(spec, names)
     try:
         model = spec.compile()
-    except Exception as exc:  # mujoco raises ValueError with the compiler's message
-        raise ModelError(f"assembled model failed to compile: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - mujoco raises ValueError with the compiler's message
+        raise _compile_error(exc, owners, file) from exc
 
     sites = (tool.ee_site, tool.sensor_site)
     qpos_ref = tool.lumping_qpos(model)
-    pin_model, frame_ids = pinocchio_model_from_mujoco(model, robot.joint_names, sites, qpos_ref=qpos_ref)
     pin_floating, floating_frame_ids = None, None
+    try:
+        pin_model, frame_ids = pinocchio_model_from_mujoco(model, robot.joint_names, sites, qpos_ref=qpos_ref)
+        if base_cfg.floating:
+            pin_floating, floating_frame_ids = pinocchio_model_from_mujoco(
+                model, robot.joint_names, sites, qpos_ref=qpos_ref, floating_base=True
+            )
+    except (ValueError, RuntimeError) as exc:  # Pinocchio rejects e.g. a non-physical lumped inertia
+        raise ScenarioError(
+            f"the arm's dynamics model cannot be built with this tool: {exc}", file=file, key="tool"
+        ) from exc
     base_qpos = base_qvel = slice(0, 0)
     if base_cfg.floating:
-        pin_floating, floating_frame_ids = pinocchio_model_from_mujoco(
-            model, robot.joint_names, sites, qpos_ref=qpos_ref, floating_base=True
-        )
         j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, BASE_JOINT)
         base_qpos = slice(int(model.jnt_qposadr[j]), int(model.jnt_qposadr[j]) + 7)
         base_qvel = slice(int(model.jnt_dofadr[j]), int(model.jnt_dofadr[j]) + 6)

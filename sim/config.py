@@ -9,7 +9,13 @@ the allowed values:
 * wrong types (``expected a number, got 'abc'``),
 * out-of-range values (``must be > 0, got -5``),
 * values outside a closed set of choices (``allowed: euler, implicit, implicitfast, rk4``),
-* vectors of the wrong length.
+* vectors of the wrong length, lists longer than their bound, strings longer than their bound,
+* integers too large for a float (``10**400`` for a float key).
+
+Every numeric key has a finite range (a lower and an upper bound, ``tests/test_scenario.py`` checks
+that no field lacks one) chosen so that the physics and the memory can serve any value in it; every
+list and string has a length bound. Error messages quote the offending value shortened
+(:func:`short_repr`), so a huge or deeply aliased YAML value cannot blow up the message itself.
 
 The same metadata generates ``docs/scenarios.md`` (see :func:`describe_config`), so the reference
 cannot drift from the code.
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import reprlib
 import types
 import typing
 from collections.abc import Mapping
@@ -27,6 +34,24 @@ from typing import Any, Literal, Union, get_args, get_origin
 from sim.errors import ScenarioError
 
 _MISSING = dataclasses.MISSING
+
+#: default length bound of a string key (names, presets, modes) [characters]
+MAX_STRING_LENGTH = 1000
+#: default length bound of a list key without its own ``length``/``max_length`` [entries]
+MAX_LIST_LENGTH = 1000
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = 60
+_REPR.maxother = 60
+_REPR.maxlong = 40
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = 6
+_REPR.maxlevel = 3
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` shortened to a few dozen characters, in time and memory bounded by the
+    shortening (a 400-digit integer, a 1 MB string or a deeply aliased YAML structure included)."""
+    return _REPR.repr(value)
 
 
 def param(
@@ -40,6 +65,7 @@ def param(
     le: float | None = None,
     length: int | None = None,
     min_length: int | None = None,
+    max_length: int | None = None,
 ) -> Any:
     """Declare a config field.
 
@@ -47,10 +73,15 @@ def param(
         default: default value (omit for a required key). Lists are stored as tuples.
         unit: SI unit shown in the docs and in error messages (``"m"``, ``"N/m"``, ``"rad"``).
         doc: one-line description for ``docs/scenarios.md``.
-        gt, ge, lt, le: numeric bounds, applied element-wise to vectors.
-        length: exact vector length; min_length: minimum list length.
+        gt, ge, lt, le: numeric bounds, applied element-wise to vectors. Every numeric field needs a
+            lower (gt/ge) and an upper (lt/le) bound.
+        length: exact vector length; min_length / max_length: list length bounds (lists default to
+            at most :data:`MAX_LIST_LENGTH` entries); for a string, max_length bounds its length
+            (default :data:`MAX_STRING_LENGTH`).
     """
-    meta = dict(unit=unit, doc=doc, gt=gt, ge=ge, lt=lt, le=le, length=length, min_length=min_length)
+    meta = dict(
+        unit=unit, doc=doc, gt=gt, ge=ge, lt=lt, le=le, length=length, min_length=min_length, max_length=max_length
+    )
     if default is _MISSING:
         return dataclasses.field(metadata=meta)
     if isinstance(default, list):
@@ -86,16 +117,18 @@ def _is_optional(tp: Any) -> tuple[bool, Any]:
     return False, tp
 
 
-def _check_bounds(value: float, meta: Mapping[str, Any], file: str, key: str) -> None:
+def _check_bounds(value: float | int, meta: Mapping[str, Any], file: str, key: str) -> None:
+    """Raise when ``value`` (a float, or an int compared exactly) is outside the field's bounds."""
     unit = f" {meta['unit']}" if meta.get("unit") else ""
+    shown = short_repr(value)
     if meta.get("gt") is not None and not value > meta["gt"]:
-        raise ScenarioError(f"must be > {meta['gt']}{unit}, got {value}", file=file, key=key)
+        raise ScenarioError(f"must be > {meta['gt']}{unit}, got {shown}", file=file, key=key)
     if meta.get("ge") is not None and not value >= meta["ge"]:
-        raise ScenarioError(f"must be >= {meta['ge']}{unit}, got {value}", file=file, key=key)
+        raise ScenarioError(f"must be >= {meta['ge']}{unit}, got {shown}", file=file, key=key)
     if meta.get("lt") is not None and not value < meta["lt"]:
-        raise ScenarioError(f"must be < {meta['lt']}{unit}, got {value}", file=file, key=key)
+        raise ScenarioError(f"must be < {meta['lt']}{unit}, got {shown}", file=file, key=key)
     if meta.get("le") is not None and not value <= meta["le"]:
-        raise ScenarioError(f"must be <= {meta['le']}{unit}, got {value}", file=file, key=key)
+        raise ScenarioError(f"must be <= {meta['le']}{unit}, got {shown}", file=file, key=key)
 
 
 def _convert(value: Any, tp: Any, meta: Mapping[str, Any], file: str, key: str) -> Any:
@@ -108,35 +141,49 @@ def _convert(value: Any, tp: Any, meta: Mapping[str, Any], file: str, key: str) 
     origin = get_origin(tp)
     if tp is bool:
         if not isinstance(value, bool):
-            raise ScenarioError(f"expected true/false, got {value!r}", file=file, key=key)
+            raise ScenarioError(f"expected true/false, got {short_repr(value)}", file=file, key=key)
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ScenarioError(f"expected a number, got {value!r}", file=file, key=key)
-        value = float(value)
+            raise ScenarioError(f"expected a number, got {short_repr(value)}", file=file, key=key)
+        if isinstance(value, int):
+            # bounds first, exactly on the integer: a 400-digit integer is out of range, not an
+            # OverflowError of float()
+            _check_bounds(value, meta, file, key)
+            try:
+                value = float(value)
+            except OverflowError:
+                raise ScenarioError(
+                    f"integer {short_repr(value)} is too large for a number", file=file, key=key
+                ) from None
         if not math.isfinite(value):
             raise ScenarioError(f"must be finite, got {value}", file=file, key=key)
         _check_bounds(value, meta, file, key)
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ScenarioError(f"expected an integer, got {value!r}", file=file, key=key)
+            raise ScenarioError(f"expected an integer, got {short_repr(value)}", file=file, key=key)
         _check_bounds(value, meta, file, key)
         return value
     if tp is str:
         if not isinstance(value, str):
-            raise ScenarioError(f"expected a string, got {value!r}", file=file, key=key)
+            raise ScenarioError(f"expected a string, got {short_repr(value)}", file=file, key=key)
+        limit = meta.get("max_length") or MAX_STRING_LENGTH
+        if len(value) > limit:
+            raise ScenarioError(
+                f"string of {len(value)} characters; at most {limit} allowed", file=file, key=key
+            )
         return value
     if origin is Literal:
         allowed = get_args(tp)
         if value not in allowed:
             raise ScenarioError(
-                f"got {value!r}; allowed: {', '.join(str(a) for a in allowed)}", file=file, key=key
+                f"got {short_repr(value)}; allowed: {', '.join(str(a) for a in allowed)}", file=file, key=key
             )
         return value
     if origin is tuple:
         if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-            raise ScenarioError(f"expected a list, got {value!r}", file=file, key=key)
+            raise ScenarioError(f"expected a list, got {short_repr(value)}", file=file, key=key)
         args = get_args(tp)
         if meta.get("length") is not None and len(value) != meta["length"]:
             raise ScenarioError(
@@ -146,12 +193,14 @@ def _convert(value: Any, tp: Any, meta: Mapping[str, Any], file: str, key: str) 
             raise ScenarioError(
                 f"expected at least {meta['min_length']} entries, got {len(value)}", file=file, key=key
             )
+        limit = meta.get("max_length") or MAX_LIST_LENGTH
+        if len(value) > limit:
+            raise ScenarioError(f"list of {len(value)} entries; at most {limit} allowed", file=file, key=key)
         if len(args) == 2 and args[1] is Ellipsis:
             elem = args[0]
-            return tuple(
-                _convert(v, elem, meta if not dataclasses.is_dataclass(elem) else {}, file, f"{key}[{i}]")
-                for i, v in enumerate(value)
-            )
+            # the bounds apply to the elements (and the length to each row of a nested list, a matrix)
+            sub = {} if dataclasses.is_dataclass(elem) else meta
+            return tuple(_convert(v, elem, sub, file, f"{key}[{i}]") for i, v in enumerate(value))
         if len(args) != len(value):
             raise ScenarioError(
                 f"expected a list of {len(args)} values, got {len(value)}", file=file, key=key
@@ -161,6 +210,17 @@ def _convert(value: Any, tp: Any, meta: Mapping[str, Any], file: str, key: str) 
     if dataclasses.is_dataclass(tp):
         return parse_config(tp, value, file=file, path=key)
     raise TypeError(f"unsupported config field type {tp!r} at {key}")  # programming error
+
+
+def check_value(cls: type, name: str, value: Any, *, file: str | None = None, key: str | None = None) -> Any:
+    """Validate ``value`` as the field ``name`` of the config class ``cls`` (same types, bounds and
+    messages as in a scenario file), e.g. a CLI override: ``check_value(SimConfig, "duration", x,
+    key="--duration")``. Returns the converted value."""
+    f = next((f for f in dataclasses.fields(cls) if f.name == name), None)
+    if f is None:
+        raise TypeError(f"{cls.__name__} has no field {name!r}")  # programming error
+    hints = typing.get_type_hints(cls)
+    return _convert(value, hints[name], f.metadata, file or "", key or name)
 
 
 def parse_config(cls: type, data: Any, *, file: str = "<scenario>", path: str = "") -> Any:
@@ -178,13 +238,13 @@ def parse_config(cls: type, data: Any, *, file: str = "<scenario>", path: str = 
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        raise ScenarioError(f"expected a mapping, got {data!r}", file=file, key=path or None)
+        raise ScenarioError(f"expected a mapping, got {short_repr(data)}", file=file, key=path or None)
     hints = typing.get_type_hints(cls)
     known = [f.name for f in dataclasses.fields(cls) if f.init]
     for key in data:
         if key not in known:
             raise ScenarioError(
-                f"unknown key {key!r}; allowed keys: {', '.join(known)}", file=file, key=path or None
+                f"unknown key {short_repr(key)}; allowed keys: {', '.join(known)}", file=file, key=path or None
             )
     kwargs = {}
     for f in dataclasses.fields(cls):
@@ -246,9 +306,41 @@ def describe_config(cls: type, prefix: str = "") -> list[tuple[str, str, str, st
         ]
         if f.metadata.get("length"):
             bounds.append(f"length {f.metadata['length']}")
+        elif get_origin(tp) is tuple and get_args(tp)[-1:] == (Ellipsis,):
+            lo, hi = f.metadata.get("min_length"), f.metadata.get("max_length") or MAX_LIST_LENGTH
+            bounds.append(f"{lo}..{hi} entries" if lo else f"≤ {hi} entries")
+        elif tp is str:
+            bounds.append(f"≤ {f.metadata.get('max_length') or MAX_STRING_LENGTH} characters")
         if bounds:
             allowed += " (" + ", ".join(bounds) + ")"
         rows.append((key, allowed, f.metadata.get("unit", ""), default, f.metadata.get("doc", "")))
         if dataclasses.is_dataclass(tp):
             rows.extend(describe_config(tp, prefix=key + "."))
+        elif get_origin(tp) is tuple and dataclasses.is_dataclass(get_args(tp)[0]):
+            rows.extend(describe_config(get_args(tp)[0], prefix=key + "[]."))
     return rows
+
+
+def walk_fields(cls: type, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """``(key path, dataclass field, element type)`` of every leaf field of ``cls``, recursing into
+    nested records and lists of records; the element type is the scalar type of a number, a vector
+    or a matrix (``float`` for ``tuple[tuple[float, ...], ...]``), else the field's type."""
+    out = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        key = f"{prefix}{f.name}"
+        _, tp = _is_optional(hints[f.name])
+        while get_origin(tp) is tuple:
+            args = [a for a in get_args(tp) if a is not Ellipsis]
+            if dataclasses.is_dataclass(args[0]):
+                break
+            tp = args[0]
+        if dataclasses.is_dataclass(tp):
+            out.extend(walk_fields(tp, key + "."))
+        elif get_origin(tp) is tuple:
+            out.extend(walk_fields(get_args(tp)[0], key + "[]."))
+        else:
+            out.append((key, f, tp))
+    return out

@@ -36,8 +36,33 @@ class SolverError(DockbenchError):
 
 
 class HandCommandError(DockbenchError):
-    """A G20 hand command was rejected whole (bad length, non-numeric, NaN/Inf, unknown joint)."""
+    """A G20 hand command was rejected whole (bad length, non-numeric, NaN/Inf, unknown joint).
+
+    ``kind`` is a short reason (``empty``, ``not_finite``, ``unknown_name``, …) for counting
+    rejections per reason."""
+
+    def __init__(self, message: str, kind: str = "invalid"):
+        super().__init__(message)
+        self.kind = kind
 
 
 class SimulationDiverged(DockbenchError):
     """The state became NaN/Inf; the run stops and the telemetry up to the bad step is kept."""
+
+
+class RunFolderError(DockbenchError):
+    """The run folder could not be finished (e.g. the disk is full): what was written stays in the
+    ``<stamp>.partial`` folder, which loads as partial. ``result`` is the run's RunResult."""
+
+    def __init__(self, message: str, *, result: object = None):
+        super().__init__(message)
+        self.result = result
+
+
+class InternalError(DockbenchError):
+    """An unexpected exception inside the control loop or the metrics (a bug): the telemetry recorded
+    so far is written, the traceback is in the run folder's error.txt. ``result``: the RunResult."""
+
+    def __init__(self, message: str, *, result: object = None):
+        super().__init__(message)
+        self.result = result

@@ -37,24 +37,29 @@ from sim.registry import Registry
 
 R_D_EE_SEATED = np.diag([1.0, -1.0, -1.0])
 
+#: most convex segments per ring (drogue walls, probe mesh): bounds the model's size and build time
+MAX_RING_SEGMENTS = 256
+
 
 # ----------------------------------------------------------------------------------------- tools
 @dataclass(frozen=True)
 class ProbeConfig:
-    radius: float = param(0.010, unit="m", gt=0.0, doc="probe shaft radius r_p")
-    shaft_length: float = param(0.12, unit="m", gt=0.0, doc="cylindrical shaft length from the flange")
+    radius: float = param(0.010, unit="m", ge=1e-4, le=0.1, doc="probe shaft radius r_p")
+    shaft_length: float = param(0.12, unit="m", ge=1e-3, le=1.0, doc="cylindrical shaft length from the flange")
     nose: Literal["round", "cone"] = param(
         "round",
         doc="round: hemispherical nose of the shaft radius (one capsule, analytic contacts); "
         "cone: truncated cone of tip_length (one convex mesh, general convex contacts)",
     )
-    tip_length: float = param(0.015, unit="m", gt=0.0, doc="cone tip length (nose: cone only)")
+    tip_length: float = param(0.015, unit="m", ge=1e-4, le=0.2, doc="cone tip length (nose: cone only)")
     tip_radius_ratio: float = param(
-        0.35, gt=0.0, le=1.0, doc="tip end radius / shaft radius (nose: cone only)"
+        0.35, ge=0.01, le=1.0, doc="tip end radius / shaft radius (nose: cone only)"
     )
-    mass: float = param(0.4, unit="kg", gt=0.0, doc="declared tool mass (beyond the F/T sensor)")
-    friction: float = param(0.3, ge=0.0, doc="sliding friction coefficient of the probe")
-    segments: int = param(32, ge=8, doc="vertices per ring of the convex probe mesh (nose: cone only)")
+    mass: float = param(0.4, unit="kg", gt=0.0, le=50.0, doc="declared tool mass (beyond the F/T sensor)")
+    friction: float = param(0.3, ge=0.0, le=10.0, doc="sliding friction coefficient of the probe")
+    segments: int = param(
+        32, ge=8, le=MAX_RING_SEGMENTS, doc="vertices per ring of the convex probe mesh (nose: cone only)"
+    )
 
 
 class Tool:
@@ -174,10 +179,11 @@ class OffsetConfig(PoseConfig):
     """A pose offset (the planner's belief error of a target): zero unless given, key by key."""
 
     position: tuple[float, float, float] = param(
-        (0.0, 0.0, 0.0), unit="m", length=3, doc="offset of the origin, in the target frame"
+        (0.0, 0.0, 0.0), unit="m", length=3, ge=-1.0, le=1.0, doc="offset of the origin, in the target frame"
     )
     rpy_deg: tuple[float, float, float] = param(
-        (0.0, 0.0, 0.0), unit="deg", length=3, doc="rotation offset, fixed-axis roll/pitch/yaw (R = Rz Ry Rx)"
+        (0.0, 0.0, 0.0), unit="deg", length=3, ge=-180.0, le=180.0,
+        doc="rotation offset, fixed-axis roll/pitch/yaw (R = Rz Ry Rx)",
     )
 
 
@@ -191,25 +197,28 @@ def matrix_to_quat(R: np.ndarray) -> np.ndarray:
 class DrogueConfig:
     pose: PoseConfig = field(default_factory=PoseConfig)
     belief_offset: OffsetConfig = field(default_factory=OffsetConfig)
-    mouth_radius: float = param(0.035, unit="m", gt=0.0, doc="funnel radius at the mouth R_m")
+    mouth_radius: float = param(0.035, unit="m", ge=1e-4, le=0.5, doc="funnel radius at the mouth R_m")
     funnel_half_angle_deg: float = param(30.0, unit="deg", gt=5.0, lt=85.0, doc="funnel half-angle")
     clearance: float = param(
-        0.0005, unit="m", ge=0.0, doc="radial play r_b − r_p (bore radius from the probe)"
+        0.0005, unit="m", ge=0.0, le=0.05, doc="radial play r_b − r_p (bore radius from the probe)"
     )
-    bore_length: float = param(0.04, unit="m", gt=0.0, doc="bore length below the funnel L_bore")
-    wall_thickness: float = param(0.004, unit="m", gt=0.0, doc="wall thickness of each segment")
-    segments: int = param(16, ge=6, doc="number of convex wall segments per ring")
+    bore_length: float = param(0.04, unit="m", ge=1e-4, le=1.0, doc="bore length below the funnel L_bore")
+    wall_thickness: float = param(0.004, unit="m", ge=1e-4, le=0.1, doc="wall thickness of each segment")
+    segments: int = param(16, ge=6, le=MAX_RING_SEGMENTS, doc="number of convex wall segments per ring")
     wall_shape: Literal["box", "mesh"] = param(
         "box", doc="segment geometry: primitive boxes or convex meshes"
     )
-    friction: float = param(0.3, ge=0.0, doc="sliding friction of the drogue walls")
+    friction: float = param(0.3, ge=0.0, le=10.0, doc="sliding friction of the drogue walls")
     solref: tuple[float, float] = param(
-        (0.01, 1.0), length=2, doc="contact solref (timeconst [s], dampratio)"
+        (0.01, 1.0), length=2, gt=0.0, le=10.0, doc="contact solref (timeconst [s], dampratio)"
     )
     solimp: tuple[float, float, float, float, float] = param(
-        (0.95, 0.99, 0.001, 0.5, 2.0), length=5, doc="contact solimp"
+        (0.95, 0.99, 0.001, 0.5, 2.0), length=5, gt=0.0, le=10.0,
+        doc="contact solimp (dmin, dmax, width [m], midpoint, power)",
     )
-    seat_gap: float = param(0.001, unit="m", doc="goal tip distance above the seat (negative = preload)")
+    seat_gap: float = param(
+        0.001, unit="m", ge=-0.05, le=1.0, doc="goal tip distance above the seat (negative = preload)"
+    )
     mount: MountConfig = field(default_factory=MountConfig)
 
 
@@ -217,13 +226,20 @@ class DrogueConfig:
 class PlateConfig:
     pose: PoseConfig = field(default_factory=PoseConfig)
     belief_offset: OffsetConfig = field(default_factory=OffsetConfig)
-    size: tuple[float, float, float] = param((0.10, 0.10, 0.01), unit="m", length=3, doc="box half-sizes")
-    friction: float = param(0.3, ge=0.0, doc="sliding friction")
-    solref: tuple[float, float] = param((0.004, 1.0), length=2, doc="contact solref")
-    solimp: tuple[float, float, float, float, float] = param(
-        (0.95, 0.99, 0.001, 0.5, 2.0), length=5, doc="solimp"
+    size: tuple[float, float, float] = param(
+        (0.10, 0.10, 0.01), unit="m", length=3, ge=1e-4, le=5.0, doc="box half-sizes"
     )
-    press_depth: float = param(0.005, unit="m", doc="goal tip depth below the plate surface (preload)")
+    friction: float = param(0.3, ge=0.0, le=10.0, doc="sliding friction")
+    solref: tuple[float, float] = param(
+        (0.004, 1.0), length=2, gt=0.0, le=10.0, doc="contact solref (timeconst [s], dampratio)"
+    )
+    solimp: tuple[float, float, float, float, float] = param(
+        (0.95, 0.99, 0.001, 0.5, 2.0), length=5, gt=0.0, le=10.0,
+        doc="contact solimp (dmin, dmax, width [m], midpoint, power)",
+    )
+    press_depth: float = param(
+        0.005, unit="m", ge=-1.0, le=0.1, doc="goal tip depth below the plate surface (preload; negative = above)"
+    )
     mount: MountConfig = field(default_factory=MountConfig)
 
 

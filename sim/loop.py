@@ -10,17 +10,23 @@ Per control step (period T_c = k · timestep)::
     k × mj_step                            # the plant
     record                                 # preallocated telemetry
 
-The run folder is written at the end, also when the state goes NaN/Inf (status ``diverged``) or on
-Ctrl-C (status ``interrupted``): whatever was recorded is kept.
+The run folder is one transaction (:func:`run`, telemetry.run.RunFolder): reserved as
+``<stamp>.partial`` before the first step, renamed into place with its manifest when complete. It is
+written also when the state goes NaN/Inf (status ``diverged``), on Ctrl-C or SIGTERM (``interrupted``,
+sim.interrupts), on an exception in the loop or the metrics (``error``) and on a full disk
+(``aborted``; the folder stays partial): whatever was recorded is kept.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import platform
+import shutil
+import signal
 import subprocess
+import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,22 +37,23 @@ import numpy as np
 
 from controllers.base import CONTROLLERS, Controller, PlantInfo
 from planners.base import PLANNERS, Planner, PlannerContext, Reference
-from sim import kernels
+from sim import interrupts, kernels
 from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR, Assembly, assemble
+from sim.config import check_value
 from sim.dynamics import Dynamics
-from sim.errors import ScenarioError, SimulationDiverged
+from sim.errors import InternalError, ModelError, RunFolderError, ScenarioError, SimulationDiverged
 from sim.floating import FloatingBaseDynamics
 from sim.ik import solve_ik
 from sim.interfaces import ToolRuntime, rpy_to_matrix
 from sim.lie import mat2quat_batch
 from sim.mounts import initial_target_state
 from sim.orbit import OrbitTelemetry, TargetTracking
-from sim.scenario import Scenario
+from sim.scenario import MAX_DURATION, Scenario, SimConfig, folder_name
 from sim.wrench import PEAK_CHANNELS, SubstepContact, WrenchPipeline
 from telemetry.gates import detect_instability, evaluate_gates
-from telemetry.log import Telemetry
+from telemetry.log import CHUNK_ROWS, Telemetry, TelemetryWriteError, atomic_write_text
 from telemetry.metrics import compute_metrics
-from telemetry.run import write_json
+from telemetry.run import RunFolder, write_json
 
 
 @dataclass
@@ -55,7 +62,9 @@ class RunResult:
 
     Attributes:
         status: ``completed`` | ``unstable`` (ran to its end but flagged by
-            :func:`telemetry.gates.detect_instability`; verdict FAIL) | ``diverged`` | ``interrupted``.
+            :func:`telemetry.gates.detect_instability`; verdict FAIL) | ``diverged`` | ``interrupted`` |
+            ``aborted`` (telemetry could not be written) | ``error`` (an exception in the loop or the
+            metrics).
         verdict: PASS / FAIL / INCOMPLETE.
         metrics: computed metrics.
         gates: per-gate results (dicts).
@@ -73,7 +82,11 @@ class RunResult:
     meta: dict[str, Any]
     run_dir: Path | None = None
     message: str = ""
-    timing: dict[str, float] = field(default_factory=dict)
+    timing: dict[str, Any] = field(default_factory=dict)
+    #: a SIGINT/SIGTERM that arrived while the run folder was being written (it was finished first)
+    signal: int | None = None
+    #: what kept the run folder from being finished (then it is ``<stamp>.partial``)
+    problems: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -98,6 +111,12 @@ class Setup:
     guard: kernels.GuardReport | None = None
     #: floating-body telemetry (a free-floating base or a moving target; sim/orbit.py), else None
     orbit: OrbitTelemetry | None = None
+    #: the telemetry of the last :func:`simulate` on this setup (set before its first step)
+    telemetry: Telemetry | None = None
+    #: the traceback of an unexpected exception in the last :func:`simulate` (status ``error``)
+    error: str = ""
+    #: the signal that interrupted the last run (status ``interrupted``), else None
+    interrupted_by: int | None = None
 
 
 def _start_and_goal(
@@ -140,12 +159,45 @@ def _gravity_compensation(scenario: Scenario) -> bool:
     return mode == "on" or (mode == "auto" and any(g != 0.0 for g in scenario.sim.gravity))
 
 
+def _in_file(exc: ScenarioError, file: str, key: str | None = None) -> ScenarioError:
+    """``exc`` with the scenario file (and ``key`` when it names none) filled in."""
+    return ScenarioError(exc.detail, file=exc.file or file, key=exc.key or key)
+
+
+def _check_joint_values(q: tuple[float, ...], lo: np.ndarray, hi: np.ndarray, names: tuple[str, ...],
+                        file: str, key: str) -> None:
+    """Every q[i] within the model's range [lo_i, hi_i] of joint ``names[i]`` [rad]."""
+    for i, (x, a, b) in enumerate(zip(q, lo, hi, strict=True)):
+        if not a <= x <= b:
+            raise ScenarioError(
+                f"{x} rad is outside the range [{a:.4f}, {b:.4f}] rad of joint {names[i]!r}",
+                file=file,
+                key=f"{key}[{i}]",
+            )
+
+
 def build(scenario: Scenario) -> Setup:
-    """Assemble the plant, solve the initial configuration and build planner and controller."""
+    """Assemble the plant, solve the initial configuration and build planner and controller.
+
+    Raises:
+        ScenarioError: naming the scenario file and the key, for everything the scenario asks that the
+            models cannot do: geometry that does not compile (the ``tool``/``target``/``robot`` block),
+            ``robot.q_init`` / ``robot.q_guess`` outside the joint ranges, an unreachable start pose
+            (IK, ``start``), a planner whose trajectory cannot be built or lasts longer than
+            :data:`sim.scenario.MAX_DURATION`, a controller the plant cannot serve.
+    """
+    file = scenario.source_file or "<scenario>"
     asm = assemble(scenario)
     m = asm.model
     robot = asm.robot
     nv = len(robot.joint_names)
+    jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot.joint_names]
+    q_min = np.array([m.jnt_range[j, 0] for j in jids])
+    q_max = np.array([m.jnt_range[j, 1] for j in jids])
+    for key in ("q_init", "q_guess"):
+        q = getattr(scenario.robot, key)
+        if q is not None:
+            _check_joint_values(q, q_min, q_max, robot.joint_names, file, f"robot.{key}")
     q_home = robot.home if scenario.robot.q_guess is None else np.array(scenario.robot.q_guess)
     T_start, T_goal, axis = _start_and_goal(scenario, asm, q_home)
     if scenario.robot.q_init is not None:
@@ -153,7 +205,14 @@ def build(scenario: Scenario) -> Setup:
     elif asm.target is None:  # free space: start where the robot is (home / q_guess)
         q0 = np.array(q_home, dtype=float)
     else:
-        q0 = solve_ik(asm.pin_model, asm.frame_ids[asm.tool.ee_site], T_start, q_home)
+        try:
+            q0 = solve_ik(asm.pin_model, asm.frame_ids[asm.tool.ee_site], T_start, q_home)
+        except ModelError as exc:
+            raise ScenarioError(
+                f"the start pose (target.pose, target.belief_offset and the start block) is not reachable: {exc}",
+                file=file,
+                key="start",
+            ) from None
 
     data = mujoco.MjData(m)
     data.qpos[asm.qpos_adr] = q0
@@ -170,7 +229,24 @@ def build(scenario: Scenario) -> Setup:
         mujoco.mj_forward(m, data)
 
     ctx = PlannerContext(T_world_start=T_start, T_world_goal=T_goal, approach_axis_world=axis)
-    planner = PLANNERS.get(scenario.planner.type)(scenario.planner.config, ctx)
+    try:
+        planner = PLANNERS.get(scenario.planner.type)(scenario.planner.config, ctx)
+        planned = float(planner.duration)
+    except ScenarioError as exc:
+        raise _in_file(exc, file, "planner") from None
+    except (ArithmeticError, ValueError) as exc:  # e.g. a trajectory too long for float arithmetic
+        raise ScenarioError(
+            f"the {scenario.planner.type} trajectory cannot be built from this start/goal: {exc}",
+            file=file,
+            key="planner",
+        ) from None
+    if not (math.isfinite(planned) and 0.0 <= planned <= MAX_DURATION):
+        raise ScenarioError(
+            f"the {scenario.planner.type} trajectory lasts {planned:.6g} s; at most {MAX_DURATION:g} s allowed "
+            "(raise the speed/acceleration limits or move the start closer to the goal)",
+            file=file,
+            key="planner",
+        )
     if mount is not None and mount.moving and mount.track:  # the plan rides on the moving target
         planner = TargetTracking(
             planner, data, m, asm.target_body, asm.target_qpos, asm.target_qvel, floating=mount.type == "floating"
@@ -179,20 +255,22 @@ def build(scenario: Scenario) -> Setup:
     tau_max = np.array([m.actuator_ctrlrange[a, 1] for a in asm.act_ids])
     if scenario.robot.max_torque is not None:
         tau_max = np.minimum(tau_max, scenario.robot.max_torque)
-    jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot.joint_names]
     plant = PlantInfo(
         nv=nv,
         joint_names=robot.joint_names,
         tau_max=tau_max,
-        q_min=np.array([m.jnt_range[j, 0] for j in jids]),
-        q_max=np.array([m.jnt_range[j, 1] for j in jids]),
+        q_min=q_min,
+        q_max=q_max,
         v_max=robot.velocity_limit.copy(),
         dof_damping=np.array(m.dof_damping[asm.dof_adr]),
         dof_frictionloss=np.array(m.dof_frictionloss[asm.dof_adr]),
         control_period=scenario.sim.control_period,
         q_home=q0.copy(),
     )
-    controller = CONTROLLERS.get(scenario.controller.type)(scenario.controller.config, plant, planner)
+    try:
+        controller = CONTROLLERS.get(scenario.controller.type)(scenario.controller.config, plant, planner)
+    except ScenarioError as exc:
+        raise _in_file(exc, file, "controller") from None
     dyn_flags = dict(
         body_frame=controller.needs_body_frame,
         sensor_pose=controller.needs_sensor_pose or scenario.wrench.force_source == "observer",
@@ -222,7 +300,10 @@ def build(scenario: Scenario) -> Setup:
         if scenario.sim.duration is not None
         else planner.duration + scenario.sim.settle_time
     )
-    runtime = asm.tool.make_runtime(m, data, scenario)
+    try:
+        runtime = asm.tool.make_runtime(m, data, scenario)
+    except ScenarioError as exc:
+        raise _in_file(exc, file, "tool") from None
     if runtime is not None:
         runtime.bind_dynamics(dyn)  # e.g. the hand keeps the lumped inertia at its current pose
     orbit = None
@@ -266,6 +347,22 @@ def _versions() -> dict[str, str]:
     }
 
 
+def steps_for(duration: float, control_period: float) -> int:
+    """Control steps of a run of ``duration`` [s]: t = 0, T_c, …, ⌊duration / T_c⌋ T_c."""
+    return int(math.floor(duration / control_period + 1e-9)) + 1
+
+
+def _signum(exc: BaseException) -> int:
+    """The signal behind a KeyboardInterrupt (SIGINT unless it is an :class:`interrupts.Interrupted`)."""
+    return exc.signum if isinstance(exc, interrupts.Interrupted) else int(signal.SIGINT)
+
+
+def _interrupt_message(exc: BaseException, steps: int) -> str:
+    name = exc.name if isinstance(exc, interrupts.Interrupted) else "SIGINT"
+    what = "terminated (SIGTERM)" if name == "SIGTERM" else "interrupted (Ctrl-C)"
+    return f"{what} after {steps} recorded steps; the telemetry recorded so far is kept"
+
+
 def contiguous_slice(idx: np.ndarray) -> slice | np.ndarray:
     """``idx`` as a slice when its entries are consecutive (indexing MjData with it then gives a view
     that stays valid, MjData's buffers never move), else ``idx`` itself (fancy indexing: a copy)."""
@@ -274,11 +371,11 @@ def contiguous_slice(idx: np.ndarray) -> slice | np.ndarray:
     return idx
 
 
-def _derive_pose_channels(tel: Telemetry) -> None:
-    """ee_pos, ee_quat (w, x, y, z) and ee_quat_des of the recorded steps from the raw T_world_ee
-    (4×4, row-major) and R_world_ee_des (3×3) columns, after the loop: MuJoCo's ``mju_mat2Quat``
-    vectorised (:func:`sim.lie.mat2quat_batch`, equal to it to round-off)."""
-    n = tel.n
+def _derive_pose_channels(tel: Telemetry, n: int) -> None:
+    """ee_pos, ee_quat (w, x, y, z) and ee_quat_des of the block's first ``n`` rows from the raw
+    T_world_ee (4×4, row-major) and R_world_ee_des (3×3) columns, once per block (before a spill, and
+    after the loop): MuJoCo's ``mju_mat2Quat`` vectorised (:func:`sim.lie.mat2quat_batch`, equal to it
+    to round-off)."""
     if n == 0:
         return
     T = tel.raw["T_world_ee"][:n].reshape(n, 4, 4)
@@ -326,8 +423,8 @@ class StepObserver(Protocol):
         """Called once before the first step, with the run's setup and its (empty) telemetry."""
 
     def step(self, i: int, t: float) -> bool:
-        """Step ``i`` (time ``t`` [s]) is recorded (``tel.block[i]``; ``setup.data`` holds the state at
-        ``t``); return True to end the run."""
+        """Step ``i`` (time ``t`` [s]) is recorded (``tel.block[i - tel.base]``: a long run spills its
+        block, telemetry.log; ``setup.data`` holds the state at ``t``); return True to end the run."""
 
     def finish(self, status: str) -> None:
         """Called once when the loop ends, whatever the reason (``completed``, ``interrupted``, ...)."""
@@ -340,6 +437,9 @@ def simulate(
     profile: bool = False,
     kernel_check: int | None = None,
     step_observer: StepObserver | None = None,
+    *,
+    spill_dir: str | Path | None = None,
+    chunk_rows: int = CHUNK_ROWS,
 ) -> tuple[Telemetry, str, str, dict[str, float]]:
     """Run the control loop. Returns (telemetry, status, message, timing).
 
@@ -357,33 +457,57 @@ def simulate(
     telemetry row is recorded and before the plant steps; it returns True to end the run early
     (status ``interrupted``, e.g. the viewer window was closed). Without one the loop pays a single
     ``is not None`` test per step.
+
+    A run of more than ``chunk_rows`` steps spills its telemetry to part files in ``spill_dir`` (None:
+    a temporary folder) every ``chunk_rows`` steps, so memory stays flat (:class:`Telemetry`). Status
+    ``aborted``: such a write failed (e.g. the disk is full); the parts written are kept. The
+    telemetry object is also left in ``setup.telemetry``, for a caller that must save what was
+    recorded when a signal interrupts this function after the loop.
     """
     sc = setup.scenario
     m, d = setup.asm.model, setup.data
     T_c = sc.sim.control_period
     nsub = int(round(T_c / sc.sim.timestep))
     duration = setup.duration if duration is None else duration
-    n_steps = int(math.floor(duration / T_c + 1e-9)) + 1
+    n_steps = steps_for(duration, T_c)
     ctrl = setup.controller
-    extra = {f"ctrl_{n}": ctrl.diag_units.get(n, "") for n in ctrl.diag_names}
+    wallclock = {f"ctrl_{n}": ctrl.diag_units.get(n, "s") for n in ctrl.guard_skip_diag}
+    extra = {f"ctrl_{n}": ctrl.diag_units.get(n, "") for n in ctrl.diag_names if f"ctrl_{n}" not in wallclock}
     runtime = setup.runtime
     orbit = setup.orbit
     shaped = {**(runtime.channels if runtime is not None else {}), **(orbit.channels if orbit is not None else {})}
+    # contact at every substep (per-period maxima; no extra work at one substep per period)
+    axis = setup.asm.target.T_world_target[:3, 2] if setup.asm.target is not None else np.array([0.0, 0.0, 1.0])
+    substeps = SubstepContact(setup.wrench, m, d, nsub, n_steps, axis)
+    resolved = substeps.resolved
+
+    def derive(t: Telemetry, rows: int) -> None:  # per block of rows: before a spill and after the loop
+        _derive_pose_channels(t, rows)
+        substeps.fill(t.arrays, rows, t.raw.get("substep_peaks"))
+        if orbit is not None:
+            orbit.derive(t, rows)
+
     # The EE pose and the desired rotation are copied raw each step (a contiguous 4×4 and 3×3, part of
-    # the one row copy); ee_pos, ee_quat and ee_quat_des are derived from them once the run ends
-    # (_derive_pose_channels), which costs less than two quaternion conversions per step.
+    # the one row copy), and so are the substep contact maxima of the period before; ee_pos, ee_quat,
+    # ee_quat_des and the peak channels are derived from them per block of rows (derive), which costs
+    # less than two quaternion conversions per step.
+    raw = {"T_world_ee": 16, "R_world_ee_des": 9}
+    if resolved:
+        raw["substep_peaks"] = 3
     tel = Telemetry(
         n_steps,
         setup.plant.nv,
         extra,
         shaped or None,
-        raw={"T_world_ee": 16, "R_world_ee_des": 9, **(orbit.raw if orbit is not None else {})},
+        raw={**raw, **(orbit.raw if orbit is not None else {})},
         derived=("ee_pos", "ee_quat", "ee_quat_des", *PEAK_CHANNELS),
+        wallclock=wallclock,
+        derive=derive,
+        spill_dir=spill_dir,
+        chunk_rows=chunk_rows,
+        recording=sc.telemetry.enabled,
     )
-    # contact at every substep (per-period maxima; no extra work at one substep per period)
-    axis = setup.asm.target.T_world_target[:3, 2] if setup.asm.target is not None else np.array([0.0, 0.0, 1.0])
-    substeps = SubstepContact(setup.wrench, m, d, nsub, n_steps, axis)
-    resolved = substeps.resolved
+    setup.telemetry = tel
 
     qadr, dadr, aids = setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids
     floating = setup.asm.floating_base
@@ -442,6 +566,7 @@ def simulate(
         # raw: views (T and R are C-contiguous and updated in place; test_loop's pose-channel test
         # fails if either ever becomes a copy)
         "T_world_ee": snap.T_world_ee.reshape(16), "R_world_ee_des": ref.R.reshape(9),
+        "substep_peaks": substeps.last,
     }
     for k, name in enumerate(ctrl.diag_names):
         src[f"ctrl_{name}"] = cmd.diag[k : k + 1]
@@ -449,6 +574,7 @@ def simulate(
         src.update(orbit.sources)  # base / target joint states and the momentum sensors (views of MjData)
     row_sources = _coalesce([src[name] for name in tel.row_channels])
     block = tel.block
+    spill_at, base = tel.spill_at, 0  # the step at which the block is full, the first step it holds
     planner.evaluate(0.0, ref)
     ctrl.reset(snap, ref)
 
@@ -470,6 +596,7 @@ def simulate(
     t_wall0 = time.perf_counter()
     i = 0
     report_every = max(1, n_steps // 50)
+    interrupts.arm()  # Ctrl-C / SIGTERM raise in the loop (a no-op without interrupts.guard())
     try:
         for i in range(n_steps):
             t = i * T_c
@@ -510,11 +637,13 @@ def simulate(
                 c2 = clock()
                 t_ctrl += c2 - c1
             if record:
+                if i == spill_at:  # a long run: the block is full, write it to disk and start over
+                    spill_at, base = tel.spill(i), i
                 # saturated ⇔ clipping changed a joint torque (⇔ |τ_cmd| > τ_max for some joint)
                 scal[:] = (t, cmd.tau.tolist() != tau.tolist(), wp.state.contact_count, d.ncon, snap.manipulability)
-                np.concatenate(row_sources, out=block[i])  # the whole step in one copy
+                np.concatenate(row_sources, out=block[i - base])  # the whole step in one copy
                 if runtime is not None:
-                    runtime.record(i, tel.arrays)
+                    runtime.record(i - base, tel.arrays)
             tel.n = i + 1
             if watch is not None and i % watch_every == 0 and watch.step(i, t):
                 status, message = "interrupted", f"{watch.stop_reason} at t = {t:.4f} s (step {i})"
@@ -545,22 +674,40 @@ def simulate(
                 break
             if progress is not None and i % report_every == 0:
                 progress(t, duration)
-    except KeyboardInterrupt:
-        status, message = "interrupted", f"interrupted by the user at step {i}"
+        interrupts.disarm()
+    except KeyboardInterrupt as exc:
+        interrupts.disarm()
+        status, message = "interrupted", _interrupt_message(exc, tel.n)
+        setup.interrupted_by = _signum(exc)
+    except TelemetryWriteError as exc:
+        status = "aborted"
+        message = (
+            f"telemetry could not be written at step {i} ({exc.strerror}); the simulation stopped; the "
+            f"{tel.base} steps written before are kept, the {tel.n - tel.base} in memory only if they fit"
+        )
     except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
         status = "diverged"
         message = (
             f"numerical failure at t = {i * T_c:.4f} s (step {i}): {exc}; the state was "
             f"q = {np.array2string(d.qpos[qs], precision=3)}; telemetry up to this step is kept"
         )
+    except Exception as exc:  # noqa: BLE001 - a bug must not lose the telemetry recorded so far
+        status = "error"
+        message = (
+            f"unexpected {type(exc).__name__} at t = {i * T_c:.4f} s (step {i}): {exc}; telemetry up to "
+            "this step is kept"
+        )
+        setup.error = traceback.format_exc()
     finally:
+        interrupts.disarm()
         if watch is not None:
             watch.finish(status)
-    if record:
-        _derive_pose_channels(tel)
-        substeps.fill(tel.arrays, tel.n)
-        if orbit is not None:
-            orbit.derive(tel)
+    try:
+        tel.finish()  # the derived channels of the rows in memory (and, spilled, the last part)
+    except TelemetryWriteError as exc:
+        status = "aborted"
+        message = f"{message}; " if message else ""
+        message += f"the last {tel.n - tel.base} steps could not be written to disk ({exc.strerror})"
     wall = time.perf_counter() - t_wall0
     sim_time = tel.n * T_c
     timing = {
@@ -634,6 +781,124 @@ def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -
     }
 
 
+def _duration_key(scenario: Scenario, override: float | None, setup: Setup) -> tuple[str, str]:
+    """(key, description) of what set the run length, for messages."""
+    if override is not None:
+        return "--duration", f"--duration {override:g} s"
+    if scenario.sim.duration is not None:
+        return "sim.duration", f"sim.duration {scenario.sim.duration:g} s"
+    return "planner", (
+        f"the planner's {setup.planner.duration:.6g} s + sim.settle_time {scenario.sim.settle_time:g} s"
+    )
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.3g} PiB"  # pragma: no cover
+
+
+#: bytes the run folder needs beyond the telemetry (meta, summary, scene.xml, timing) [bytes]
+FOLDER_SLACK_BYTES = 256 << 10
+#: memory the metrics take per recorded step [bytes]: they work on whole (N,)/(N, 6) vectors (≈ 350 B
+#: per step measured on iiwa14_docking_twophase × 10, tests/test_run_folder.py); the telemetry itself
+#: is flat in the duration, the metrics are not
+METRICS_BYTES_PER_STEP = 512
+
+
+def _memory_available() -> int | None:
+    """MemAvailable of /proc/meminfo [bytes], None where unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def check_budget(setup: Setup, duration: float, where: Path | None, key: str, what: str) -> int:
+    """Check, before the first step, that the telemetry of a run of ``duration`` [s] fits: a run of at
+    most :data:`telemetry.log.CHUNK_ROWS` steps in memory (a few tens of MB at most), a longer one on
+    the disk holding ``where`` (its part files plus the assembled telemetry.npz: twice its size); and
+    that the memory the metrics need (:data:`METRICS_BYTES_PER_STEP`) is available. Returns the
+    telemetry size [bytes].
+
+    Raises:
+        ScenarioError: naming ``key`` (``--duration``, ``sim.duration`` or ``planner``), the step count,
+            the size needed and the space free.
+    """
+    sc = setup.scenario
+    n = steps_for(duration, sc.sim.control_period)
+    ctrl = setup.controller
+    extra = {f"ctrl_{d}": "" for d in ctrl.diag_names}
+    shaped = setup.runtime.channels if setup.runtime is not None else None
+    size = n * Telemetry.bytes_per_step(setup.plant.nv, extra, shaped) if sc.telemetry.enabled else 0
+    spills = sc.telemetry.enabled and n > CHUNK_ROWS
+    if sc.telemetry.enabled:
+        mem = n * METRICS_BYTES_PER_STEP
+        avail = _memory_available()
+        if avail is not None and mem > avail:
+            raise ScenarioError(
+                f"{what} is {n:,} control steps of {sc.sim.control_period:g} s: scoring them needs about "
+                f"{_fmt_bytes(mem)} of memory, but {_fmt_bytes(avail)} are available; shorten the run or "
+                "lengthen sim.control_period",
+                file=sc.source_file or None,
+                key=key,
+            )
+    if where is None and not spills:
+        return size
+    need = (2 * size if spills else size) + FOLDER_SLACK_BYTES
+    folder = where if where is not None else Path(tempfile.gettempdir())
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return size
+    if need > free:
+        raise ScenarioError(
+            f"{what} is {n:,} control steps of {sc.sim.control_period:g} s: {_fmt_bytes(size)} of telemetry, "
+            f"{_fmt_bytes(need)} of disk while it is written, but {_fmt_bytes(free)} are free at {folder}; "
+            "shorten the run, lengthen sim.control_period, free disk space or set telemetry.enabled: false",
+            file=sc.source_file or None,
+            key=key,
+        )
+    return size
+
+
+def _wallclock_summary(tel: Telemetry) -> dict[str, dict[str, float]]:
+    """Per wall-clock column: mean, median, 99th percentile and max [s] over the recorded steps."""
+    out = {}
+    for name, x in tel.timing_channels().items():
+        if len(x):
+            out[name] = {
+                "mean_s": float(np.mean(x)),
+                "median_s": float(np.median(x)),
+                "p99_s": float(np.percentile(x, 99)),
+                "max_s": float(np.max(x)),
+            }
+    return out
+
+
+def _preliminary_meta(setup: Setup) -> dict[str, Any]:
+    """meta.json as written before the first step (status ``running``): what a partial folder keeps."""
+    return {
+        "scenario": setup.scenario.to_dict(),
+        "scenario_file": setup.scenario.source_file,
+        "status": "running",
+        "versions": _versions(),
+        "git_revision": _git_revision(),
+        "seed": setup.scenario.sim.seed,
+        "robot": setup.asm.robot.name,
+        "joint_names": list(setup.asm.robot.joint_names),
+        "planner_duration": setup.planner.duration,
+        "duration": setup.duration,
+        "control_period": setup.scenario.sim.control_period,
+    }
+
+
 def run(
     scenario: Scenario,
     *,
@@ -643,48 +908,139 @@ def run(
     setup: Setup | None = None,
     kernel_check: int | None = None,
     step_observer: StepObserver | None = None,
+    chunk_rows: int = CHUNK_ROWS,
 ) -> RunResult:
-    """Build, simulate, score and (if ``out_root``) write the run folder.
+    """Build, simulate, score and (if ``out_root``) write the run folder, as one transaction.
+
+    Before anything is built, ``out_root`` is checked (the run's ``.partial`` folder is created in it,
+    exclusively) and ``duration`` is validated like ``sim.duration``; before the first step the
+    telemetry's size is checked against the disk (:func:`check_budget`). The telemetry is kept — and
+    the folder written, with the status saying why — when the run diverges (then
+    :class:`SimulationDiverged` is raised), is interrupted by Ctrl-C or SIGTERM at any point after the
+    first step (status ``interrupted``; the signal that arrives while the folder is being written waits
+    until it is finished: ``RunResult.signal``; a step observer that ends the run, e.g. the viewer
+    closed, is ``interrupted`` too), raises inside the loop or the metrics (status
+    ``error``, the traceback in ``error.txt``, :class:`InternalError` raised) or cannot write its
+    telemetry (status ``aborted``, :class:`RunFolderError`). A folder that could not be finished (e.g.
+    the disk is full) stays ``<stamp>.partial`` and loads as partial (telemetry.run).
 
     Args:
         scenario: a loaded scenario.
-        out_root: parent of ``<scenario>/<UTC timestamp>/``; None = write nothing.
+        out_root: parent of ``<scenario>/<UTC timestamp>/``; None = write nothing (a long run then
+            spills its telemetry to a temporary folder).
         duration: override of the run length [s] (a run shorter than the planner is INCOMPLETE).
         progress: callback(t, duration) for progress bars.
+        setup: a prebuilt :func:`build` result (default: built from ``scenario``).
         kernel_check: the kernel guard's period in control steps (0 = off; default
             :func:`sim.kernels.check_every`, i.e. ``$DOCKBENCH_KERNEL_CHECK`` or 5000).
-        setup: a prebuilt :func:`build` result (default: built from ``scenario``).
         step_observer: watches the loop while it runs (:class:`StepObserver`: viewer, live streams).
+        chunk_rows: telemetry rows held in memory before a spill (tests use small values).
+
+    Raises:
+        ScenarioError: bad ``duration``; the telemetry does not fit; anything :func:`build` raises.
+        DockbenchError: ``out_root`` cannot hold run folders.
+        Interrupted: a signal before the first step (nothing recorded, no folder left).
     """
-    if setup is None:
-        setup = build(scenario)
-    if duration is not None and duration <= 0:
-        raise ScenarioError(f"duration must be > 0, got {duration}", key="--duration")
-    tel, status, message, timing = simulate(setup, duration, progress, kernel_check=kernel_check,
-                                            step_observer=step_observer)
+    if duration is not None:
+        duration = check_value(SimConfig, "duration", duration, file=scenario.source_file or None, key="--duration")
+    with interrupts.guard():
+        folder = RunFolder.create(out_root, folder_name(scenario.name)) if out_root is not None else None
+        try:
+            if setup is None:
+                setup = build(scenario)
+            setup.telemetry, setup.error, setup.interrupted_by = None, "", None
+            length = setup.duration if duration is None else duration
+            key, what = _duration_key(scenario, duration, setup)
+            check_budget(setup, length, folder.path if folder else None, key, what)
+            if folder is not None:
+                with interrupts.deferred():
+                    if not folder.attempt("meta.json", write_json, folder.file("meta.json"), _preliminary_meta(setup)):
+                        raise RunFolderError(f"cannot write into the run folder {folder.path}: {folder.problems[-1]}")
+            tel, status, message, timing = simulate(
+                setup, duration, progress, kernel_check=kernel_check, step_observer=step_observer,
+                spill_dir=folder.path if folder else None, chunk_rows=chunk_rows,
+            )
+        except KeyboardInterrupt as exc:
+            tel = setup.telemetry if setup is not None else None
+            if tel is None or tel.n == 0:
+                if folder is not None:
+                    folder.abandon()
+                raise
+            status, message = "interrupted", _interrupt_message(exc, tel.n)
+            setup.interrupted_by = _signum(exc)
+            try:
+                with interrupts.deferred():
+                    tel.finish()
+            except TelemetryWriteError as werr:
+                status, message = "aborted", f"{message}; the last steps could not be written ({werr.strerror})"
+            steps = tel.n
+            timing = {"wall_s": 0.0, "sim_s": steps * scenario.sim.control_period, "steps": steps}
+        except BaseException:
+            if folder is not None and (setup is None or setup.telemetry is None or setup.telemetry.n == 0):
+                folder.abandon()
+            raise
+        return _finish_run(setup, folder, tel, status, message, timing)
+
+
+def _finish_run(
+    setup: Setup, folder: RunFolder | None, tel: Telemetry, status: str, message: str, timing: dict[str, Any]
+) -> RunResult:
+    """Everything after the loop (see :func:`run`): telemetry first, then meta, metrics, summary, the
+    manifest and the rename, each write guarded, signals deferred while writing."""
+    scenario = setup.scenario
+    errors: list[str] = [setup.error] if setup.error else []
+    timing = dict(timing)
+    try:
+        wall = _wallclock_summary(tel)
+    except (OSError, ValueError):  # a part that cannot be read back (full disk): no timing summary
+        wall = {}
+    if wall:
+        timing["wallclock"] = wall
     meta = _meta(setup, timing, status, tel)
-    channels = tel.channels()
-    metrics = compute_metrics(channels, meta) if tel.n > 0 else {}
-    planned = setup.planner.duration
-    complete = status == "completed" and (tel.n - 1) * scenario.sim.control_period >= planned - 1e-9
-    instability = detect_instability(channels, meta) if status == "completed" else None
-    if instability is not None:  # ran to its end, but not under control: status unstable, verdict FAIL
-        status, message = "unstable", instability.message
-        meta["status"] = status
-    verdict, gate_results = evaluate_gates(
-        scenario.gates, metrics, complete, channels=channels, meta=meta, unstable=instability is not None
-    )
-    gates = [g.to_dict() for g in gate_results]
-    run_dir = None
-    if out_root is not None:
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S_%fZ")
-        run_dir = Path(out_root) / scenario.name / stamp
-        run_dir.mkdir(parents=True, exist_ok=True)
-        tel.save(run_dir / "telemetry.npz")
-        write_json(run_dir / "meta.json", meta)
-        write_json(
-            run_dir / "summary.json",
-            {
+    have_tel = True
+    with interrupts.deferred():
+        if folder is not None:
+            have_tel = folder.attempt("telemetry.npz", tel.save, folder.file("telemetry.npz"))
+            if tel.timing_channels():
+                folder.attempt("timing.npz", tel.save_timing, folder.file("timing.npz"))
+            folder.attempt("meta.json", write_json, folder.file("meta.json"), meta)
+    metrics: dict[str, Any] = {}
+    channels: dict[str, np.ndarray] = {}
+    verdict, gates = "INCOMPLETE", []
+    if have_tel:
+        try:
+            interrupts.arm()
+            channels = tel.channels()
+            metrics = compute_metrics(channels, meta) if len(channels.get("t", ())) > 0 else {}
+            planned = setup.planner.duration
+            complete = status == "completed" and (tel.n - 1) * scenario.sim.control_period >= planned - 1e-9
+            instability = detect_instability(channels, meta) if status == "completed" else None
+            if instability is not None:  # ran to its end, but not under control: status unstable, verdict FAIL
+                status, message = "unstable", instability.message
+                meta["status"] = status
+            verdict, gate_results = evaluate_gates(
+                scenario.gates, metrics, complete, channels=channels, meta=meta, unstable=instability is not None
+            )
+            gates = [g.to_dict() for g in gate_results]
+            interrupts.disarm()
+        except KeyboardInterrupt as exc:
+            interrupts.disarm()
+            status, verdict, metrics, gates = "interrupted", "INCOMPLETE", {}, []
+            message = (f"{_interrupt_message(exc, tel.n)} (all {tel.n} steps were simulated; interrupted after "
+                       "the loop, before the metrics were computed)")
+            setup.interrupted_by = _signum(exc)
+        except Exception as exc:  # noqa: BLE001 - a metrics bug must not lose the run folder
+            interrupts.disarm()
+            status, verdict, metrics, gates = "error", "INCOMPLETE", {}, []
+            message = f"the metrics failed ({type(exc).__name__}: {exc}); the telemetry of all {tel.n} steps is kept"
+            errors.append(traceback.format_exc())
+        finally:
+            interrupts.disarm()
+    meta["status"] = status
+    result = RunResult(status, verdict, metrics, gates, channels, meta, None, message, timing)
+    with interrupts.deferred():
+        if folder is not None:
+            summary = {
                 "scenario": scenario.name,
                 "status": status,
                 "message": message,
@@ -693,13 +1049,33 @@ def run(
                 "metrics": metrics,
                 "timing": timing,
                 "controller": setup.controller.summary(),
-            },
+            }
+            folder.attempt("meta.json", write_json, folder.file("meta.json"), meta)
+            folder.attempt("summary.json", write_json, folder.file("summary.json"), summary)
+            try:
+                xml = setup.asm.spec.to_xml()
+            except Exception as exc:  # noqa: BLE001 - MuJoCo's XML writer; its failure is recorded, not fatal
+                folder.problems.append(f"scene.xml could not be generated: {exc}")
+            else:
+                folder.attempt("scene.xml", atomic_write_text, folder.file("scene.xml"), xml)
+            if errors:
+                folder.attempt("error.txt", atomic_write_text, folder.file("error.txt"), "\n".join(errors))
+            if status == "aborted" and not folder.problems:
+                folder.problems.append(message)
+            result.run_dir = folder.finalize(tel.n)
+            result.problems = list(folder.problems)
+    pending = interrupts.take_pending()
+    result.signal = setup.interrupted_by if status == "interrupted" else pending
+    where = f" (run folder: {result.run_dir})" if result.run_dir else ""
+    if result.problems:
+        raise RunFolderError(
+            f"the run folder could not be finished: {'; '.join(result.problems)}; what was written is in "
+            f"{result.run_dir}",
+            result=result,
         )
-        try:
-            (run_dir / "scene.xml").write_text(setup.asm.spec.to_xml())
-        except Exception:  # noqa: BLE001 - the XML dump is a convenience, never fatal
-            pass
-    result = RunResult(status, verdict, metrics, gates, channels, meta, run_dir, message, timing)
     if status == "diverged":
-        raise SimulationDiverged(message + (f" (run folder: {run_dir})" if run_dir else ""))
+        raise SimulationDiverged(message + where)
+    if status == "error":
+        tb = " (traceback in error.txt)" if result.run_dir else ""
+        raise InternalError(message + where + tb, result=result)
     return result

@@ -84,9 +84,12 @@ def _box_inertia_doc() -> str:
 
 @dataclass(frozen=True)
 class BasePoseConfig(PoseConfig):
-    position: tuple[float, float, float] = param((0.0, 0.0, 0.0), unit="m", length=3, doc="base origin in world")
+    position: tuple[float, float, float] = param(
+        (0.0, 0.0, 0.0), unit="m", length=3, ge=-100.0, le=100.0, doc="base origin in world"
+    )
     rpy_deg: tuple[float, float, float] = param(
-        (0.0, 0.0, 0.0), unit="deg", length=3, doc="fixed-axis roll/pitch/yaw of the base (R = Rz Ry Rx)"
+        (0.0, 0.0, 0.0), unit="deg", length=3, ge=-360.0, le=360.0,
+        doc="fixed-axis roll/pitch/yaw of the base (R = Rz Ry Rx)",
     )
 
 
@@ -96,17 +99,20 @@ class BaseConfig:
         "fixed",
         doc="fixed: bolted to the world; free_floating: the arm on a spacecraft bus with a free joint (in orbit)",
     )
-    mass: float | None = param(None, unit="kg", gt=0.0, doc="bus mass (free_floating; the arm's links come on top)")
+    mass: float | None = param(
+        None, unit="kg", gt=0.0, le=1e7, doc="bus mass (free_floating; the arm's links come on top)"
+    )
     inertia: tuple[float, ...] | None = param(
-        None, unit="kg·m²",
+        None, unit="kg·m²", ge=-1e9, le=1e9,
         doc="bus inertia about its centre of mass, base axes: [Ixx, Iyy, Izz] or [Ixx, Iyy, Izz, Ixy, Ixz, Iyz] "
         f"(free_floating; e.g. a {_box_inertia_doc()})",
     )
     com: tuple[float, float, float] = param(
-        (0.0, 0.0, 0.0), unit="m", length=3, doc="bus centre of mass in the arm's base frame (free_floating)"
+        (0.0, 0.0, 0.0), unit="m", length=3, ge=-10.0, le=10.0,
+        doc="bus centre of mass in the arm's base frame (free_floating)",
     )
     size: tuple[float, float, float] = param(
-        (1.0, 1.0, 1.0), unit="m", length=3, gt=0.0, doc="edges of the bus box drawn at com (visual only)"
+        (1.0, 1.0, 1.0), unit="m", length=3, gt=0.0, le=100.0, doc="edges of the bus box drawn at com (visual only)"
     )
     pose: BasePoseConfig = field(default_factory=BasePoseConfig)
 
@@ -139,28 +145,29 @@ class MountConfig:
         "fixed",
         doc="fixed: static; floating: a free joint (in orbit); compliant: spring-damper to the world (a test bed)",
     )
-    mass: float | None = param(None, unit="kg", gt=0.0, doc="target mass (floating, compliant)")
+    mass: float | None = param(None, unit="kg", gt=0.0, le=1e7, doc="target mass (floating, compliant)")
     inertia: tuple[float, ...] | None = param(
-        None, unit="kg·m²",
+        None, unit="kg·m²", ge=-1e9, le=1e9,
         doc="inertia about the centre of mass, target axes: [Ixx, Iyy, Izz] or [Ixx, Iyy, Izz, Ixy, Ixz, Iyz] "
         "(floating, compliant)",
     )
     com: tuple[float, float, float] = param(
-        (0.0, 0.0, 0.0), unit="m", length=3, doc="centre of mass in the target frame (floating, compliant)"
+        (0.0, 0.0, 0.0), unit="m", length=3, ge=-10.0, le=10.0,
+        doc="centre of mass in the target frame (floating, compliant)",
     )
     size: tuple[float, float, float] | None = param(
-        None, unit="m", length=3, gt=0.0, doc="edges of a body box drawn at com (visual only); null = none"
+        None, unit="m", length=3, gt=0.0, le=100.0, doc="edges of a body box drawn at com (visual only); null = none"
     )
     twist: tuple[float, float, float, float, float, float] = param(
-        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0), unit="m/s | rad/s",
+        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0), unit="m/s | rad/s", length=6, ge=-100.0, le=100.0,
         doc="initial [v; ω] of the target, world axes, v of its centre of mass (floating, compliant)",
     )
     stiffness: tuple[float, float] | None = param(
-        None, unit="N/m | N·m/rad", length=2, ge=0.0,
+        None, unit="N/m | N·m/rad", length=2, ge=0.0, le=1e9,
         doc="[k_lin, k_rot] of the springs to the world (compliant)",
     )
     damping: tuple[float, float] = param(
-        (0.0, 0.0), unit="N·s/m | N·m·s/rad", length=2, ge=0.0, doc="[d_lin, d_rot] of the dampers (compliant)"
+        (0.0, 0.0), unit="N·s/m | N·m·s/rad", length=2, ge=0.0, le=1e9, doc="[d_lin, d_rot] of the dampers (compliant)"
     )
     track: bool = param(
         True,

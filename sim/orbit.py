@@ -277,9 +277,10 @@ class OrbitTelemetry:
             _quat2Mat(R0, np.array(model.body_quat[target_body], dtype=float))
             self._R0 = R0.reshape(3, 3)
 
-    def derive(self, tel: Any) -> None:
-        """Fill the channels of the ``tel.n`` recorded steps (vectorised, after the run)."""
-        n = tel.n
+    def derive(self, tel: Any, n: int | None = None) -> None:
+        """Fill the channels of the first ``n`` rows of the telemetry's block (default ``tel.n``: a run
+        held in memory), vectorised, once per block (a long run's block holds steps ``tel.base`` on)."""
+        n = tel.n if n is None else n
         if n == 0:
             return
         from telemetry.metrics import quat_to_matrix
@@ -300,7 +301,8 @@ class OrbitTelemetry:
         A["system_com"][:n] = C
         t = tel.arrays["t"][:n]
         A["momentum_t"][:n] = np.maximum(t - self.timestep, 0.0)  # the sensors' state (class docstring)
-        A["momentum_t"][0] = 0.0
+        if getattr(tel, "base", 0) == 0:
+            A["momentum_t"][0] = 0.0
         # parts: each body under the world, the free-floating chaser's split into the arm and the bus (+ link 0)
         pos = {int(b): j for j, b in enumerate(idx)}
         parts = []  # (P, L about its own centre of mass, centre of mass)

@@ -25,9 +25,11 @@ def rpy_to_matrix(rpy: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PoseConfig:
-    position: tuple[float, float, float] = param((0.55, 0.0, 0.20), unit="m", length=3, doc="origin in world")
+    position: tuple[float, float, float] = param(
+        (0.55, 0.0, 0.20), unit="m", length=3, ge=-10.0, le=10.0, doc="origin in world"
+    )
     rpy_deg: tuple[float, float, float] = param(
-        (0.0, 0.0, 0.0), unit="deg", length=3, doc="fixed-axis roll/pitch/yaw (R = Rz Ry Rx)"
+        (0.0, 0.0, 0.0), unit="deg", length=3, ge=-360.0, le=360.0, doc="fixed-axis roll/pitch/yaw (R = Rz Ry Rx)"
     )
 
     def matrix(self) -> np.ndarray:

@@ -37,9 +37,11 @@ class Registry(Generic[T]):
         """The class registered as ``name``; a ScenarioError listing the known types otherwise."""
         try:
             return self._entries[name]
-        except KeyError:
+        except (KeyError, TypeError):  # TypeError: an unhashable name
+            from sim.config import short_repr
+
             raise ScenarioError(
-                f"unknown {self.kind} type {name!r}; known: {', '.join(sorted(self._entries))}",
+                f"unknown {self.kind} type {short_repr(name)}; known: {', '.join(sorted(self._entries))}",
                 file=file,
                 key=key,
             ) from None

@@ -20,21 +20,38 @@ from typing import Any, Literal
 
 import yaml
 
-from sim.config import config_to_dict, describe_config, param, parse_config
+from sim.config import config_to_dict, describe_config, param, parse_config, short_repr
 from sim.errors import ScenarioError
 from sim.mounts import BaseConfig
 from sim.robots import get_robot, robot_names
+
+_TWO_PI = 6.283185307179586
+#: longest run [s] a scenario or --duration may ask for (the telemetry must also fit on disk)
+MAX_DURATION = 86400.0
+#: most MuJoCo substeps per control step (control_period / timestep)
+MAX_SUBSTEPS = 1000
+#: largest scenario file read [bytes]
+MAX_FILE_BYTES = 1 << 20
+#: longest scenario name [characters] (it names the run folder)
+MAX_NAME_LENGTH = 100
+#: most gates per scenario
+MAX_GATES = 100
+#: longest description [characters]
+MAX_DESCRIPTION_LENGTH = 10000
 
 
 @dataclass(frozen=True)
 class RobotConfig:
     type: str = param(doc="robot model: iiwa14 | fr3")
     q_init: tuple[float, ...] | None = param(
-        None, unit="rad", doc="initial joint configuration; null = solve IK for the start pose"
+        None, unit="rad", ge=-_TWO_PI, le=_TWO_PI,
+        doc="initial joint configuration (within the model's joint ranges); null = solve IK for the start pose",
     )
-    q_guess: tuple[float, ...] | None = param(None, unit="rad", doc="IK seed; null = the robot's home pose")
+    q_guess: tuple[float, ...] | None = param(
+        None, unit="rad", ge=-_TWO_PI, le=_TWO_PI, doc="IK seed; null = the robot's home pose"
+    )
     max_torque: float | None = param(
-        None, unit="N·m", gt=0.0, doc="optional uniform torque limit, tighter than the actuators' own"
+        None, unit="N·m", gt=0.0, le=1e4, doc="optional uniform torque limit, tighter than the actuators' own"
     )
     base: BaseConfig = field(default_factory=BaseConfig)  # fixed (bolted to the world) or free_floating (sim/mounts.py)
 
@@ -45,16 +62,18 @@ PYRAMIDAL_MIN_FRICTION = 0.01
 
 @dataclass(frozen=True)
 class SimConfig:
-    timestep: float = param(0.001, unit="s", gt=0.0, le=0.01, doc="MuJoCo integration step")
+    timestep: float = param(1e-3, unit="s", ge=1e-6, le=0.01, doc="MuJoCo integration step")
     control_period: float = param(
-        0.001, unit="s", gt=0.0, doc="controller period, an integer multiple of timestep"
+        1e-3, unit="s", ge=1e-6, le=0.1,
+        doc=f"controller period, an integer multiple (1..{MAX_SUBSTEPS}) of timestep",
     )
     duration: float | None = param(
-        None, unit="s", gt=0.0, doc="run length; null = planner duration + settle_time"
+        None, unit="s", gt=0.0, le=MAX_DURATION,
+        doc="run length; null = planner duration + settle_time (the telemetry it needs must fit on disk)",
     )
-    settle_time: float = param(1.5, unit="s", ge=0.0, doc="time simulated after the planner ends")
+    settle_time: float = param(1.5, unit="s", ge=0.0, le=3600.0, doc="time simulated after the planner ends")
     gravity: tuple[float, float, float] = param(
-        (0.0, 0.0, 0.0), unit="m/s²", length=3, doc="gravity (both models)"
+        (0.0, 0.0, 0.0), unit="m/s²", length=3, ge=-100.0, le=100.0, doc="gravity (both models)"
     )
     integrator: Literal["euler", "implicit", "implicitfast", "rk4"] = param(
         "implicitfast", doc="MuJoCo integrator"
@@ -64,8 +83,8 @@ class SimConfig:
         doc="friction cone: elliptic (the Coulomb cone) or pyramidal (its 4-edge approximation; rejected below "
         "a contact friction of 0.01, where it blows up; docs/theory/ft_pipeline.md)",
     )
-    iterations: int = param(50, ge=1, doc="constraint solver iterations")
-    ls_iterations: int = param(20, ge=1, doc="solver line-search iterations")
+    iterations: int = param(50, ge=1, le=1000, doc="constraint solver iterations")
+    ls_iterations: int = param(20, ge=1, le=1000, doc="solver line-search iterations")
     solver: Literal["newton", "cg", "pgs"] = param(
         "newton",
         doc="MuJoCo's constraint solver: newton and cg solve for the accelerations (primal), pgs for the "
@@ -78,7 +97,9 @@ class SimConfig:
         "returns the accelerations, so an early stop leaves a small non-internal residual force: floating "
         "systems that must conserve momentum use 1e-12 (docs/theory/floating_base.md)",
     )
-    seed: int = param(0, ge=0, doc="random seed (recorded in meta.json; the loop itself is deterministic)")
+    seed: int = param(
+        0, ge=0, le=2**32 - 1, doc="random seed (recorded in meta.json; the loop itself is deterministic)"
+    )
 
     def validate(self) -> None:
         ratio = self.control_period / self.timestep
@@ -87,13 +108,21 @@ class SimConfig:
                 f"must be an integer multiple (≥ 1) of sim.timestep={self.timestep}, got {self.control_period}",
                 key="control_period",
             )
+        if round(ratio) > MAX_SUBSTEPS:
+            raise ScenarioError(
+                f"{self.control_period} s is {round(ratio)} substeps of sim.timestep={self.timestep} s; at most "
+                f"{MAX_SUBSTEPS} allowed (shorten control_period or lengthen timestep)",
+                key="control_period",
+            )
 
 
 @dataclass(frozen=True)
 class StartConfig:
-    standoff: float = param(0.10, unit="m", doc="start EE distance from the target mouth along its axis")
+    standoff: float = param(
+        0.10, unit="m", ge=-2.0, le=2.0, doc="start EE distance from the target mouth along its axis"
+    )
     offset: tuple[float, float, float] = param(
-        (0.0, 0.0, 0.0), unit="m", length=3, doc="extra world-frame offset of the start EE position"
+        (0.0, 0.0, 0.0), unit="m", length=3, ge=-2.0, le=2.0, doc="extra world-frame offset of the start EE position"
     )
     free_yaw: bool = param(
         True,
@@ -104,6 +133,8 @@ class StartConfig:
         (0.0, 0.0, 0.0),
         unit="deg",
         length=3,
+        ge=-360.0,
+        le=360.0,
         doc="start orientation = goal orientation rotated by this roll/pitch/yaw (EE axes)",
     )
 
@@ -119,12 +150,12 @@ class WrenchConfig:
         False, doc="subtract the tool's full inertial load m(a − g), Iα + ω×Iω (gravity included) from the F/T signal"
     )
     tare_time: float | None = param(
-        None, unit="s", ge=0.0,
+        None, unit="s", ge=0.0, le=MAX_DURATION,
         doc="tare the F/T sensor at this time (tool still and out of contact): the estimate is zeroed there "
         "and the bias removed from then on; null = no tare",
     )
     ft_bias: tuple[float, float, float, float, float, float] = param(
-        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0), unit="N | N·m",
+        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0), unit="N | N·m", length=6, ge=-1e4, le=1e4,
         doc="simulated constant offset of the F/T sensor [f; n] in sensor axes (what a tare removes)",
     )
     force_source: Literal["sensor", "truth", "observer"] = param(
@@ -141,15 +172,16 @@ class TelemetryConfig:
 @dataclass(frozen=True)
 class GateSpec:
     metric: str = param(doc="metric name (see docs/metrics.md)")
-    max: float | None = param(None, doc="upper bound (inclusive)")
+    max: float | None = param(None, ge=-1e12, le=1e12, doc="upper bound (inclusive)")
     min: float | None = param(
-        None, doc="lower bound (inclusive); docking.depth without min and max is the seat gate (see tolerance)"
+        None, ge=-1e12, le=1e12,
+        doc="lower bound (inclusive); docking.depth without min and max is the seat gate (see tolerance)",
     )
     window: float | None = param(
-        None, unit="s", gt=0.0, doc="final window for steady/docking metrics; null = 1 s"
+        None, unit="s", ge=1e-3, le=MAX_DURATION, doc="final window for steady/docking metrics; null = 1 s"
     )
     tolerance: float | None = param(
-        None, unit="m", gt=0.0,
+        None, unit="m", gt=0.0, le=1.0,
         doc="seat gate only (docking.depth without min/max): seated within this distance of the seat depth "
         "computed from the target geometry; null = 0.001",
     )
@@ -251,22 +283,64 @@ def parse_typed_block(kind: str, data: Any, file: str) -> TypedBlock:
     return TypedBlock(type_name, parse_config(cls.Config, rest, file=file, path=kind))
 
 
+_UNSAFE_NAME_CHARS = frozenset('<>:"/\\|?*')
+
+
+def check_name(name: Any, *, file: str | None = None, key: str = "name") -> str:
+    """The scenario ``name`` if it can name a run folder: a non-empty string of at most
+    :data:`MAX_NAME_LENGTH` characters that is one path component (not ``.`` or ``..``, no ``/``,
+    ``\\``, NUL or other control characters).
+
+    Raises:
+        ScenarioError: naming ``file`` and ``key``.
+    """
+    if not isinstance(name, str) or not name:
+        raise ScenarioError(f"expected a non-empty string, got {short_repr(name)}", file=file, key=key)
+    if len(name) > MAX_NAME_LENGTH:
+        raise ScenarioError(
+            f"{len(name)} characters; at most {MAX_NAME_LENGTH} allowed (the name is the run folder's)",
+            file=file,
+            key=key,
+        )
+    bad = sorted({c for c in name if c in "/\\" or ord(c) < 32 or ord(c) == 127})
+    if bad or name.strip(". ") == "":
+        shown = ", ".join(repr(c) for c in bad) if bad else "only dots/spaces"
+        raise ScenarioError(
+            f"{short_repr(name)} cannot name a folder ({shown}); use letters, digits, '_', '-', '.'",
+            file=file,
+            key=key,
+        )
+    return name
+
+
+def folder_name(name: str) -> str:
+    """``name`` as one safe path component on every OS: characters ``<>:"/\\|?*`` and control
+    characters become ``_``; leading dots and trailing dots/spaces are dropped."""
+    out = "".join("_" if (c in _UNSAFE_NAME_CHARS or ord(c) < 32 or ord(c) == 127) else c for c in name)
+    out = out.lstrip(".").rstrip(". ")
+    return out or "_"
+
+
 def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
     """Validate a scenario mapping (already read from YAML)."""
     if not isinstance(data, dict):
         raise ScenarioError("the scenario must be a YAML mapping", file=file)
     for key in data:
         if key not in _TOP_KEYS:
-            raise ScenarioError(f"unknown top-level key {key!r}; allowed: {', '.join(_TOP_KEYS)}", file=file)
+            raise ScenarioError(
+                f"unknown top-level key {short_repr(key)}; allowed: {', '.join(_TOP_KEYS)}", file=file
+            )
     for key in ("name", "robot", "planner", "controller"):
         if key not in data:
             raise ScenarioError("required key missing", file=file, key=key)
-    name = data["name"]
-    if not isinstance(name, str) or not name or "/" in name:
-        raise ScenarioError(f"expected a non-empty string without '/', got {name!r}", file=file, key="name")
+    name = check_name(data["name"], file=file)
     description = data.get("description", "")
     if not isinstance(description, str):
-        raise ScenarioError(f"expected a string, got {description!r}", file=file, key="description")
+        raise ScenarioError(f"expected a string, got {short_repr(description)}", file=file, key="description")
+    if len(description) > MAX_DESCRIPTION_LENGTH:
+        raise ScenarioError(
+            f"{len(description)} characters; at most {MAX_DESCRIPTION_LENGTH} allowed", file=file, key="description"
+        )
     robot = parse_config(RobotConfig, data["robot"], file=file, path="robot")
     spec = get_robot(robot.type, file=file)
     for key in ("q_init", "q_guess"):
@@ -280,6 +354,8 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
     gates_raw = data.get("gates", []) or []
     if not isinstance(gates_raw, list):
         raise ScenarioError("expected a list of {metric, max/min}", file=file, key="gates")
+    if len(gates_raw) > MAX_GATES:
+        raise ScenarioError(f"{len(gates_raw)} gates; at most {MAX_GATES} allowed", file=file, key="gates")
     gates = tuple(parse_config(GateSpec, g, file=file, path=f"gates[{i}]") for i, g in enumerate(gates_raw))
     tool_raw = data.get("tool", {"type": "probe"})
     target_raw = data.get("target")
@@ -371,9 +447,20 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
     if not p.is_file():
         raise ScenarioError(f"scenario file not found (looked at {p.resolve()})", file=file)
     try:
-        data = yaml.safe_load(p.read_text())
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ScenarioError(f"{size} bytes; a scenario file is at most {MAX_FILE_BYTES} bytes", file=file)
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"cannot read the file: {exc.strerror or exc}", file=file) from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=file) from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ScenarioError(f"YAML syntax error: {exc}", file=file) from None
+    except RecursionError:
+        raise ScenarioError("YAML nested too deeply", file=file) from None
     if isinstance(data, dict) and overrides:
         data = {**data, **overrides}
     return scenario_from_dict(data, file=file)

@@ -498,13 +498,15 @@ class SubstepContact:
     With k = 1 the period has one evaluation, the one the row already holds: the channels are derived
     from ``wrench_truth_world`` and ``contact_count`` after the run, and the loop does no extra work
     (:attr:`resolved` is False). With k > 1 :meth:`step` runs the k substeps one ``mj_step`` at a time
-    and reads the tool's ``cfrc_ext`` after each (≈ 1–3 µs per substep in Python).
+    and reads the tool's ``cfrc_ext`` after each (≈ 1–3 µs per substep in Python); their maxima wait in
+    :attr:`last` until the loop records the next row, which copies them with the rest of the row (a
+    raw telemetry column), so they take no memory of their own, however long the run.
 
     Args:
         pipeline: the run's :class:`WrenchPipeline` (tool bodies and geoms).
         m, d: the plant.
         nsub: substeps per control period.
-        n_steps: control steps of the run.
+        n_steps: control steps of the run (unused; kept for callers).
         axis: (3,) mating axis a, world axes (unit).
     """
 
@@ -516,11 +518,12 @@ class SubstepContact:
         self.resolved = self.nsub > 1
         self.axis = np.asarray(axis, dtype=float).copy()
         self._a = self.axis.tolist()
-        #: row i + 1 ← the period of control step i (row 0 stays 0: the initial state is the row's own)
-        self.peaks = np.zeros((n_steps + 1, 3)) if self.resolved else np.zeros((0, 3))
+        #: (‖f‖, |fᵀa|, contacts) maxima of the last period run: row i + 1 records the period of control
+        #: step i (row 0 records zeros: the initial state is the row's own)
+        self.last = np.zeros(3)
 
     def step(self, i: int) -> None:
-        """Run the substeps of control period ``i`` and record their maxima into row ``i + 1``."""
+        """Run the substeps of control period ``i``; their maxima go to :attr:`last` (row ``i + 1``)."""
         m, d, wp = self.m, self.d, self.wp
         mj_step = mujoco.mj_step
         a0, a1, a2 = self._a
@@ -548,18 +551,18 @@ class SubstepContact:
                 amax = fa
             if cnt > cmax:
                 cmax = cnt
-        self.peaks[i + 1] = (fmax, amax, cmax)
+        self.last[:] = (fmax, amax, cmax)
 
-    def fill(self, arrays: dict[str, np.ndarray], n: int) -> None:
+    def fill(self, arrays: dict[str, np.ndarray], n: int, peaks: np.ndarray | None = None) -> None:
         """Write the first ``n`` rows of the :data:`PEAK_CHANNELS` into ``arrays`` (the telemetry's): the
-        maxima of the substeps, and never less than the row's own sample of ``wrench_truth_world`` and
-        ``contact_count``."""
+        maxima of the substeps (``peaks``: (≥ n, 3) rows of :attr:`last` as recorded, for a resolved run),
+        and never less than the row's own sample of ``wrench_truth_world`` and ``contact_count``."""
         f = arrays["wrench_truth_world"][:n, :3]
         fn = np.linalg.norm(f, axis=1)
         fa = np.abs(f @ self.axis)
         cnt = np.asarray(arrays["contact_count"][:n], dtype=float)
         if self.resolved:
-            peaks = self.peaks[:n]
+            peaks = peaks[:n]
             np.maximum(fn, peaks[:, 0], out=fn)
             np.maximum(fa, peaks[:, 1], out=fa)
             cnt = np.maximum(cnt, peaks[:, 2])

@@ -7,8 +7,8 @@
   building, serialisation, sockets) runs beside it.
 * :class:`Observers` runs several at once; :func:`every_steps` turns a rate into a step count.
 
-The viewer (:mod:`telemetry.viewer`) is an observer too. A row (``Telemetry.block[i]``) holds every
-recorded channel of step i plus the raw EE pose and reference rotation; :class:`RowLayout` names its
+The viewer (:mod:`telemetry.viewer`) is an observer too. A row (``Telemetry.block[i - base]``) holds
+every recorded channel of step i plus the raw EE pose and reference rotation; :class:`RowLayout` names its
 columns and :meth:`RowLayout.channels` turns rows back into channels (with ee_pos, ee_quat and
 ee_quat_des derived the same way as at the end of a run).
 
@@ -47,7 +47,7 @@ def every_steps(rate_hz: float, control_period: float) -> int:
 
 
 class RowLayout:
-    """Column map of one telemetry row (``Telemetry.block[i]``): channel name → slice.
+    """Column map of one telemetry row (``Telemetry.block[i - base]``): channel name → slice.
 
     Args:
         tel: the run's :class:`telemetry.log.Telemetry`.
@@ -60,13 +60,17 @@ class RowLayout:
         base = tel.block.ctypes.data
         item = tel.block.itemsize
         for name in tel.row_channels:
-            arr = tel.arrays.get(name) if name in tel.arrays else tel.raw[name]
+            arr = tel.arrays.get(name)
+            if arr is None:  # a hidden column: raw (pose, substep peaks) or wall clock (qp_solve_time)
+                arr = tel.raw[name] if name in tel.raw else tel.wallclock[name]
             col = (arr.ctypes.data - base) // item  # the column view's first element in row 0
             w = 1 if arr.ndim == 1 else arr.shape[1]
             self.slices[name] = slice(col, col + w)
             if arr.ndim == 1:
                 self.scalar.add(name)
         self.dtypes = {k: tel._dtypes.get(k, "f8") for k in self.slices}
+        #: columns that are not channels (raw pose and substep columns, wall-clock diagnostics)
+        self.hidden = set(tel.raw) | set(getattr(tel, "wallclock", {}))
 
     def channels(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """(N, width) rows → channels (N, …) as in ``Telemetry.channels()``, plus ee_pos, ee_quat,
@@ -75,7 +79,7 @@ class RowLayout:
         n = rows.shape[0]
         out: dict[str, np.ndarray] = {}
         for name, sl in self.slices.items():
-            if name in ("T_world_ee", "R_world_ee_des"):
+            if name in self.hidden:
                 continue
             v = rows[:, sl]
             v = v[:, 0] if name in self.scalar else v
@@ -264,6 +268,7 @@ class MailboxStream:
             self.every = every_steps(self.rate_hz, setup.scenario.sim.control_period)
         self.layout = RowLayout(tel)
         self._block = tel.block
+        self._tel = tel  # a long run's block holds rows base .. base + capacity − 1 (telemetry.log)
         self._ring = np.empty((self.capacity, self.layout.width))
         self._steps = np.zeros(self.capacity, dtype=np.int64)
         self._times = np.zeros(self.capacity)
@@ -291,7 +296,7 @@ class MailboxStream:
                     if self._done:
                         return False
             k = (self._head + self._count) % self.capacity if self.policy == "all" else 0
-            np.copyto(self._ring[k], self._block[i])
+            np.copyto(self._ring[k], self._block[i - self._tel.base])
             self._steps[k], self._times[k] = i, t
             self._count += 1
             self.stats.offered += 1

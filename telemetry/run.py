@@ -1,5 +1,13 @@
-"""The run folder: ``runs/<scenario>/<UTC timestamp>/`` with telemetry.npz, meta.json, summary.json
-(and scene.xml, figures, video when asked). :meth:`Run.load` is the one way tools read a run.
+"""The run folder: ``runs/<scenario>/<UTC timestamp>/`` with telemetry.npz, meta.json, summary.json,
+timing.npz (wall-clock diagnostics), scene.xml and manifest.json (and figures, video when asked).
+:meth:`Run.load` is the one way tools read a run.
+
+The folder is one transaction (:class:`RunFolder`): it is created, exclusively, as
+``<UTC timestamp>.partial`` before the first step, the telemetry is written (or spilled) into it, and
+only when every file is in place is ``manifest.json`` written — the completeness marker: each file
+with its size — and the folder renamed to ``<UTC timestamp>``. A folder without a valid manifest
+(a ``.partial`` one: the disk filled up, the process was killed) loads as :attr:`Run.partial` with
+its :attr:`Run.problems`, and is never :attr:`Run.complete`.
 
 :func:`first_difference` compares two runs (or two channel dicts) bit for bit and names the first
 differing channel — the determinism test's diagnostic.
@@ -7,15 +15,23 @@ differing channel — the determinism test's diagnostic.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
-from dataclasses import dataclass
+import os
+import shutil
+import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from sim.errors import DockbenchError
-from telemetry.log import CHANNELS, atomic_write_text
+from telemetry.log import CHANNELS, atomic_write_text, load_npz, load_parts, part_files
+
+MANIFEST = "manifest.json"
+PARTIAL_SUFFIX = ".partial"
+MANIFEST_FORMAT = 1
 
 
 def _jsonable(obj: Any) -> Any:
@@ -38,6 +54,156 @@ def _jsonable(obj: Any) -> Any:
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(_jsonable(data), indent=2, sort_keys=False) + "\n")
+
+
+def write_manifest(folder: str | Path, *, steps: int | None = None, complete: bool = True,
+                   problems: list[str] | None = None) -> Path:
+    """Write ``manifest.json`` into ``folder``: every file in it (but the manifest) with its size in
+    bytes, the recorded steps, ``complete`` and the ``problems`` met while writing. Written last; a
+    folder is complete only with a manifest that says so and whose files all have their sizes."""
+    folder = Path(folder)
+    files = {
+        p.name: p.stat().st_size
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.name != MANIFEST and not p.name.endswith(".tmp")
+    }
+    data = {
+        "format": MANIFEST_FORMAT,
+        "complete": bool(complete) and not problems,
+        "steps": steps,
+        "files": files,
+        "problems": list(problems or []),
+        "written_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+    }
+    path = folder / MANIFEST
+    write_json(path, data)
+    return path
+
+
+def check_manifest(folder: str | Path) -> list[str]:
+    """What keeps ``folder`` from being a complete run folder (empty list: it is complete): a missing
+    or unreadable manifest, one that records problems, a listed file missing or of another size."""
+    folder = Path(folder)
+    path = folder / MANIFEST
+    if not path.is_file():
+        return [f"no {MANIFEST}: the run folder was not finished (stopped or failed while writing)"]
+    try:
+        data = json.loads(path.read_text())
+        files = dict(data["files"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [f"{MANIFEST} is unreadable ({exc})"]
+    problems = [str(p) for p in data.get("problems") or []]
+    if not data.get("complete", False) and not problems:
+        problems.append(f"{MANIFEST} marks the folder incomplete")
+    for name, size in files.items():
+        f = folder / name
+        if not f.is_file():
+            problems.append(f"{name} is missing")
+        elif f.stat().st_size != size:
+            problems.append(f"{name} has {f.stat().st_size} bytes, {size} were written")
+    return problems
+
+
+class RunFolder:
+    """A run folder being written (the transaction of the module docstring).
+
+    :meth:`create` makes ``<out_root>/<scenario>/<stamp>.partial`` with an exclusive ``mkdir`` (two
+    runs started in the same microsecond get ``<stamp>_1`` and so on; the final name is never
+    taken by another run either), so it also checks that ``out_root`` is writable before anything is
+    simulated. :meth:`finalize` writes the manifest and renames the folder into place;
+    :meth:`keep_partial` leaves it under its ``.partial`` name with a manifest listing the problems
+    (if even that can be written).
+
+    Attributes:
+        path: the folder now (``….partial`` until finalized). final_path: its name once complete.
+        problems: what failed while writing (a file that could not be written, …).
+    """
+
+    def __init__(self, path: Path, final_path: Path):
+        self.path = path
+        self.final_path = final_path
+        self.problems: list[str] = []
+        self.finalized = False
+
+    @classmethod
+    def create(cls, out_root: str | Path, folder_name: str, *, stamp: str | None = None) -> RunFolder:
+        """Create the partial folder of a new run of the scenario folder ``folder_name``.
+
+        Raises:
+            DockbenchError: ``out_root`` cannot hold run folders (not a directory, below a file, not
+                writable, read-only file system); the message names it.
+        """
+        root = Path(out_root)
+        parent = root / folder_name
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DockbenchError(
+                f"--out {root}: cannot create run folders there ({exc.strerror or exc}"
+                f"{': ' + str(exc.filename) if exc.filename else ''})"
+            ) from None
+        if not parent.is_dir():
+            raise DockbenchError(f"--out {root}: {parent} is not a directory")
+        stamp = stamp or _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S_%fZ")
+        for k in range(10000):
+            name = stamp if k == 0 else f"{stamp}_{k}"
+            final = parent / name
+            partial = parent / (name + PARTIAL_SUFFIX)
+            try:
+                partial.mkdir()  # exclusive: fails if another run holds this name
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise DockbenchError(
+                    f"--out {root}: cannot create a run folder there ({exc.strerror or exc})"
+                ) from None
+            if final.exists():  # a run that already finished under this name
+                partial.rmdir()
+                continue
+            return cls(partial, final)
+        raise DockbenchError(f"--out {root}: 10000 run folders named {stamp}* already exist")  # pragma: no cover
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def attempt(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> bool:
+        """Run ``fn(*args, **kwargs)`` (a write); an OSError is recorded in :attr:`problems`."""
+        try:
+            fn(*args, **kwargs)
+            return True
+        except OSError as exc:
+            self.problems.append(f"{what} could not be written: {exc.strerror or exc}")
+            return False
+
+    def finalize(self, steps: int | None) -> Path:
+        """Write the manifest and rename the folder to its final name (when nothing failed); else
+        :meth:`keep_partial`. Returns the folder's path afterwards."""
+        if self.problems:
+            return self.keep_partial(steps)
+        if not self.attempt(MANIFEST, write_manifest, self.path, steps=steps):
+            return self.keep_partial(steps)
+        try:
+            os.rename(self.path, self.final_path)
+        except OSError as exc:
+            self.problems.append(f"the folder could not be renamed to {self.final_path.name}: {exc.strerror or exc}")
+            return self.keep_partial(steps)
+        self.path = self.final_path
+        self.finalized = True
+        return self.path
+
+    def keep_partial(self, steps: int | None) -> Path:
+        """Leave the folder under its ``.partial`` name, with a manifest that lists the problems when
+        one can still be written."""
+        problems = self.problems or ["the run folder was not finished"]
+        try:
+            write_manifest(self.path, steps=steps, complete=False, problems=problems)
+        except OSError:
+            pass  # the .partial name and the missing manifest say it
+        return self.path
+
+    def abandon(self) -> None:
+        """Remove the folder: nothing was recorded (the run failed or was stopped before its first step)."""
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -83,6 +249,13 @@ class Run:
     units: dict[str, str]
     meta: dict[str, Any]
     summary: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        """True when the folder is not a finished run folder (see :attr:`problems`): the telemetry
+        holds what was written, the run is never :attr:`complete`."""
+        return bool(self.problems)
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -125,15 +298,22 @@ class Run:
 
     @property
     def status(self) -> str:
-        """``completed`` | ``unstable`` | ``diverged`` | ``interrupted`` (from meta.json / summary.json)."""
-        return str(self.meta.get("status") or self.summary.get("status") or "completed")
+        """``completed`` | ``unstable`` | ``diverged`` | ``interrupted`` | ``aborted`` | ``error`` (from
+        summary.json / meta.json), or ``partial`` for a folder whose writing did not get that far."""
+        recorded = self.summary.get("status") or self.meta.get("status")
+        if not recorded or recorded == "running":
+            return "partial"
+        return str(recorded)
 
     @property
     def complete(self) -> bool:
-        """True when the run finished normally and covered the whole planner duration."""
+        """True when the folder is complete (not :attr:`partial`) and the run finished normally and
+        covered the whole planner duration."""
         from telemetry.gates import run_is_complete
 
-        return len(self.t) > 0 and run_is_complete(self.status, float(self.t[-1]), self.planner_duration)
+        if self.partial or len(self.t) == 0:
+            return False
+        return run_is_complete(self.status, float(self.t[-1]), self.planner_duration)
 
     @property
     def name(self) -> str:
@@ -189,22 +369,51 @@ class Run:
 
     @classmethod
     def load(cls, path: str | Path) -> Run:
-        """Read a run folder written by :func:`sim.loop.run`.
+        """Read a run folder written by :func:`sim.loop.run` — a complete one, or a partial one
+        (:attr:`partial`, :attr:`problems`): its telemetry.npz, or when that is missing or damaged the
+        telemetry parts a long run had spilled. Large channels are memory-mapped (read on use).
 
         Raises:
-            DockbenchError: the folder or one of its files is missing.
+            DockbenchError: the folder holds no readable telemetry.
         """
         p = Path(path)
+        if not p.is_dir():
+            raise DockbenchError(f"{p}: not a run folder (no such directory)")
+        problems = check_manifest(p)
         tel = p / "telemetry.npz"
-        if not tel.is_file():
-            raise DockbenchError(f"{p}: not a run folder (no telemetry.npz)")
-        with np.load(tel) as z:
-            channels = {k: z[k] for k in z.files}
-        meta = json.loads((p / "meta.json").read_text()) if (p / "meta.json").is_file() else {}
-        summary = json.loads((p / "summary.json").read_text()) if (p / "summary.json").is_file() else {}
-        extra_units = meta.get("channel_units", {})
+        channels: dict[str, np.ndarray] | None = None
+        if tel.is_file():
+            try:
+                channels = load_npz(tel, mmap=True)
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+                problems.append(f"telemetry.npz is damaged ({exc})")
+        elif part_files(p):
+            problems.append("no telemetry.npz: the channels come from the telemetry parts written so far")
+        if channels is None:
+            channels = load_parts(p)
+            if not channels:
+                raise DockbenchError(f"{p}: not a run folder (no readable telemetry.npz or telemetry parts)")
+        meta = _read_json(p / "meta.json", problems)
+        summary = _read_json(p / "summary.json", problems)
+        extra_units = meta.get("channel_units", {}) or {}
         units = {k: CHANNELS[k][2] if k in CHANNELS else extra_units.get(k, "") for k in channels}
-        return cls(path=p, channels=channels, units=units, meta=meta, summary=summary)
+        return cls(path=p, channels=channels, units=units, meta=meta, summary=summary, problems=problems)
+
+
+def _read_json(path: Path, problems: list[str]) -> dict[str, Any]:
+    """The JSON object in ``path``; {} (and a problem noted) when it is missing or unreadable."""
+    if not path.is_file():
+        problems.append(f"{path.name} is missing")
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        problems.append(f"{path.name} is unreadable ({exc})")
+        return {}
+    if not isinstance(data, dict):
+        problems.append(f"{path.name} is not a JSON object")
+        return {}
+    return data
 
 
 def _canonical_order(names: set[str]) -> list[str]:

@@ -215,6 +215,7 @@ class RunViewer:
         self.pacer = Pacer(self.speed, self.every, clock=self.clock, sleep=self.sleep) if self.speed else None
         self.layout = RowLayout(tel)
         self._block = tel.block
+        self._tel = tel  # a long run's block holds rows base .. base + capacity − 1 (telemetry.log)
         self._goal = np.asarray(setup.T_world_goal, dtype=float)
         self._truth = tel.arrays["wrench_truth_world"]
         self._contacts = tel.arrays["contact_count"]
@@ -252,7 +253,7 @@ class RunViewer:
 
     def reference_pose(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(p_des (3,) [m], R_des (3, 3)) of step ``i``, world, from the recorded row."""
-        row = self._block[i]
+        row = self._block[i - self._tel.base]
         return row[self.layout.slices["ee_pos_des"]].copy(), row[self.layout.slices["R_world_ee_des"]].reshape(3, 3)
 
     def draw(self, scn: mujoco.MjvScene, i: int) -> None:
@@ -271,14 +272,14 @@ class RunViewer:
             return True
         if self.pacer is not None:
             self.pacer.step(i, t)
-        f = float(np.linalg.norm(self._truth[i, :3]))
+        f = float(np.linalg.norm(self._truth[i - self._tel.base, :3]))
         with h.lock():
             self.draw(h.user_scn, i)
         if hasattr(h, "set_texts"):  # outside the lock: the passive viewer's set_texts takes it itself
             speed = f"{self.speed:g}x real time" if self.speed else "unpaced"
             h.set_texts((None, None, "dockbench",
                          f"t = {t:.3f} s ({speed}); contact truth |f| = {f:.2f} N, "
-                         f"{int(self._contacts[i])} tool contacts"))
+                         f"{int(self._contacts[i - self._tel.base])} tool contacts"))
         h.sync()
         self.frames += 1
         return False

@@ -199,6 +199,11 @@ def test_track_test_passes_and_can_fail(spec):
     assert not bad.passed and bad.max_error > 0.1
 
 
+class _Exploding(list):
+    def __len__(self):
+        raise RuntimeError("len")
+
+
 BAD_COMMANDS = [
     [255] * 21,
     ["x"] * 3,
@@ -209,6 +214,15 @@ BAD_COMMANDS = [
     {"index_pip": "1"},
     None,
     "open",
+    # issue 23: these escaped or opened the hand
+    [10**400],  # OverflowError in float()
+    [0, 2**1100],
+    {"index_pip": 10**400},
+    [],  # padded to all-255 = fully open before
+    np.zeros(0),
+    {(1, 2): 0.1},
+    _Exploding([1, 2]),
+    object(),
 ]
 
 
@@ -225,7 +239,10 @@ def test_rejected_commands_keep_the_pose(spec, caplog):
             assert not res.accepted and res.reason, cmd
             assert res.seq == before.goal_seq
     assert b.rejected_count == len(BAD_COMMANDS)
-    assert sum("hand command rejected" in r.message for r in caplog.records) == len(BAD_COMMANDS)
+    reasons = b.rejected_by_reason
+    assert sum(reasons.values()) == len(BAD_COMMANDS)
+    # one warning per reason (the rest are counted), like the ROS node
+    assert sum("hand command rejected" in r.message for r in caplog.records) == len(reasons)
     after = b.snapshot()
     np.testing.assert_array_equal(after.goal, before.goal)  # exact: a rejected command writes nothing
     assert not b.command_preset("no_such_preset").accepted
@@ -435,3 +452,50 @@ def test_cli_snapshot(tmp_path, capsys):
     img = mpimg.imread(str(png))
     assert img.shape[:2] == (480, 640)
     assert img[..., :3].std() > 0.02  # not a blank frame
+
+
+def test_fuzzed_commands_never_raise_and_only_valid_ones_move_the_goal(spec):
+    """3,000 seeded random commands (huge integers, empty lists, NaN, strings, nested lists, odd keys,
+    numpy arrays): HandBridge.command returns a CommandResult for every one and never raises; a
+    refused command leaves the goal and its sequence number unchanged; every refusal is counted
+    under a reason."""
+    import random
+
+    rng = random.Random(23)
+    b = make(spec)
+    names = list(spec.joint_names)
+    atoms = [0, 1, 255, 256, -1, 0.5, 10**400, -(10**400), 2**64, float("nan"), float("inf"), "1", None, True,
+             [1], {}, b"x", 1e308, -1e-300]
+
+    def value():
+        return rng.choice(atoms) if rng.random() < 0.5 else rng.uniform(-10, 300)
+
+    def command():
+        r = rng.random()
+        if r < 0.45:
+            return [value() for _ in range(rng.choice([0, 1, 5, 20, 21, 40]))]
+        if r < 0.8:
+            keys = [rng.choice(names + ["bogus", 3, None, ("t",)]) for _ in range(rng.randint(0, 4))]
+            return {k: value() for k in keys}
+        if r < 0.9:
+            return np.array([value() for _ in range(rng.randint(0, 22))], dtype=object if rng.random() < 0.5 else None)
+        return rng.choice(["open", None, 3.0, object(), b"\x00" * 20, [[1, 2], [3]]])
+
+    accepted = rejected = 0
+    for _ in range(3000):
+        before = b.snapshot()
+        try:
+            cmd = command()
+        except (ValueError, OverflowError, TypeError):  # numpy cannot hold the atoms: not a command
+            continue
+        res = b.command(cmd)
+        if res.accepted:
+            accepted += 1
+            assert res.seq == before.goal_seq + 1
+        else:
+            rejected += 1
+            assert res.reason and res.seq == before.goal_seq
+            np.testing.assert_array_equal(b.snapshot().goal, before.goal)
+    assert accepted > 100 and rejected > 1000, (accepted, rejected)
+    assert sum(b.rejected_by_reason.values()) == b.rejected_count == rejected
+    assert {"empty", "not_finite", "unknown_name", "not_a_number"} <= set(b.rejected_by_reason)

@@ -118,7 +118,46 @@ def test_short_command_padded_with_255(spec):
     np.testing.assert_allclose(q["thumb_cmc_pitch"], 0.91, atol=ATOL)
     np.testing.assert_allclose(q["index_mcp_pitch"], 0.0, atol=ATOL)
     np.testing.assert_allclose(q["index_mcp_roll"], 0.26, atol=ATOL)  # DIR +1: 255 -> MAX
-    np.testing.assert_allclose(sdk_to_joint_positions([], spec)["thumb_cmc_roll"], 0.0, atol=ATOL)
+    np.testing.assert_allclose(sdk_to_joint_positions([255], spec)["thumb_cmc_roll"], 0.0, atol=ATOL)
+
+
+def test_empty_command_is_rejected_not_padded(spec):
+    """An empty SDK frame would pad to all 255 and open the hand fully: it is refused instead."""
+    with pytest.raises(HandCommandError, match="empty") as exc:
+        validate_sdk_values([], spec)
+    assert exc.value.kind == "empty"
+    with pytest.raises(HandCommandError, match="empty"):
+        validate_sdk_values(np.zeros(0), spec)
+
+
+@pytest.mark.parametrize("values, kind", [
+    ([10**400], "not_finite"),  # float(10**400) is an OverflowError
+    ([0, -(10**400)], "not_finite"),
+    ([float("nan")], "not_finite"),
+    ([None], "not_a_number"),
+    ([True], "not_a_number"),
+    ([[1]], "not_a_number"),
+    (list(range(21)), "too_many_values"),
+    (np.zeros((2, 2)), "bad_shape"),
+    ("255", "not_a_sequence"),
+])
+def test_bad_sdk_values_raise_hand_command_errors_with_a_kind(spec, values, kind):
+    with pytest.raises(HandCommandError) as exc:
+        validate_sdk_values(values, spec)
+    assert exc.value.kind == kind
+
+
+@pytest.mark.parametrize("positions, kind", [
+    ({"index_pip": 10**400}, "not_finite"),
+    ({"index_pip": float("inf")}, "not_finite"),
+    ({1: 0.3}, "unknown_name"),
+    ({}, "empty"),
+    ([("index_pip", 0.1)], "not_a_mapping"),
+])
+def test_bad_joint_commands_raise_hand_command_errors_with_a_kind(spec, positions, kind):
+    with pytest.raises(HandCommandError) as exc:
+        validate_joint_command(positions, spec)
+    assert exc.value.kind == kind
 
 
 def test_out_of_range_values_are_clamped_and_reported(spec):

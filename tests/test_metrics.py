@@ -20,7 +20,7 @@ from telemetry.metrics import (
     scalar_metrics,
     segment_masks,
 )
-from telemetry.run import write_json
+from telemetry.run import write_json, write_manifest
 
 #: Tolerances of this file (one table): exact constructions agree to rounding. The metrics are means,
 #: RMS and peaks over ≤ 4001 samples (numpy pairwise sums: error ≤ ~log2(N)·ε ≈ 12ε relative, plus
@@ -163,6 +163,7 @@ def write_synthetic_run(folder: Path, target_type: str | None = "drogue") -> Pat
     write_json(folder / "meta.json", meta)
     write_json(folder / "summary.json", {"scenario": "synthetic", "status": "completed", "verdict": "PASS",
                                          "metrics": scalar_metrics(compute_metrics(ch, meta))})
+    write_manifest(folder)  # the completeness marker: without it the folder loads as partial
     return folder
 
 

@@ -288,3 +288,42 @@ def test_mock_source_degrees_in_file_radians_on_the_wire_and_immediate_reset(con
         src.on_command_msg(JointState(name=("reset_both",)))
         np.testing.assert_array_equal(got["right"][-1].position, plan.initial["right"])
         assert not src.command("dance")
+
+
+# ------------------------------------------------------------------ joint range (issue 23)
+def test_positions_outside_the_joint_range_are_rejected(model, config, caplog):
+    """The mirror used to accept 1e300 rad: a position farther than range_margin outside the model's
+    range rejects the frame (out_of_range), the last valid pose stays, one warning per reason."""
+    m = KinematicMirror(model, config)
+    feed_both(m)
+    before = qpos_of(m, LEFT)
+    lo, hi = model.joint("l_joint2").range
+    margin = config.range_margin
+    assert margin > 0
+    with caplog.at_level(logging.WARNING, logger="bridges.mirror"):
+        for bad in (1e300, -1e300, hi + 2 * margin, lo - 2 * margin):
+            pose = np.linspace(0.1, 0.7, 7)
+            pose[1] = bad
+            v = m.submit("left", frame(LEFT, pose))
+            assert not v.accepted and v.kind == "out_of_range", v
+            assert "l_joint2" in v.reason
+    m.apply()
+    np.testing.assert_array_equal(qpos_of(m, LEFT), before)
+    status = {s.name: s for s in m.status()}
+    assert status["left"].rejected == {"out_of_range": 4}
+    assert sum("out_of_range" in r.message for r in caplog.records) == 1
+    # within the margin: accepted (encoder noise at a limit)
+    pose = np.linspace(0.1, 0.7, 7)
+    pose[1] = hi + 0.5 * margin
+    assert m.submit("left", frame(LEFT, pose)).accepted
+
+
+def test_range_margin_is_a_config_option(model, config):
+    strict = dataclasses.replace(config, range_margin=0.0)
+    m = KinematicMirror(model, strict)
+    hi = model.joint("l_joint4").range[1]
+    pose = np.zeros(7)
+    pose[3] = hi + 1e-9
+    assert m.submit("left", frame(LEFT, pose)).kind == "out_of_range"
+    pose[3] = hi
+    assert m.submit("left", frame(LEFT, pose)).accepted

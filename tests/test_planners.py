@@ -53,10 +53,10 @@ def test_unknown_key_is_rejected(name):
 @pytest.mark.parametrize(
     "name, key, value, match",
     [
-        ("two_phase", "standoff", -0.1, "must be > 0.0 m, got -0.1"),
+        ("two_phase", "standoff", -0.1, "must be >= 0.001 m, got -0.1"),
         ("two_phase", "docking_v_max", "fast", "expected a number"),
-        ("se3_topp", "approach_w_max", 0.0, "must be > 0.0 rad/s"),
-        ("figure8", "circle_radius", -1, "must be > 0.0 m"),
+        ("se3_topp", "approach_w_max", 0.0, "must be >= 0.001 rad/s"),
+        ("figure8", "circle_radius", -1, "must be >= 0.0001 m"),
         ("figure8", "hold_duration", -1, "must be >= 0.0 s"),
     ],
 )

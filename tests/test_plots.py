@@ -21,7 +21,7 @@ from telemetry.plots import (
     parse_formats,
     shade_segments,
 )
-from telemetry.run import Run, write_json
+from telemetry.run import Run, write_json, write_manifest
 from tests.test_metrics import DT, SEGMENTS, N, write_synthetic_run
 
 #: the figures of the synthetic run (a drogue target, no controller diagnostics, no hand channels)
@@ -157,6 +157,7 @@ def _write_hand_channels(folder: Path) -> Path:
         "commands": [{"t": HAND_COMMANDS[0], "command": "half_fist"}, {"t": HAND_COMMANDS[1], "command": "open"}],
     })
     write_json(folder / "meta.json", meta)
+    write_manifest(folder)  # the files changed: a new completeness marker
     assert t[-1] > HAND_COMMANDS[-1]
     return folder
 

@@ -304,3 +304,66 @@ def test_rclpy_typed_messages_round_trip():
             pub.publish(msg)
             assert ros2.wait_until(lambda k=key: len(got[k]) == 1, 10), key
     assert got == {"pose": [pose], "wrench": [wrench]}
+
+
+# ------------------------------------------------------------------ trailing bytes (issue 23)
+
+@pytest.mark.parametrize("extra", [b"\x00" * 4, b"\x00" * 8, b"junk", b"\x01\x02\x03\x04\x05"])
+def test_cdr_rejects_trailing_bytes_beyond_the_alignment_padding(extra):
+    """Garbage after the last field used to be ignored (511 of 3,000 fuzzed payloads); only the
+    padding to a multiple of 4 may follow it."""
+    with pytest.raises(cdr.CdrError, match="after the last field") as exc:
+        JointState.from_cdr(REFERENCE_CDR + extra)
+    assert exc.value.kind == "trailing"
+
+
+def test_cdr_a_joint_state_ends_aligned_so_no_byte_may_follow():
+    """A JointState body always ends on a multiple of 4 (its last field is a sequence count or
+    doubles), so the alignment padding after it is empty and even one extra byte is rejected."""
+    for msg in (REFERENCE_MSG, JointState((), (), (), (), 1, 2, "ab"), JointState(("x",), (1.0,), (2.0,), ())):
+        payload = msg.to_cdr()
+        assert JointState.from_cdr(payload) == msg
+        for extra in (b"\x00", b"\x00\x00\x00"):
+            with pytest.raises(cdr.CdrError, match="after the last field"):
+                JointState.from_cdr(payload + extra)
+
+
+def test_cdr_fuzzed_payloads_decode_or_raise_cdr_error():
+    """Seeded random truncations, bit flips and appended bytes of valid payloads: every outcome is a
+    JointState or a CdrError with a kind (never another exception)."""
+    import random
+
+    rng = random.Random(23)
+    msgs = [REFERENCE_MSG, JointState(("a",) * 3, (0.1, 0.2, 0.3), (), (), 5, 6, "x"), JointState()]
+    kinds: dict[str, int] = {}
+    for _ in range(3000):
+        b = bytearray(rng.choice(msgs).to_cdr())
+        op = rng.randrange(4)
+        if op == 0:
+            b = b[: rng.randrange(len(b) + 1)]
+        elif op == 1:
+            for _ in range(rng.randint(1, 4)):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+        elif op == 2:
+            b += bytes(rng.randrange(256) for _ in range(rng.randint(1, 12)))
+        else:
+            i = rng.randrange(len(b))
+            b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 6)))
+        try:
+            JointState.from_cdr(bytes(b))
+        except cdr.CdrError as exc:
+            kinds[exc.kind] = kinds.get(exc.kind, 0) + 1
+    assert kinds.get("trailing", 0) > 100 and kinds.get("truncated", 0) > 100, kinds
+
+
+def test_inprocess_subscription_drops_and_counts_malformed_payloads(caplog):
+    bus = InProcessBus()
+    got = []
+    with InProcessTransport(bus=bus) as tr:
+        sub = tr.create_subscription("/js", got.append)
+        with caplog.at_level("WARNING", logger="bridges.ros2"):
+            for payload in (REFERENCE_CDR + b"junk", REFERENCE_CDR[:-3], REFERENCE_CDR + b"more", REFERENCE_CDR):
+                bus.deliver("/js", QOS_DEFAULT, payload)
+        assert got == [REFERENCE_MSG]
+        assert sub.malformed_by_reason == {"trailing": 2, "truncated": 1}
+    assert sum("malformed sensor_msgs/msg/JointState payload dropped" in r.message for r in caplog.records) == 2

@@ -100,7 +100,7 @@ def test_mimic_identities_and_no_overwrite(spec):
 
 def test_missing_channels_default_to_255(spec):
     rng = np.random.default_rng(SEED + 3)
-    for n in (0, 1, 7, 19, 20):
+    for n in (1, 7, 19, 20):  # 0 values: an empty command is refused (it would open the hand fully)
         head = rng.integers(0, 256, size=n).tolist()
         np.testing.assert_allclose(
             range_to_arc(head, spec), range_to_arc(head + [255] * (20 - n), spec), atol=0

@@ -1,0 +1,392 @@
+"""The run folder as a transaction and telemetry that cannot exhaust memory (issue 23).
+
+A folder is written as ``<stamp>.partial`` and renamed into place with its manifest only when every
+file is in; a partial folder (full disk, a write that failed, a killed process) loads as partial and
+is never ``complete``. Long runs spill their telemetry to part files in blocks of ``chunk_rows``
+steps; the saved telemetry equals the in-memory run's bit for bit.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments.run_docking import main as cli_main
+from sim import loop
+from sim.errors import DockbenchError, InternalError, RunFolderError
+from sim.loop import build, run
+from sim.scenario import load_scenario, scenario_from_dict
+from telemetry import log as tlog
+from telemetry import run as trun
+from telemetry.run import MANIFEST, Run, RunFolder, check_manifest, first_difference
+from tests.helpers import REPO, SCENARIOS, scenario_dict
+
+
+def _short(name: str = "iiwa14_docking", duration: float = 0.3) -> dict:
+    d = scenario_dict(name)
+    d["sim"]["duration"] = duration
+    return d
+
+
+def _folders(root: Path) -> list[Path]:
+    return sorted(p for p in root.glob("*/*") if p.is_dir())
+
+
+# ------------------------------------------------------------------------------ the transaction
+def test_a_complete_folder_has_a_manifest_and_no_partial_name(tmp_path: Path) -> None:
+    r = run(scenario_from_dict(_short()), out_root=tmp_path)
+    assert r.run_dir is not None and not r.run_dir.name.endswith(".partial")
+    manifest = json.loads((r.run_dir / MANIFEST).read_text())
+    assert manifest["complete"] and manifest["steps"] == 301
+    assert set(manifest["files"]) == {"telemetry.npz", "meta.json", "summary.json", "scene.xml"}
+    assert check_manifest(r.run_dir) == []
+    loaded = Run.load(r.run_dir)
+    assert not loaded.partial and loaded.status == "completed" and not loaded.complete  # 0.3 s < planner
+    assert _folders(tmp_path) == [r.run_dir]
+
+
+def test_a_truncated_or_missing_file_makes_the_folder_partial(tmp_path: Path) -> None:
+    r = run(scenario_from_dict(_short()), out_root=tmp_path)
+    xml = r.run_dir / "scene.xml"
+    xml.write_text(xml.read_text()[:4096])  # the disk-full symptom the issue found
+    loaded = Run.load(r.run_dir)
+    assert loaded.partial and not loaded.complete
+    assert any("scene.xml has 4096 bytes" in p for p in loaded.problems)
+    (r.run_dir / MANIFEST).unlink()
+    assert any("no manifest.json" in p for p in Run.load(r.run_dir).problems)
+
+
+def test_a_folder_with_only_telemetry_is_partial_not_completed(tmp_path: Path) -> None:
+    """The issue's disk-full case: only telemetry.npz made it; Run.load used to say completed/complete."""
+    r = run(scenario_from_dict(_short(duration=5.0)), out_root=tmp_path)
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "telemetry.npz").write_bytes((r.run_dir / "telemetry.npz").read_bytes())
+    loaded = Run.load(lone)
+    assert loaded.partial and loaded.status == "partial" and not loaded.complete
+    assert len(loaded.t) == 5001
+
+
+# (file, which write of it fails): meta.json is written before the first step (status running), after
+# the loop, and once more with the final status
+WRITES = [("telemetry.npz", 1), ("meta.json", 2), ("meta.json", 3), ("summary.json", 1), ("scene.xml", 1),
+          ("manifest.json", 1)]
+
+
+@pytest.mark.parametrize("failing, nth", WRITES, ids=[f"{f}#{n}" for f, n in WRITES])
+def test_a_full_disk_at_any_write_leaves_a_partial_folder_never_complete(
+    tmp_path: Path, monkeypatch, failing: str, nth: int
+) -> None:
+    """OSError(ENOSPC) injected into one write of the folder: RunFolderError (a clear message naming the
+    folder), the folder stays <stamp>.partial, loads as partial with all the telemetry that was
+    written, is never complete=True."""
+    real_npz, real_text = tlog.atomic_save_npz, tlog.atomic_write_text
+    count = {"n": 0}
+
+    def fail_if(path) -> None:
+        if Path(path).name == failing:
+            count["n"] += 1
+            if count["n"] == nth:
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    def npz(path, arrays):
+        fail_if(path)
+        real_npz(path, arrays)
+
+    def text(path, s):
+        fail_if(path)
+        real_text(path, s)
+
+    monkeypatch.setattr(tlog, "atomic_save_npz", npz)
+    monkeypatch.setattr(trun, "atomic_write_text", text)
+    monkeypatch.setattr(loop, "atomic_write_text", text)
+    d = _short(duration=9.0)  # the whole planner: would be complete
+    with pytest.raises(RunFolderError, match="No space left on device") as exc:
+        run(scenario_from_dict(d), out_root=tmp_path)
+    folders = _folders(tmp_path)
+    assert len(folders) == 1 and folders[0].name.endswith(".partial"), folders
+    assert str(folders[0]) in str(exc.value)
+    if failing == "telemetry.npz":
+        with pytest.raises(DockbenchError, match="no readable telemetry"):
+            Run.load(folders[0])
+        return
+    loaded = Run.load(folders[0])
+    assert loaded.partial and not loaded.complete
+    assert len(loaded.t) == 9001  # all the telemetry is kept
+
+
+def test_a_full_disk_before_the_first_step_is_a_clear_error_and_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    def full(path, s):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(trun, "atomic_write_text", full)
+    with pytest.raises(RunFolderError, match="cannot write into the run folder .* No space left on device"):
+        run(scenario_from_dict(_short()), out_root=tmp_path)
+    assert _folders(tmp_path) == []
+
+
+def test_unwritable_or_file_out_is_refused_before_simulating(tmp_path: Path, monkeypatch, capsys) -> None:
+    called = []
+    monkeypatch.setattr(loop, "simulate", lambda *a, **k: called.append(1))
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for out in (afile, afile / "below"):
+        code = cli_main(["--scenario", str(SCENARIOS / "iiwa14_docking.yaml"), "--out", str(out), "--no-progress"])
+        err = capsys.readouterr().err
+        assert code == 1 and "--out" in err and "Traceback" not in err, err
+    assert not called
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into a read-only directory")
+def test_read_only_out_is_refused(tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    with pytest.raises(DockbenchError, match="--out"):
+        RunFolder.create(ro, "x")
+
+
+def test_two_runs_with_the_same_timestamp_get_two_folders(tmp_path: Path) -> None:
+    """The second used to overwrite the first: names are created exclusively."""
+    made: list[Path] = []
+    lock = threading.Lock()
+
+    def create() -> None:
+        f = RunFolder.create(tmp_path, "sc", stamp="20250101T000000_000000Z")
+        with lock:
+            made.append(f.path)
+
+    threads = [threading.Thread(target=create) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(made)) == 8
+    first = RunFolder.create(tmp_path / "b", "sc", stamp="S")
+    first.file("x").write_text("1")
+    final = first.finalize(1)
+    again = RunFolder.create(tmp_path / "b", "sc", stamp="S")  # "S" is taken by a finished run
+    assert final.name == "S" and again.path.name == "S_1.partial"
+
+
+def test_run_names_are_sanitised_to_one_path_component(tmp_path: Path) -> None:
+    d = _short(duration=0.05)
+    d["name"] = 'my run: "v2"?'
+    r = run(scenario_from_dict(d), out_root=tmp_path / "out")
+    assert r.run_dir.parent == tmp_path / "out" / "my run_ _v2__"
+    assert r.run_dir.resolve().is_relative_to((tmp_path / "out").resolve())
+
+
+def test_an_exception_in_the_metrics_keeps_the_telemetry(tmp_path: Path, monkeypatch) -> None:
+    def broken(*a, **k):
+        raise ZeroDivisionError("a metrics bug")
+
+    monkeypatch.setattr(loop, "compute_metrics", broken)
+    with pytest.raises(InternalError, match="the metrics failed .*ZeroDivisionError") as exc:
+        run(scenario_from_dict(_short()), out_root=tmp_path)
+    folder = exc.value.result.run_dir
+    loaded = Run.load(folder)
+    assert not loaded.partial and loaded.status == "error" and not loaded.complete
+    assert len(loaded.t) == 301
+    assert "ZeroDivisionError" in (folder / "error.txt").read_text()
+
+
+def test_an_exception_in_the_loop_keeps_the_steps_so_far(tmp_path: Path) -> None:
+    s = build(scenario_from_dict(_short()))
+    original = s.controller.compute
+    calls = {"n": 0}
+
+    def buggy(snap, ref, w, cmd):
+        calls["n"] += 1
+        if calls["n"] > 120:
+            raise KeyError("a controller bug")
+        original(snap, ref, w, cmd)
+
+    s.controller.compute = buggy  # type: ignore[method-assign]
+    with pytest.raises(InternalError, match=r"unexpected KeyError at t = 0.1200 s \(step 120\)"):
+        run(s.scenario, out_root=tmp_path, setup=s)
+    loaded = Run.load(_folders(tmp_path)[0])
+    assert loaded.status == "error" and len(loaded.t) == 120 and not loaded.partial
+
+
+# ------------------------------------------------------------------------------ spilled telemetry
+@pytest.mark.parametrize("name, chunk", [("iiwa14_docking_hqp", 97), ("fr3_g20_press", 250), ("iiwa14_docking", 7)])
+def test_spilled_telemetry_equals_the_in_memory_run_bit_for_bit(tmp_path: Path, name: str, chunk: int) -> None:
+    """The same run with the telemetry held in memory and spilled every ``chunk`` steps: the same
+    telemetry.npz channels (pose channels derived per block, the hand's channels, dtypes), the same
+    timing.npz shape, the same Run.load."""
+    d = scenario_dict(name)
+    d["sim"]["duration"] = 0.8
+    sc = scenario_from_dict(d)
+    a = run(sc, out_root=tmp_path / "mem")
+    b = run(sc, out_root=tmp_path / "spill", chunk_rows=chunk)
+    assert not any(b.run_dir.glob(tlog.PART_GLOB)), "the parts are removed once telemetry.npz is in place"
+    ra, rb = Run.load(a.run_dir), Run.load(b.run_dir)
+    assert first_difference(ra, rb) is None
+    assert first_difference(a.telemetry, b.telemetry) is None
+    assert {k: v.dtype for k, v in ra.channels.items()} == {k: v.dtype for k, v in rb.channels.items()}
+    assert len(rb.t) == 801 and not rb.partial and a.metrics == b.metrics
+
+
+def test_a_full_disk_while_spilling_keeps_the_parts_written(tmp_path: Path, monkeypatch) -> None:
+    """ENOSPC on the third part: the run stops (status aborted), the folder stays .partial, and
+    Run.load reads the two parts that fit — the first 2 × 100 steps, never complete."""
+    real = tlog.atomic_save_npz
+    parts = {"n": 0}
+
+    def npz(path, arrays):
+        if Path(path).name.startswith("telemetry.part"):
+            parts["n"] += 1
+            if parts["n"] >= 3:
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, arrays)
+
+    monkeypatch.setattr(tlog, "atomic_save_npz", npz)
+    with pytest.raises(RunFolderError, match="No space left on device") as exc:
+        run(scenario_from_dict(_short(duration=9.0)), out_root=tmp_path, chunk_rows=100)
+    assert exc.value.result.status == "aborted"
+    folder = _folders(tmp_path)[0]
+    assert folder.name.endswith(".partial")
+    loaded = Run.load(folder)
+    assert loaded.partial and not loaded.complete and loaded.status == "aborted"
+    assert len(loaded.t) == 200
+    np.testing.assert_array_equal(loaded.t, np.arange(200) * 1e-3)
+
+
+def test_a_killed_run_leaves_a_loadable_partial_folder(tmp_path: Path) -> None:
+    """SIGKILL cannot be handled: what a killed run leaves (meta.json of status running, the parts
+    written) loads as partial."""
+    code = (
+        "import os, signal, sys\n"
+        "from sim.loop import run\nfrom sim.scenario import scenario_from_dict\nfrom sim import loop\n"
+        "from tests.helpers import scenario_dict\n"
+        "d = scenario_dict('iiwa14_docking'); d['sim']['duration'] = 5.0\n"
+        "def progress(t, T):\n"
+        "    if t > 2.0: os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"run(scenario_from_dict(d), out_root={str(tmp_path)!r}, chunk_rows=500, progress=progress)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == -9, p.stderr
+    folder = _folders(tmp_path)[0]
+    loaded = Run.load(folder)
+    assert loaded.partial and loaded.status == "partial" and not loaded.complete
+    assert len(loaded.t) % 500 == 0 and len(loaded.t) >= 1500
+    assert loaded.meta["status"] == "running"
+
+
+def _rss_anon() -> int:
+    """Resident anonymous memory of this process [bytes] (file-backed pages, e.g. a memory-mapped
+    telemetry.npz the metrics read, are reclaimable and not counted)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("no RssAnon in /proc/self/status")
+
+
+@pytest.mark.slow
+def test_memory_is_flat_in_the_duration_for_ten_times_the_longest_scenario(tmp_path: Path, monkeypatch) -> None:
+    """The telemetry of a run 10× the longest shipped scenario (scenarios/paper, 14.9 s → 149 s,
+    ≈ 149,000 steps, > 100 MB of telemetry that used to be preallocated) is spilled to disk.
+    Resident anonymous memory, sampled every 2 ms by a thread: up to the metrics (build, loop,
+    telemetry.npz) it grows by less than 3 blocks of CHUNK_ROWS rows — the telemetry's only per-run
+    buffer, whatever the duration; over the whole run by less than that plus what check_budget
+    reserves for the metrics (METRICS_BYTES_PER_STEP per step: they work on whole (N,) vectors)."""
+    try:
+        _rss_anon()
+    except OSError as exc:
+        pytest.skip(str(exc))
+    durations = {p: build(load_scenario(p)).duration for p in SCENARIOS.rglob("*.yaml")}
+    longest = max(durations, key=durations.get)  # every shipped scenario, subfolders included
+    sc = load_scenario(longest)
+    setup = build(sc)
+    assert setup.duration == max(durations.values()) > 14.0
+    duration = 10 * setup.duration
+    steps = loop.steps_for(duration, sc.sim.control_period)
+    row = tlog.Telemetry.bytes_per_step(setup.plant.nv, {f"ctrl_{n}": "" for n in setup.controller.diag_names})
+    block_bytes = tlog.CHUNK_ROWS * (row + 8 * 25)  # + the raw pose columns
+    base = _rss_anon()
+    peak = [base]
+    before_metrics = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _rss_anon())
+            done.wait(0.002)
+
+    metrics = loop.compute_metrics
+
+    def timed_metrics(*a, **k):
+        before_metrics.append(max(peak[0], _rss_anon()))
+        return metrics(*a, **k)
+
+    monkeypatch.setattr(loop, "compute_metrics", timed_metrics)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        r = run(sc, out_root=tmp_path, duration=duration, setup=setup)
+        r.telemetry.clear()  # (memory-mapped channels)
+    finally:
+        done.set()
+        sampler.join()
+    assert r.timing["steps"] == steps
+    loaded = Run.load(r.run_dir)
+    assert len(loaded.t) == steps and not loaded.partial
+    assert steps * row > 6 * block_bytes  # the preallocated telemetry would not fit the bounds below
+    telemetry_growth = before_metrics[0] - base
+    assert telemetry_growth < 3 * block_bytes, (telemetry_growth, block_bytes, steps * row)
+    growth = peak[0] - base
+    assert growth < 3 * block_bytes + steps * loop.METRICS_BYTES_PER_STEP, (growth, steps)
+
+
+def test_substep_contact_peaks_survive_the_spill_bit_for_bit(tmp_path: Path) -> None:
+    """Two MuJoCo substeps per control period (the substep contact maxima travel in a raw column of the
+    row, sim.wrench.SubstepContact): spilled every 113 steps, the peak channels equal the in-memory
+    run's, and they see contact."""
+    d = scenario_dict("iiwa14_docking")
+    d["sim"].update({"timestep": 0.0005, "duration": 5.0})
+    sc = scenario_from_dict(d)
+    a = run(sc, out_root=None)
+    b = run(sc, out_root=tmp_path, chunk_rows=113)
+    assert first_difference(a.telemetry, b.telemetry) is None
+    assert np.max(a.telemetry["contact_force_peak"]) > 1.0
+    assert np.all(a.telemetry["contact_force_peak"] >= np.linalg.norm(a.telemetry["wrench_truth_world"][:, :3], axis=1))
+
+
+@pytest.mark.parametrize("name", ["iiwa14_orbit_floating_target", "iiwa14_testbed_compliant_target"])
+def test_orbit_channels_survive_the_spill_bit_for_bit(tmp_path: Path, name: str) -> None:
+    """A free-floating base and a moving (floating / compliant) target: their channels (momentum, base
+    and target states, derived per block by sim.orbit.OrbitTelemetry) are the same spilled every 131
+    steps as held in memory."""
+    sc = load_scenario(SCENARIOS / "orbit" / f"{name}.yaml")
+    a = run(sc, out_root=None, duration=0.8)
+    b = run(sc, out_root=tmp_path, duration=0.8, chunk_rows=131)
+    assert "momentum" in a.telemetry and len(a.telemetry["t"]) == 801
+    assert first_difference(a.telemetry, b.telemetry) is None
+
+
+def test_runs_leave_no_file_descriptor_open(tmp_path: Path) -> None:
+    """Thousands of runs in one process (a sweep, the fuzzer's workers) must not run out of file
+    descriptors: a run with its folder, one spilled to disk, and one without a folder open and close
+    the same set."""
+    fd_dir = Path("/proc/self/fd")
+    if not fd_dir.is_dir():
+        pytest.skip("no /proc/self/fd")
+    sc = scenario_from_dict(_short(duration=0.3))
+    run(sc, out_root=tmp_path)  # (first-use imports and caches)
+    before = len(list(fd_dir.iterdir()))
+    for _ in range(3):
+        run(sc, out_root=tmp_path)
+        run(sc, out_root=tmp_path, chunk_rows=50)
+        r = run(sc, out_root=None, chunk_rows=50)
+        del r
+    assert len(list(fd_dir.iterdir())) == before
