@@ -91,28 +91,24 @@ never in the deterministic telemetry):
     alpha, k_r_trans, k_r_rot   adaptive-compliance state (K_r[0], K_r[3])
     fext_x/y/z [N]       force used by the law (sensor or observer), world axes
 
-Implementation (1 kHz loop): 3- and 6-vector algebra and the per-joint closed-form feasibility test
-run on Python floats (one numpy call on a 7-vector costs more than the arithmetic); matrix products
-use ``ndarray.dot(…, out=…)`` (the BLAS call of ``np.matmul`` at a third of its call overhead). Λ and
-Λ^½ come from LAPACK ``dsyevd`` (the routine behind ``np.linalg.eigh``) called directly, both from one
-product [V/μ; V/√(μ/s)] Vᵀ, with D_r = (√s Λ^½) ∘ (√K_0,i + √K_0,j) for K_r = s K_0. ∇w is a handful
-of BLAS calls (:class:`ManipulabilityGradient`: the column-wise cross products through constant
-selection matrices, the running sums over the joints as triangular 0/1 products). When q̈* is
-feasible (every step of the docking scenarios) the box and torque rows are tested but not stored,
-and the QP matrices are not assembled. tests/paper/test_hqp.py checks the built problem and the
-closed form against a straightforward numpy implementation of the same equations;
-tests/test_hqp_fast.py pins each fast path against its straightforward form.
+Implementation: :meth:`HQPController._build_task` is the reference, numpy array code with one statement
+per equation of docs/theory/hqp.md (Λ and Λ^½ from ``np.linalg.eigh`` of Λ⁻¹, D_r = (√s Λ^½) ∘ (√K_0,i +
+√K_0,j) for K_r = s K_0, the box and torque rows stored every step). ∇w is a handful of BLAS calls
+(:class:`ManipulabilityGradient`: the column-wise cross products through constant selection matrices,
+the running sums over the joints as triangular 0/1 products). When q̈* is feasible (every step of the
+docking scenarios) the QP matrices are not assembled. tests/paper/test_hqp.py checks the built problem
+and the closed form against a separate numpy implementation of the same equations.
 
 Compiled kernel: when ``controllers._hqp_kernel`` is built (sim/kernels.py), :meth:`HQPController.compute`
 binds it once to the run's arrays and a closed-form step is one C call (≈ 2 µs instead of ≈ 20–26 µs):
-everything above up to τ, with Λ, Λ^½ from a cyclic Jacobi iteration instead of dsyevd and ∇w ported.
+everything above up to τ, with Λ, Λ^½ from a cyclic Jacobi iteration instead of LAPACK's eigh and ∇w ported.
 It writes τ, the diagnostics and every array of :attr:`HQPController.prob` and :attr:`HQPController.sol`
 the Python path writes (their few scalars — α, w, the solution status and residuals — are brought up to
 date when ``prob`` or ``sol`` is next read). It hands the step back to this Python code, having written
 nothing, when the closed form is infeasible (the QPs), when Λ⁻¹ or J Jᵀ is not positive definite (or
 the Jacobi iteration does not converge), and where Python's math raises. The sensorless mode (the
-momentum observer) and ``qp_mode: always`` never use it. F_ext, α, K_r, e_p and Δν are equal to the
-Python path bit for bit, the rest to round-off (tests/test_hqp_kernel.py); on a compiled step
+momentum observer) and ``qp_mode: always`` never use it. Everything agrees with the Python path to
+round-off within the stated bounds of :meth:`HQPController.roundoff_bounds` (tests/test_hqp_kernel.py); on a compiled step
 ``qp_solve_time`` is the kernel's whole evaluation time.
 """
 
@@ -126,7 +122,6 @@ from typing import ClassVar, Literal
 import numpy as np
 import qpsolvers
 from scipy.linalg.lapack import dposv as _dposv
-from scipy.linalg.lapack import dsyevd as _dsyevd
 
 from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from controllers.feedforward import DissipationFeedforward
@@ -262,7 +257,7 @@ class HQPProblem:
             :meth:`HQPController.build_problem`; within :meth:`HQPController.compute` only when the QPs
             run: a feasible closed form is tested against the constraints without storing them).
         vec6: (8, 6) block whose rows are F_ext, K_r, e_p, dnu, F_r, F_r + F_ext, a, b (the (6,)
-            attributes are views of it, so that a step writes them in three copies).
+            attributes are views of it).
         GJ: (2nv + 6, nv) = [G; J] (G and J are views of it: the level-2 constraint matrix as daqp
             takes it).
     """
@@ -498,17 +493,9 @@ class HQPController(Controller):
         self._LL = np.zeros((12, 6))
         self._prob.Lambda = self._LL[:6]
         self._Lhalf_s = self._LL[6:]
-        self._VS = np.zeros((12, 6))
-        self._VS3 = self._VS.reshape(2, 6, 6)
-        self._mu2 = np.zeros((2, 1, 6))
-        self._mu2_a, self._mu2_b = self._mu2[0, 0], self._mu2[1, 0]
-        self._scale0d = np.zeros(())
-        vec6 = self._prob.vec6.reshape(-1)
-        self._vec6_a, self._vec6_b, self._vec6_c = vec6[:24], vec6[24:36], vec6[36:]  # see _build_task
         self._g_rhs = self._prob.vec6[5]  # F_r + F_ext
         kh = np.sqrt(self.K0)
         self._S0 = kh[:, None] + kh  # √K_0,i + √K_0,j
-        self._K0_t = tuple(self.K0.tolist())
         # configuration read per step, as plain attributes
         self._use_force = c.use_force_feedback
         self._k_alpha = c.k_alpha
@@ -520,13 +507,10 @@ class HQPController(Controller):
         self._wrench_comp = c.wrench_compensation
         self._auto = c.qp_mode == "auto"
         self._JT = self._prob.J.T  # view: Jᵀ of the problem's (per-step) copy of J
-        self._q_ref_t = tuple(self.q_ref.tolist())
         self._Mx = np.zeros(nv)  # M q̈* of the closed form (this step)
         self._closed_feasible = False
         self._box_filled = False  # lb, ub, h of this step stored (see _constraints)
-        self._kr = self._f = [0.0] * 6  # K_r and F_ext of the last step as floats (diagnostics)
         self._f6 = np.zeros(6)
-        self._g6 = np.zeros(6)
         self._n = np.zeros(nv)
         self._Mqdd = np.zeros(nv)
         D = c.horizon
@@ -545,14 +529,11 @@ class HQPController(Controller):
         # saturation flag (|τ_cmd| > τ_max)
         self._tau_lim = plant.tau_max * (1.0 - TORQUE_ROUNDOFF) - TORQUE_ROUNDOFF
         self._tau_lim_f = self._tau_lim - self._ff_f
-        # per joint: (−q̇_max/Δ, q̇_max/Δ, k2 q_min, k2 q_max, torque limit less the feedforward margin
-        # f, its d of d|q̇|) for the float path of _build_task
+        # per joint (a row): −q̇_max/Δ, q̇_max/Δ, k2 q_min, k2 q_max, the torque limit less the feedforward
+        # margin f, and its d of d|q̇| (the columns _constraints reads; the kernel takes the array)
         tl = self._tau_lim_f if self._has_margin else self._tau_lim
         fd = self._ff_d if self._has_margin else np.zeros(nv)
-        self._joint_consts = tuple(
-            zip(*(a.tolist() for a in (self._vmin_D, self._vmax_D, self._qmin_k2, self._qmax_k2, tl, fd)), strict=True)
-        )
-        self._joint_consts_a = np.array(self._joint_consts).reshape(nv, 6)  # the same floats, for the kernel
+        self._joint_consts_a = np.column_stack((self._vmin_D, self._vmax_D, self._qmin_k2, self._qmax_k2, tl, fd))
         self._slack = np.zeros(4 * nv)
         self._G2 = np.zeros((2 * nv + 12, nv))
         # level-2 band QP bounds in daqp's layout [ub; h2] (h2 = the band's inequality right-hand side)
@@ -658,7 +639,6 @@ class HQPController(Controller):
         sol.status, sol.solve_time, sol.primal_residual, sol.n_active = STATUS_CLOSED_FORM, dt, 0.0, 0
         sol.level1_residual = l1
         self._closed_feasible, self._box_filled = True, False
-        self._kr, self._f = p.K_r.tolist(), p.F_ext.tolist()
 
     def summary(self) -> dict[str, object]:
         return {
@@ -693,194 +673,107 @@ class HQPController(Controller):
         return alpha, max(1.0 - alpha, self.config.k_min_ratio)
 
     def _build_task(self, snap: Snapshot, ref: Reference, wrench: WrenchState) -> HQPProblem:
-        """Everything except the QP matrices: targets and closed form (the hot path). Also records
-        whether the closed form satisfies every constraint (``_closed_feasible``, the test of
-        :meth:`_feasible` evaluated on floats) and its M q̈* (``_Mx``). The box and torque rows
-        (lb, ub, h) are only stored when that test fails (:meth:`_constraints`); otherwise
-        :meth:`_assemble_qp` stores them on demand."""
+        """Everything except the QP matrices: the task terms, the closed form q̈* and the constraint rows
+        (lb, ub, h), one statement per equation of docs/theory/hqp.md. Also records whether q̈* satisfies
+        every constraint (``_closed_feasible``) and its M q̈* (``_Mx``)."""
         self._kernel_step = False  # the Python path sets everything below
         p = self._prob
         J = p.J
         J[:] = snap.J_ee_lwa
-        x0, x1, x2 = snap.p_ee_in_world.tolist()
-        # F_ext, world axes, about the EE origin (from the sensor wrench or the observer)
+        # F_ext [N, N·m], world axes, about the EE origin: the observer's estimate, or the sensor wrench moved
+        # from the sensor origin p_S to the EE origin p_E (n_E = n_S + (p_S − p_E) × f)
+        F = p.F_ext
         if self.observer is not None:
-            f = self.observer.update(snap, self._tau_prev).tolist()
+            F[:] = self.observer.update(snap, self._tau_prev)
         else:
-            e0, e1, e2, e3, e4, e5 = wrench.ext_world.tolist()
-            (_, _, _, s0), (_, _, _, s1), (_, _, _, s2), _ = snap.T_world_sensor.tolist()
-            # n_E = n_S + (p_S − p_E) × f
-            d0, d1, d2 = s0 - x0, s1 - x1, s2 - x2
-            f = [e0, e1, e2, e3 + (d1 * e2 - d2 * e1), e4 + (d2 * e0 - d0 * e2), e5 + (d0 * e1 - d1 * e0)]
+            F[:] = wrench.ext_world
+            F[3:] += np.cross(snap.T_world_sensor[:3, 3] - snap.p_ee_in_world, F[:3])
         if not self._use_force:
-            f = [0.0] * 6
+            F[:] = 0.0
         elif self.force_filter.active:  # F̄: the law's force (controllers/force_control.py)
-            f = self.force_filter.update(f)
-        f0, f1, f2, f3, f4, f5 = f
+            F[:] = self.force_filter.update(F.tolist())
         fs = self.setpoint
-        s_fs = fs.update(snap.t, [f0, f1, f2], snap.twist_ee_lwa[:3].tolist()) if fs is not None else 0.0
-        # α and K_r = K_0 max(1 − α, k_min_ratio) (the arithmetic of _stiffness_scale, inlined)
-        s = 1.0 / (1.0 + math.exp(-(self._k_alpha * math.sqrt(f0 * f0 + f1 * f1 + f2 * f2))))
-        alpha = s if self._plain else 2.0 * s - 1.0
-        p.alpha = alpha
-        scale = max(1.0 - alpha, self._k_min_ratio)
-        k0, k1, k2, k3, k4, k5 = kr = [k * scale for k in self._K0_t]
-        self._kr, self._f = kr, f
+        s_fs = fs.update(snap.t, F[:3].tolist(), snap.twist_ee_lwa[:3].tolist()) if fs is not None else 0.0
 
-        # pose and velocity errors: e_p = [x − x_d; log(R R_dᵀ)], Δν = ν − ν_d
-        w0, w1, w2 = so3_log(snap.R_world_ee @ ref.R.T).tolist()
-        g0, g1, g2 = ref.pos.tolist()
-        e0, e1, e2 = x0 - g0, x1 - g1, x2 - g2
-        t0, t1, t2, t3, t4, t5 = snap.twist_ee_lwa.tolist()
-        g0, g1, g2 = ref.vel.tolist()
-        o0, o1, o2 = ref.omega.tolist()
+        # α = σ(k_α ‖f‖) and K_r = K_0 max(1 − α, k_min_ratio)
+        p.alpha, scale = self._stiffness_scale(float(np.linalg.norm(F[:3])))
+        np.multiply(self.K0, scale, out=p.K_r)
+
+        # pose and velocity errors e_p = [x − x_d; log(R R_dᵀ)], Δν = ν − ν_d; with the force set-point on, the
+        # mating-axis components of the position error and of the reference velocity and acceleration are
+        # faded out by s (hybrid impedance)
+        x_err, v_d, a_d = snap.p_ee_in_world - ref.pos, ref.vel, ref.acc
         if s_fs > 0.0:
-            # hybrid impedance: along the mating axis the pose error and the reference velocity are faded out
-            # by s (the absolute axial velocity is damped); the set-point's task force joins F_r below
-            e0, e1, e2 = fs.remove_axial((e0, e1, e2), s_fs)
-            g0, g1, g2 = fs.remove_axial((g0, g1, g2), s_fs)
-        # rows F_ext, K_r, e_p, Δν of p.vec6 in one copy
-        self._vec6_a[:] = f + kr + [e0, e1, e2, w0, w1, w2, t0 - g0, t1 - g1, t2 - g2, t3 - o0, t4 - o1, t5 - o2]
+            x_err, v_d, a_d = (np.array(fs.remove_axial(u.tolist(), s_fs)) for u in (x_err, v_d, a_d))
+        p.e_p[:3] = x_err
+        p.e_p[3:] = so3_log(snap.R_world_ee @ ref.R.T)
+        p.dnu[:3] = snap.twist_ee_lwa[:3] - v_d
+        p.dnu[3:] = snap.twist_ee_lwa[3:] - ref.omega
 
-        # Λ⁻¹ = J M⁻¹ Jᵀ = V diag(μ) Vᵀ (LAPACK dsyevd on the lower triangle, as np.linalg.eigh):
-        # Λ = V diag(1/μ) Vᵀ, Λ^½ = V diag(μ^−½) Vᵀ. (ndarray.dot with out=: the same BLAS call as
-        # np.matmul at a third of its overhead on these small arrays.)
-        MinvJt = self._MinvJt
-        snap.Minv.dot(self._JT, out=MinvJt)
-        Li = p.Lambda_inv
-        J.dot(MinvJt, out=Li)
-        mu, V, info = _dsyevd(Li, lower=1)
-        if info != 0:
-            mu, V = np.linalg.eigh(Li)
-        # D_r = Λ^½ K_r^½ + K_r^½ Λ^½ with K_r = s K_0 (s = scale, K diagonal):
-        # (D_r)_ij = √s (Λ^½)_ij (√K_0,i + √K_0,j), and √s Λ^½ = V diag((μ/s)^−½) Vᵀ
-        mu2 = self._mu2  # (2, 1, 6): [μ; √(μ/s)]
-        self._mu2_a[:] = mu
-        mu_s = self._mu2_b
-        s0d = self._scale0d
-        s0d[()] = scale  # a 0-d array: a Python float is converted by the ufunc on every call (≈ 0.2 µs)
-        np.divide(mu, s0d, out=mu_s)
-        np.sqrt(mu_s, out=mu_s)
-        np.divide(V[None], mu2, out=self._VS3)  # [V/μ; V/√(μ/s)] in one broadcast
-        self._VS.dot(V.T, out=self._LL)  # [Λ; √s Λ^½]
-        D_r = p.D_r
-        np.multiply(self._Lhalf_s, self._S0, out=D_r)
+        # Λ⁻¹ = J M⁻¹ Jᵀ = V diag(μ) Vᵀ;  Λ = V diag(1/μ) Vᵀ;  √s Λ^½ = V diag((μ/s)^−½) Vᵀ
+        np.matmul(snap.Minv, self._JT, out=self._MinvJt)
+        np.matmul(J, self._MinvJt, out=p.Lambda_inv)
+        mu, V = np.linalg.eigh(p.Lambda_inv)
+        np.matmul(V / mu, V.T, out=p.Lambda)
+        np.matmul(V / np.sqrt(mu / scale), V.T, out=self._Lhalf_s)
+        # D_r = Λ^½ K_r^½ + K_r^½ Λ^½ with K_r = s K_0: (D_r)_ij = √s (Λ^½)_ij (√K_0,i + √K_0,j)
+        np.multiply(self._Lhalf_s, self._S0, out=p.D_r)
 
-        # F_r = −D_r Δν − K_r e_p;  a = ν̇_d + Λ⁻¹ (F_r + F_ext);  b = a − J̇ q̇
-        t0, t1, t2, t3, t4, t5 = D_r.dot(p.dnu, out=self._f6).tolist()
-        r0, r1, r2 = -(t0 + k0 * e0), -(t1 + k1 * e1), -(t2 + k2 * e2)
-        r3, r4, r5 = -(t3 + k3 * w0), -(t4 + k4 * w1), -(t5 + k5 * w2)
-        if s_fs > 0.0:  # F_r += F_f, the set-point's task force along the mating axis
-            tf0, tf1, tf2 = fs.task_force()
-            r0, r1, r2 = r0 + tf0, r1 + tf1, r2 + tf2
-        self._vec6_b[:] = (r0, r1, r2, r3, r4, r5, r0 + f0, r1 + f1, r2 + f2, r3 + f3, r4 + f4, r5 + f5)
-        t0, t1, t2, t3, t4, t5 = Li.dot(self._g_rhs, out=self._f6).tolist()
-        g0, g1, g2 = ref.acc.tolist()
+        # F_r = −D_r Δν − K_r e_p (+ F_f, the set-point's task force along the mating axis)
+        np.negative(p.D_r @ p.dnu + p.K_r * p.e_p, out=p.F_r)
         if s_fs > 0.0:
-            g0, g1, g2 = fs.remove_axial((g0, g1, g2), s_fs)
-        o0, o1, o2 = ref.alpha.tolist()
-        a0, a1, a2, a3, a4, a5 = t0 + g0, t1 + g1, t2 + g2, t3 + o0, t4 + o1, t5 + o2
-        t0, t1, t2, t3, t4, t5 = snap.dJdq_ee_lwa.tolist()
-        b = (a0 - t0, a1 - t1, a2 - t2, a3 - t3, a4 - t4, a5 - t5)
-        self._vec6_c[:] = (a0, a1, a2, a3, a4, a5, *b)
+            p.F_r[:3] += fs.task_force()
+        # a = ν̇_d + Λ⁻¹ (F_r + F_ext);  b = a − J̇ q̇
+        np.add(p.F_r, F, out=self._g_rhs)
+        p.a[:3] = a_d
+        p.a[3:] = ref.alpha
+        p.a += p.Lambda_inv @ self._g_rhs
+        np.subtract(p.a, snap.dJdq_ee_lwa, out=p.b)
 
-        # level 2: q̈_2 = −D_j q̇ − K_j (q − q_ref) [+ k_sa ∇w]
-        q = snap.q.tolist()
-        v = snap.v.tolist()
-        mkj, dj = self._minus_k_j, self._d_j
-        w = p.w = snap.manipulability
-        if w < self._w_th_sa:  # −inf when k_sa = 0: never
-            ksa = self._k_sa
-            ksa *= w  # k_sa ∇w = (k_sa w) (∇w / w)
-            gw = self._grad_w(J).tolist()
-            q2 = [(qi - qr) * mkj - dj * vi + ksa * gi for qi, qr, vi, gi in zip(q, self._q_ref_t, v, gw, strict=True)]
+        # level 2: q̈_2 = −K_j (q − q_ref) − D_j q̇ [+ k_sa ∇w, written (k_sa w)(∇w / w)]
+        q2 = p.qdd_posture
+        np.multiply(snap.q - self.q_ref, self._minus_k_j, out=q2)
+        q2 -= self._d_j * snap.v
+        p.w = snap.manipulability
+        if p.w < self._w_th_sa:  # −inf when k_sa = 0: never
+            q2 += (self._k_sa * p.w) * self._grad_w(J)
             self.n_sa += 1
-        else:
-            q2 = [(qi - qr) * mkj - dj * vi for qi, qr, vi in zip(q, self._q_ref_t, v, strict=True)]
-        qp2 = p.qdd_posture
-        qp2[:] = q2
 
         # closed form q̈* = q̈_2 + M⁻¹ Jᵀ Λ (b − J q̈_2)
-        f6, g6 = self._f6, self._g6
-        J.dot(qp2, out=f6)
-        np.subtract(p.b, f6, out=f6)
-        p.Lambda.dot(f6, out=g6)
-        x = p.qdd_closed
-        MinvJt.dot(g6, out=x)
-        x += qp2
-
-        # τ offset: τ = M q̈ + offset (+ τ_ff)
-        offset = p.tau_offset
-        np.copyto(offset, snap.h)
+        np.add(q2, self._MinvJt @ (p.Lambda @ (p.b - J @ q2)), out=p.qdd_closed)
+        # τ = M q̈ + offset (+ τ_ff), offset = h (− Jᵀ F_ext with wrench compensation)
+        p.tau_offset[:] = snap.h
         if self._wrench_comp:
-            offset -= self._JT @ p.F_ext
-
-        # Feasibility of q̈* (constants folded in __init__): per joint, inside the velocity box
-        # [(−q̇_max − q̇)/Δ, (q̇_max − q̇)/Δ] AND the position box k2 (q_lim − q) − (k2 Δ) q̇ AND the torque
-        # rows −h_bot ≤ M q̈* ≤ h_top, h = τ_max − m ∓ c, m = f + d|q̇| (feedforward margin). The same
-        # float expressions as _constraints (which builds lb = max of the lower ends, ub = min of the
-        # upper ends), so "inside both boxes" ⇔ lb ≤ q̈* ≤ ub exactly; only when this fails (a constraint
-        # is violated, or the two boxes do not intersect and _constraints keeps the velocity box) does
-        # _constraints decide and store the rows for the QPs.
-        Mx = snap.M.dot(x, out=self._Mx).tolist()
-        xs = x.tolist()
-        offs = offset.tolist()
-        inv_D, k2, tD = self._inv_D, self._k2, self._two_over_D
-        feasible = True
-        for (vmn, vmx, qmn, qmx, tl, fd), qi, vi, oi, xi, mi in zip(
-            self._joint_consts, q, v, offs, xs, Mx, strict=True
-        ):
-            n1 = vi * inv_D
-            n2 = qi * k2 + tD * vi
-            m = tl - abs(vi) * fd
-            if not (vmn - n1 <= xi <= vmx - n1 and qmn - n2 <= xi <= qmx - n2 and -(m + oi) <= mi <= m - oi):
-                feasible = False
-                break
-        self._box_filled = False
-        if not feasible:
-            feasible = self._constraints(q, v, offs, xs, Mx)
-        self._closed_feasible = feasible
+            p.tau_offset -= self._JT @ F
+        np.matmul(snap.M, p.qdd_closed, out=self._Mx)
+        self._closed_feasible = self._constraints(snap)
         p.qp_assembled = False
         return p
 
-    def _constraints(self, q: list[float], v: list[float], offs: list[float], xs: list[float], Mx: list[float]) -> bool:
-        """Store the box (lb, ub) and the torque rows h of this step and return whether q̈* (``xs``,
-        with M q̈* ``Mx``) satisfies them. Per joint (constants folded in __init__):
+    def _constraints(self, snap: Snapshot) -> bool:
+        """Store the box (lb, ub) and the torque rows h of this step and return whether q̈* (``qdd_closed``,
+        with M q̈* in ``_Mx``) satisfies them. Per joint (constants folded in __init__):
           box over the horizon Δ: velocity (±q̇_max − q̇)/Δ, position k2 (q_lim − q) − (k2 Δ) q̇, their
-          intersection (the velocity box alone where they do not intersect);
-          torque rows −τ_max + m − c ≤ M q̈ ≤ τ_max − m − c, m = f + d|q̇| (feedforward margin);
+          intersection (the velocity box alone where they do not intersect: the state is already outside
+          its limits);
+          torque rows −τ_max + m − c ≤ M q̈ ≤ τ_max − m − c, m = f + d|q̇| (feedforward margin), c the offset;
           feasibility of q̈*: lb ≤ q̈* ≤ ub and −h_bot ≤ M q̈* ≤ h_top (the slacks of _slacks ≥ 0)."""
         p = self._prob
-        inv_D, k2, tD = self._inv_D, self._k2, self._two_over_D
-        lb, ub, ht, hb = [], [], [], []
-        feasible = True
-        for (vmn, vmx, qmn, qmx, tl, fd), qi, vi, oi, xi, mi in zip(
-            self._joint_consts, q, v, offs, xs, Mx, strict=True
-        ):
-            n1 = vi * inv_D
-            lv, uv = vmn - n1, vmx - n1
-            n2 = qi * k2 + tD * vi
-            lo, hi = qmn - n2, qmx - n2
-            if lv > lo:
-                lo = lv
-            if uv < hi:
-                hi = uv
-            if lo > hi:  # state already outside its limits: keep the velocity box there
-                lo, hi = lv, uv
-            m = tl - abs(vi) * fd
-            top, bot = m - oi, m + oi
-            if not (lo <= xi <= hi and -bot <= mi <= top):
-                feasible = False
-            lb.append(lo)
-            ub.append(hi)
-            ht.append(top)
-            hb.append(bot)
-        p.lb[:] = lb
-        p.ub[:] = ub
-        ht += hb
-        p.h[:] = ht
+        nv = self.nv
+        q, v = snap.q, snap.v
+        vmin_D, vmax_D, qmin_k2, qmax_k2, tau_lim, fd = self._joint_consts_a.T
+        lv, uv = vmin_D - v * self._inv_D, vmax_D - v * self._inv_D
+        n2 = q * self._k2 + self._two_over_D * v
+        lo, hi = np.maximum(qmin_k2 - n2, lv), np.minimum(qmax_k2 - n2, uv)
+        disjoint = lo > hi
+        np.copyto(p.lb, np.where(disjoint, lv, lo))
+        np.copyto(p.ub, np.where(disjoint, uv, hi))
+        m = tau_lim - np.abs(v) * fd
+        np.subtract(m, p.tau_offset, out=p.h[:nv])
+        np.add(m, p.tau_offset, out=p.h[nv:])
         self._box_filled = True
-        return feasible
+        x, Mx = p.qdd_closed, self._Mx
+        return bool(np.all(p.lb <= x) and np.all(x <= p.ub) and np.all(-p.h[nv:] <= Mx) and np.all(Mx <= p.h[:nv]))
 
     def _assemble_qp(self, snap: Snapshot) -> None:
         """Fill P1, q1, P2, q2, G (the QP matrices) of :attr:`prob`, and lb, ub, h unless
@@ -890,10 +783,8 @@ class HQPController(Controller):
         p = self._prob
         nv = self.nv
         M = snap.M
-        if not self._box_filled:
-            self._constraints(
-                snap.q.tolist(), snap.v.tolist(), p.tau_offset.tolist(), p.qdd_closed.tolist(), self._Mx.tolist()
-            )
+        if not self._box_filled:  # after a compiled step (the kernel does not store the rows)
+            self._constraints(snap)
         eps = self.config.regularization
         JT = self._JT
         JT.dot(p.J, out=p.P1)
@@ -968,28 +859,15 @@ class HQPController(Controller):
 
     def _stats(self, x: np.ndarray, M: np.ndarray, sol: HQPSolution, eq: bool) -> None:
         """Primal residual (max violation) and active-inequality count of ``x``: the slacks of
-        :meth:`_slacks` and the test slack ≤ ACTIVE_TOL (1 + |bound|), evaluated on floats."""
+        :meth:`_slacks`, an inequality active when its slack ≤ ACTIVE_TOL (1 + |bound|)."""
         p = self._prob
-        nv = self.nv
-        h = p.h.tolist()
-        tol = ACTIVE_TOL
-        smin = math.inf
-        n_active = 0
-        for xi, mi, lo, hi, top, bot in zip(
-            x.tolist(), M.dot(x, out=self._Mqdd).tolist(), p.lb.tolist(), p.ub.tolist(), h[:nv], h[nv:], strict=True
-        ):
-            # slacks x − lb, ub − x, h_top − M x, h_bot + M x and their bounds
-            for s, bnd in ((xi - lo, lo), (hi - xi, hi), (top - mi, top), (bot + mi, bot)):
-                if s < smin:
-                    smin = s
-                if s <= abs(bnd) * tol + tol:
-                    n_active += 1
-        viol = max(0.0, -smin)
+        slack = self._slacks(x, M)
+        bound = np.concatenate((p.lb, p.ub, p.h))
+        viol = max(0.0, -float(slack.min()))
         if eq:
-            Jx = p.J.dot(x, out=self._f6).tolist()
-            viol = max(viol, max(abs(a - b) for a, b in zip(Jx, p.b_eq.tolist(), strict=True)))
+            viol = max(viol, float(np.abs(p.J @ x - p.b_eq).max()))
         sol.primal_residual = viol
-        sol.n_active = n_active
+        sol.n_active = int(np.count_nonzero(slack <= ACTIVE_TOL * (1.0 + np.abs(bound))))
 
     def solve(self, snap: Snapshot) -> HQPSolution:
         """Solve the problem last built for ``snap`` (closed form when feasible in ``auto`` mode)."""
@@ -1071,10 +949,7 @@ class HQPController(Controller):
     def _level1_residual(self, x: np.ndarray) -> float:
         """‖J x − b‖ [m/s², rad/s²]."""
         p = self._prob
-        r0, r1, r2, r3, r4, r5 = p.J.dot(x, out=self._f6).tolist()
-        b0, b1, b2, b3, b4, b5 = p.b.tolist()
-        r0, r1, r2, r3, r4, r5 = r0 - b0, r1 - b1, r2 - b2, r3 - b3, r4 - b4, r5 - b5
-        return math.sqrt(r0 * r0 + r1 * r1 + r2 * r2 + r3 * r3 + r4 * r4 + r5 * r5)
+        return float(np.linalg.norm(p.J @ x - p.b))
 
     # ------------------------------------------------------------------------------------ compute
 
@@ -1095,9 +970,9 @@ class HQPController(Controller):
             q=snap.q,
             v=snap.v,
             dJdq_ee_lwa=snap.dJdq_ee_lwa,
-            k0=np.array(self._K0_t),
+            k0=self.K0,
             S0=self._S0,
-            q_ref=np.array(self._q_ref_t),
+            q_ref=self.q_ref,
             joint_consts=self._joint_consts_a,
             tau=cmd.tau,
             diag=cmd.diag,
@@ -1301,11 +1176,10 @@ class HQPController(Controller):
             snap.M.dot(sol.qdd, out=tau)
             tau += p.tau_offset
         if self.ff.active:
-            f = self._f
-            tau += self.ff.compute(snap.v, tau, snap.g, math.sqrt(f[0] * f[0] + f[1] * f[1] + f[2] * f[2]))
+            tau += self.ff.compute(snap.v, tau, snap.g, float(np.linalg.norm(p.F_ext[:3])))
         if self.observer is not None:
             self._tau_prev[:] = tau
-        kr, f = self._kr, self._f  # K_r and F_ext of this step as floats (the values in p.K_r, p.F_ext)
+        kr, f = p.K_r, p.F_ext
         diag = (
             sol.status,
             sol.solve_time,
