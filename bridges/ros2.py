@@ -59,6 +59,7 @@ from typing import Any
 
 from bridges import cdr
 from sim.errors import DockbenchError
+from sim.extras import install_hint
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ JOINT_STATE_TYPE_HASH = "RIHS01_a13ee3a330e346c9d87b5aa18d24e11690752bd33a0350f1
 """REP-2011 type hash of sensor_msgs/msg/JointState (ROS 2 Iron and later)."""
 USER_DATA = f"typehash={JOINT_STATE_TYPE_HASH};".encode("ascii")
 """Endpoint USER_DATA that rmw_cyclonedds / rmw_fastrtps put on JointState readers and writers."""
-INSTALL_HINT = "pip install -e '.[ros2]'"
+INSTALL_HINT = install_hint("ros2")
 """How to get the cyclonedds backend (the optional extra declared in pyproject.toml)."""
 
 _TOPIC_RE = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")

@@ -108,8 +108,8 @@ date when ``prob`` or ``sol`` is next read). It hands the step back to this Pyth
 nothing, when the closed form is infeasible (the QPs), when Λ⁻¹ or J Jᵀ is not positive definite (or
 the Jacobi iteration does not converge), and where Python's math raises. The sensorless mode (the
 momentum observer) and ``qp_mode: always`` never use it. Everything agrees with the Python path to
-round-off within the stated bounds of :meth:`HQPController.roundoff_bounds` (tests/test_hqp_kernel.py); on a compiled step
-``qp_solve_time`` is the kernel's whole evaluation time.
+round-off within the stated bounds of :meth:`HQPController.roundoff_bounds` (tests/test_hqp_kernel.py);
+on a compiled step ``qp_solve_time`` is the kernel's whole evaluation time.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ from sim import kernels
 from sim.config import param
 from sim.dynamics import Snapshot
 from sim.errors import ScenarioError
-from sim.lie import so3_log
+from sim.lie import cross3, so3_log
 from sim.wrench import WrenchState
 
 #: QP backends this controller accepts (qpsolvers' names; daqp is called through its own API).
@@ -687,7 +687,7 @@ class HQPController(Controller):
             F[:] = self.observer.update(snap, self._tau_prev)
         else:
             F[:] = wrench.ext_world
-            F[3:] += np.cross(snap.T_world_sensor[:3, 3] - snap.p_ee_in_world, F[:3])
+            F[3:] += cross3(snap.T_world_sensor[:3, 3] - snap.p_ee_in_world, F[:3])
         if not self._use_force:
             F[:] = 0.0
         elif self.force_filter.active:  # F̄: the law's force (controllers/force_control.py)
@@ -773,7 +773,7 @@ class HQPController(Controller):
         np.add(m, p.tau_offset, out=p.h[nv:])
         self._box_filled = True
         x, Mx = p.qdd_closed, self._Mx
-        return bool(np.all(p.lb <= x) and np.all(x <= p.ub) and np.all(-p.h[nv:] <= Mx) and np.all(Mx <= p.h[:nv]))
+        return bool((p.lb <= x).all() and (x <= p.ub).all() and (-p.h[nv:] <= Mx).all() and (Mx <= p.h[:nv]).all())
 
     def _assemble_qp(self, snap: Snapshot) -> None:
         """Fill P1, q1, P2, q2, G (the QP matrices) of :attr:`prob`, and lb, ub, h unless

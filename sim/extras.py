@@ -33,27 +33,42 @@ class MissingExtra(DockbenchError):
     """An optional dependency is not installed; the message says which extra brings it."""
 
 
+def _source_checkout() -> Path | None:
+    """The checkout this code runs from (the folder holding ``sim/`` and ``pyproject.toml``), or None when it
+    runs from an installed wheel (site-packages)."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() else None
+
+
+def _here_or(path: Path) -> str:
+    try:
+        return "." if path.resolve() == Path.cwd().resolve() else str(path)
+    except OSError:
+        return str(path)
+
+
 def install_hint(extra: str) -> str:
-    """The pip command that adds the optional dependency group ``extra`` to this installation."""
+    """The pip command that adds the optional dependency group ``extra`` to this installation: ``pip install -e
+    '<checkout>[extra]'`` when the code runs from a checkout (an editable install, or a source tree on the
+    path: its ``dockbench.egg-info`` carries no ``direct_url.json``), else from the installed distribution's
+    PEP 610 record (editable → its folder, a wheel or an index → ``pip install 'dockbench[extra]'``)."""
+    checkout = _source_checkout()
+    if checkout is not None:
+        return f"pip install -e '{_here_or(checkout)}[{extra}]'"
     try:
         from importlib.metadata import PackageNotFoundError, distribution
 
         try:
             raw = distribution(DISTRIBUTION).read_text("direct_url.json")
         except PackageNotFoundError:
-            return f"pip install -e '.[{extra}]'"
+            return f"pip install '{DISTRIBUTION}[{extra}]'"
         info = json.loads(raw) if raw else {}
     except (OSError, ValueError):
         info = {}
     if info.get("dir_info", {}).get("editable"):
         url = urlparse(info.get("url", ""))
-        where = unquote(url.path) if url.scheme == "file" and url.path else "."
-        try:
-            if Path(where).resolve() == Path.cwd().resolve():
-                where = "."
-        except OSError:
-            pass
-        return f"pip install -e '{where}[{extra}]'"
+        where = Path(unquote(url.path)) if url.scheme == "file" and url.path else Path(".")
+        return f"pip install -e '{_here_or(where)}[{extra}]'"
     return f"pip install '{DISTRIBUTION}[{extra}]'"
 
 

@@ -75,6 +75,14 @@ def so3_hat(w: np.ndarray) -> np.ndarray:
     return np.array(((0.0, -z, y), (z, 0.0, -x), (-y, x, 0.0)))
 
 
+def cross3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a × b of two 3-vectors: the same products and differences as ``np.cross`` (equal bit for bit), without
+    its axis handling (≈ 1 µs instead of ≈ 20 µs)."""
+    a0, a1, a2 = a.tolist()
+    b0, b1, b2 = b.tolist()
+    return np.array((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0))
+
+
 def so3_vee(W: np.ndarray) -> np.ndarray:
     """(3, 3) skew → (3,), from the antisymmetric part ½(W − Wᵀ)."""
     return 0.5 * np.array((W[2, 1] - W[1, 2], W[0, 2] - W[2, 0], W[1, 0] - W[0, 1]))

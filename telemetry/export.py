@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ from bridges import msgs
 from bridges.msgs import BatchEncoder, Field, Struct
 from sim.errors import DockbenchError
 from sim.extras import require
+from telemetry.log import atomic_path
 from telemetry.metrics import quat_to_matrix
 from telemetry.run import Run
 
@@ -312,43 +314,35 @@ def write_mcap(run: Run | str | Path, out: str | Path, *, every: int = 1, prefix
     batches = ros_topics(ch, r.meta, prefix=prefix)
     static = tf_static(r.meta, float(ch["t"][0]))
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
     counts: dict[str, int] = {}
-    try:
-        with open(tmp, "wb") as fh:
-            w = writer_mod.Writer(fh, compression=getattr(writer_mod.CompressionType, comp))
-            w.start(profile="ros2", library="dockbench")
-            schemas: dict[str, int] = {}
+    with atomic_path(out, ".mcap.tmp") as (fd, _), os.fdopen(fd, "wb") as fh:
+        w = writer_mod.Writer(fh, compression=getattr(writer_mod.CompressionType, comp))
+        w.start(profile="ros2", library="dockbench")
+        schemas: dict[str, int] = {}
 
-            def channel(b: TopicBatch) -> int:
-                if b.type.name not in schemas or b.type.name == DIAGNOSTICS_NAME:
-                    schemas[b.type.name] = w.register_schema(name=b.type.name, encoding="ros2msg",
-                                                             data=b.type.definition().encode())
-                return w.register_channel(topic=b.topic, message_encoding="cdr", schema_id=schemas[b.type.name])
+        def channel(b: TopicBatch) -> int:
+            if b.type.name not in schemas or b.type.name == DIAGNOSTICS_NAME:
+                schemas[b.type.name] = w.register_schema(name=b.type.name, encoding="ros2msg",
+                                                         data=b.type.definition().encode())
+            return w.register_channel(topic=b.topic, message_encoding="cdr", schema_id=schemas[b.type.name])
 
-            if static is not None:
-                cid = channel(static)
-                ns = int(round(float(static.t[0]) * 1e9))
-                w.add_message(channel_id=cid, log_time=ns, publish_time=ns, sequence=0,
-                              data=static.encode()[0].tobytes())
-                counts[static.topic] = 1
-            encoded = [(channel(b), b.encode()) for b in batches]
-            t_ns = np.rint(np.asarray(ch["t"], dtype=float) * 1e9).astype(np.int64).tolist()
-            add = w.add_message
-            for i, ns in enumerate(t_ns):
-                for cid, rows in encoded:
-                    add(channel_id=cid, log_time=ns, publish_time=ns, sequence=i, data=rows[i].tobytes())
-            for b in batches:
-                counts[b.topic] = len(t_ns)
-            w.add_metadata("dockbench.meta", {"json": json.dumps(_jsonable(r.meta))})
-            w.add_metadata("dockbench.summary", {"json": json.dumps(_jsonable(r.summary))})
-            w.finish()
-        tmp.replace(out)
-    except BaseException:
-        if tmp.exists():
-            tmp.unlink()
-        raise
+        if static is not None:
+            cid = channel(static)
+            ns = int(round(float(static.t[0]) * 1e9))
+            w.add_message(channel_id=cid, log_time=ns, publish_time=ns, sequence=0,
+                          data=static.encode()[0].tobytes())
+            counts[static.topic] = 1
+        encoded = [(channel(b), b.encode()) for b in batches]
+        t_ns = np.rint(np.asarray(ch["t"], dtype=float) * 1e9).astype(np.int64).tolist()
+        add = w.add_message
+        for i, ns in enumerate(t_ns):
+            for cid, rows in encoded:
+                add(channel_id=cid, log_time=ns, publish_time=ns, sequence=i, data=rows[i].tobytes())
+        for b in batches:
+            counts[b.topic] = len(t_ns)
+        w.add_metadata("dockbench.meta", {"json": json.dumps(_jsonable(r.meta))})
+        w.add_metadata("dockbench.summary", {"json": json.dumps(_jsonable(r.summary))})
+        w.finish()
     return ExportStats(out, sum(counts.values()), counts, out.stat().st_size)
 
 
@@ -463,21 +457,15 @@ def write_rrd(run: Run | str | Path, out: str | Path, *, every: int = 1) -> Expo
     r = _load(run)
     ch = _decimate(r.channels, every)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
     chans = telemetry_channels(ch)
     rec = rr.RecordingStream(f"dockbench-{r.name}", recording_id=str(r.path))
-    try:
-        rec.save(str(tmp))
+    with atomic_path(out, ".rrd.tmp") as (fd, tmp):
+        os.close(fd)
+        rec.save(tmp)
         rerun_static(rec, r.meta, r.units, chans, ch)
         rerun_columns(rec, ch, [n for n, _ in chans])
         rec.flush(timeout_sec=60.0) if _accepts_timeout(rec.flush) else rec.flush()
         rec.disconnect()
-        tmp.replace(out)
-    except BaseException:
-        if tmp.exists():
-            tmp.unlink()
-        raise
     n = len(ch["t"])
     topics = {f"telemetry/{c}": n for c, _ in chans}
     return ExportStats(out, n * (len(chans) + 4), topics, out.stat().st_size)

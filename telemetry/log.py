@@ -43,7 +43,7 @@ import struct
 import tempfile
 import weakref
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -395,21 +395,18 @@ def assemble_parts(parts: list[Path] | tuple[Path, ...], path: str | Path) -> No
                 raise ValueError(f"{part}: starts at step {first}, the parts before it end at {sum(rows)}")
             rows.append(int(z[names[0]].shape[0]) if names else 0)
     total = sum(rows)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-            for name in names:
-                with zf.open(name + ".npy", "w", force_zip64=True) as out:
-                    np.lib.format.write_array_header_1_0(out, _npy_header((total, *shapes[name]), dtypes[name]))
-                    for part in parts:
-                        with np.load(part) as z:
-                            piece = np.ascontiguousarray(z[name], dtype=dtypes[name])
-                        out.write(piece.data if piece.size else b"")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with (
+        atomic_path(path, ".npz.tmp") as (fd, _),
+        os.fdopen(fd, "wb") as fh,
+        zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as zf,
+    ):
+        for name in names:
+            with zf.open(name + ".npy", "w", force_zip64=True) as out:
+                np.lib.format.write_array_header_1_0(out, _npy_header((total, *shapes[name]), dtypes[name]))
+                for part in parts:
+                    with np.load(part) as z:
+                        piece = np.ascontiguousarray(z[name], dtype=dtypes[name])
+                    out.write(piece.data if piece.size else b"")
 
 
 def load_parts(folder: str | Path) -> dict[str, np.ndarray]:
@@ -483,43 +480,44 @@ def load_npz(path: str | Path, *, mmap: bool = False) -> dict[str, np.ndarray]:
     return out
 
 
-def atomic_copy(src: str | Path, dst: str | Path) -> None:
-    """Copy ``src`` to ``dst`` atomically (temp file + rename)."""
-    dst = Path(dst)
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, suffix=".tmp")
+#: mode of the files dockbench writes: what a plain open() gives (0666 less the umask), not mkstemp's 0600
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path, suffix: str = ".tmp") -> Iterator[tuple[int, str]]:
+    """A temporary file beside ``path`` (its folder created if needed), yielded as ``(fd, name)``: when the
+    block ends without an exception it replaces ``path`` in one rename, else it is removed and the
+    exception propagates (``path`` is never half written). The block owns ``fd`` (``os.fdopen`` it, or close
+    it). The file gets :data:`FILE_MODE`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=suffix)
     try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-            shutil.copyfileobj(inp, out, 16 << 20)
-        os.replace(tmp, dst)
+        os.fchmod(fd, FILE_MODE)
+        yield fd, tmp
+        os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_copy(src: str | Path, dst: str | Path) -> None:
+    """Copy ``src`` to ``dst`` atomically (temp file + rename)."""
+    with atomic_path(dst) as (fd, _), os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
+        shutil.copyfileobj(inp, out, 16 << 20)
 
 
 def atomic_save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """``np.savez`` of ``arrays`` to ``path`` atomically (temp file + rename)."""
+    with atomic_path(path, ".npz.tmp") as (fd, _), os.fdopen(fd, "wb") as fh:
+        np.savez(fh, **arrays)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` to ``path`` atomically (temp file + rename)."""
+    with atomic_path(path) as (fd, _), os.fdopen(fd, "w") as fh:
+        fh.write(text)

@@ -41,7 +41,6 @@ truth), ``compare_docking`` (depth, lateral, tilt with the first run's gate boun
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -59,6 +58,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from sim.errors import DockbenchError  # noqa: E402
+from telemetry.log import atomic_path  # noqa: E402
 from telemetry.metrics import (  # noqa: E402
     MATING_TARGETS,
     axial_force,
@@ -765,15 +765,9 @@ def make_figures(run: Run, names: Iterable[str] | None = None) -> dict[str, Figu
 
 
 def _atomic_savefig(fig: Figure, path: Path, fmt: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=f".{fmt}.tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path, f".{fmt}.tmp") as (fd, tmp):
+        os.close(fd)
         fig.savefig(tmp, format=fmt)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _save(fig: Figure, name: str, dest: Path, fmts: Sequence[str], paths: list[Path]) -> None:

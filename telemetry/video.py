@@ -12,7 +12,7 @@ model default; a non-finite sample (a diverged run) holds the last finite pose. 
 A fixed free camera frames the contact (:func:`frame_camera`): it looks at the centre of the EE path
 and the target's mouth and seat, from a distance that keeps them all in view.
 
-Encoders: ``.mp4`` via imageio + imageio-ffmpeg (``pip install -e '.[video]'``), ``.gif`` via Pillow
+Encoders: ``.mp4`` via imageio + imageio-ffmpeg (the ``video`` extra), ``.gif`` via Pillow
 (installed with matplotlib). OpenGL: the backend in ``MUJOCO_GL`` if set, else GLFW when a display is
 available, then EGL, then OSMesa.
 """
@@ -28,11 +28,11 @@ import mujoco
 import numpy as np
 
 from sim.errors import DockbenchError
+from sim.extras import install_hint
 from telemetry.run import Run
 
 #: Video containers this module writes → what it needs.
-ENCODERS: dict[str, str] = {".mp4": "imageio + imageio-ffmpeg (pip install -e '.[video]')",
-                            ".gif": "Pillow"}
+ENCODERS: dict[str, str] = {".mp4": "imageio + imageio-ffmpeg (the video extra)", ".gif": "Pillow"}
 
 _GL_FIX = ("set MUJOCO_GL to a working backend before starting Python: MUJOCO_GL=egl (GPU driver or "
            "Mesa's libEGL: apt-get install libegl1 libgl1) or MUJOCO_GL=osmesa (software: apt-get install "
@@ -197,7 +197,7 @@ class _Writer:
             except ImportError as exc:
                 raise DockbenchError(
                     f"writing {path.name} needs the video extra ({exc.name} is missing): "
-                    "pip install -e '.[video]'  (or write a .gif, which needs only Pillow)"
+                    f"{install_hint('video')}  (or write a .gif, which needs only Pillow)"
                 ) from None
             self._tmp = path.with_name(path.stem + ".tmp" + path.suffix)
             self._mp4 = imageio.get_writer(self._tmp, fps=fps, codec="libx264", quality=7,

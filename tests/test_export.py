@@ -324,7 +324,18 @@ def test_missing_extra_names_the_install_command(monkeypatch, run_dir, tmp_path)
 
 
 def test_install_hint_follows_the_installation(monkeypatch, tmp_path):
+    """From a checkout (this test suite's case, where the distribution found is the checkout's own
+    dockbench.egg-info without a direct_url.json) the hint is the editable install of that checkout; from
+    an installed distribution it follows PEP 610's direct_url.json."""
     import importlib.metadata as md
+
+    from sim import extras
+
+    assert extras._source_checkout() == Path(extras.__file__).resolve().parent.parent
+    monkeypatch.chdir(extras._source_checkout())
+    assert install_hint("video") == "pip install -e '.[video]'"
+    monkeypatch.chdir(tmp_path)
+    assert install_hint("video") == f"pip install -e '{extras._source_checkout()}[video]'"
 
     class Dist:
         def __init__(self, text):
@@ -333,6 +344,7 @@ def test_install_hint_follows_the_installation(monkeypatch, tmp_path):
         def read_text(self, name):
             return self.text
 
+    monkeypatch.setattr(extras, "_source_checkout", lambda: None)  # as from a wheel in site-packages
     cases = {
         '{"dir_info": {"editable": true}, "url": "file:///opt/dockbench"}': "pip install -e '/opt/dockbench[mcap]'",
         '{"archive_info": {}, "url": "https://example.invalid/dockbench.whl"}': "pip install 'dockbench[mcap]'",
@@ -341,7 +353,6 @@ def test_install_hint_follows_the_installation(monkeypatch, tmp_path):
     for text, hint in cases.items():
         monkeypatch.setattr(md, "distribution", lambda name, t=text: Dist(t))
         assert install_hint("mcap") == hint
-    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(md, "distribution", lambda name: Dist(json.dumps({"dir_info": {"editable": True},
                                                                           "url": tmp_path.as_uri()})))
     assert install_hint("rerun") == "pip install -e '.[rerun]'"
@@ -350,7 +361,7 @@ def test_install_hint_follows_the_installation(monkeypatch, tmp_path):
         raise md.PackageNotFoundError(name)
 
     monkeypatch.setattr(md, "distribution", missing)
-    assert install_hint("rerun") == "pip install -e '.[rerun]'"
+    assert install_hint("rerun") == "pip install 'dockbench[rerun]'"
     with pytest.raises(MissingExtra, match="no_such_module_xyz"):
         require("no_such_module_xyz", "mcap", "a test")
 

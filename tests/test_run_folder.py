@@ -53,6 +53,20 @@ def test_a_complete_folder_has_a_manifest_and_no_partial_name(tmp_path: Path) ->
     assert _folders(tmp_path) == [r.run_dir]
 
 
+def test_every_run_file_gets_the_mode_a_plain_open_gives(tmp_path: Path) -> None:
+    """The atomic writes (temp file + rename) used to leave 0600 files beside a 0644 scene.xml: every file of
+    the folder, and a plot written into it, has 0666 less the umask (telemetry.log.FILE_MODE)."""
+    r = run(scenario_from_dict(_short()), out_root=tmp_path)
+    from telemetry.plots import plot_run
+
+    assert plot_run(r.run_dir, formats=("svg",))
+    files = [p for p in r.run_dir.rglob("*") if p.is_file()]
+    assert len(files) >= 5
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {p.name: p.stat().st_mode & 0o777 for p in files} == {p.name: 0o666 & ~umask for p in files}
+
+
 def test_a_truncated_or_missing_file_makes_the_folder_partial(tmp_path: Path) -> None:
     r = run(scenario_from_dict(_short()), out_root=tmp_path)
     xml = r.run_dir / "scene.xml"

@@ -103,6 +103,15 @@ def test_hat_vee_roundtrip_and_cross_product():
     np.testing.assert_allclose(lie.se3_vee(X), xi, atol=TOL_ROUNDTRIP, rtol=0)
 
 
+def test_cross3_is_np_cross_bit_for_bit():
+    """cross3 evaluates a1 b2 − a2 b1 etc. as np.cross does (one product per term, then the difference):
+    exact equality is the same IEEE operations on the same floats."""
+    rng = np.random.default_rng(SEED)
+    for _ in range(200):
+        a, b = rng.normal(size=3) * 10.0 ** rng.integers(-6, 6), rng.normal(size=3)
+        np.testing.assert_array_equal(lie.cross3(a, b), np.cross(a, b))
+
+
 # ------------------------------------------------------------------------------------ exp / log
 
 

@@ -90,12 +90,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         new = baseline_metrics(metrics, gated)
         old = (scen.get(name) or {}).get("metrics") or {}
-        print(f"record {name} ({verdict})")
-        for m in sorted(set(new) | set(old)):
-            a, b = old.get(m), new.get(m)
-            if a != b:
-                print(f"    {m:<36} {_fmt(a):>12} → {_fmt(b)}")
-            if m in new and m not in tols:
+        # a metric whose change does not show in 6 significant digits (round-off) is counted, not listed
+        shown = [m for m in sorted(set(new) | set(old)) if _fmt(old.get(m)) != _fmt(new.get(m))]
+        small = sum(1 for m in set(new) | set(old) if old.get(m) != new.get(m)) - len(shown)
+        note = f"; {small} below the 6th significant digit" if small else ""
+        print(f"record {name} ({verdict}): {len(shown)} metric(s) changed{note}")
+        for m in shown:
+            print(f"    {m:<36} {_fmt(old.get(m)):>12} → {_fmt(new.get(m))}")
+        for m in sorted(new):
+            if m not in tols:
                 tols[m] = dict(DEFAULT_TOLERANCES.get(m, DEFAULT_TOLERANCES["default"]))
         scen[name] = {"file": str(Path(f).resolve().relative_to(REPO)), "metrics": new}
     tols.setdefault("default", dict(DEFAULT_TOLERANCES["default"]))

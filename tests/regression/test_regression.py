@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +109,21 @@ def test_perturbing_a_real_run_fails_against_the_real_baseline() -> None:
     metrics[metric] = recorded[metric] + 1.5 * (abs_ + rel * abs(recorded[metric]))
     failures = compare_to_baseline(name, metrics, baseline)
     assert len(failures) == 1 and failures[0].startswith(metric), failures
+
+
+def test_refresh_lists_only_changes_that_show(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``refresh_baseline`` lists a metric only when its change shows in the 6 significant digits it prints;
+    round-off changes are counted on the scenario's line (it used to print one "x → x" line per metric)."""
+    from tests.regression import refresh_baseline as rb
+
+    path = tmp_path / "baseline.json"
+    name = next(iter(sorted(rb.gated_scenarios())))
+    key = rb.scenario_name(name)
+    path.write_text(json.dumps({"scenarios": {key: {"metrics": {"a": 1.0, "b": 2.0, "c": 3.0}}}, "tolerances": {}}))
+    new = {"a": 1.0 + 1e-12, "b": 2.5, "c": 3.0}
+    monkeypatch.setattr(rb, "run_gated", lambda f: ("PASS", new, ["a", "b", "c"]))
+    monkeypatch.setattr(rb, "baseline_metrics", lambda metrics, gated: dict(metrics))
+    assert rb.main(["--scenario", key, "--baseline", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"record {key} (PASS): 1 metric(s) changed; 1 below the 6th significant digit" in out
+    assert "    b " in out and "    a " not in out and "    c " not in out
