@@ -141,7 +141,7 @@ from sim import kernels
 from sim.config import param
 from sim.dynamics import Snapshot
 from sim.errors import ScenarioError
-from sim.lie import cross3, so3_log
+from sim.lie import cross3, norm3, so3_log
 from sim.wrench import WrenchState
 
 #: QP backends this controller accepts (qpsolvers' names; daqp is called through its own API).
@@ -696,7 +696,7 @@ class HQPController(Controller):
         s_fs = fs.update(snap.t, F[:3].tolist(), snap.twist_ee_lwa[:3].tolist()) if fs is not None else 0.0
 
         # α = σ(k_α ‖f‖) and K_r = K_0 max(1 − α, k_min_ratio)
-        p.alpha, scale = self._stiffness_scale(float(np.linalg.norm(F[:3])))
+        p.alpha, scale = self._stiffness_scale(norm3(F[:3]))
         np.multiply(self.K0, scale, out=p.K_r)
 
         # pose and velocity errors e_p = [x − x_d; log(R R_dᵀ)], Δν = ν − ν_d; with the force set-point on, the
@@ -1176,7 +1176,7 @@ class HQPController(Controller):
             snap.M.dot(sol.qdd, out=tau)
             tau += p.tau_offset
         if self.ff.active:
-            tau += self.ff.compute(snap.v, tau, snap.g, float(np.linalg.norm(p.F_ext[:3])))
+            tau += self.ff.compute(snap.v, tau, snap.g, norm3(p.F_ext[:3]))
         if self.observer is not None:
             self._tau_prev[:] = tau
         kr, f = p.K_r, p.F_ext

@@ -83,6 +83,13 @@ def cross3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.array((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0))
 
 
+def norm3(v: np.ndarray) -> float:
+    """‖v‖ of a 3-vector as √(v₀² + v₁² + v₂²), summed in that order: the compiled kernels' operations, on
+    every CPU (``np.linalg.norm`` and ``v @ v`` call BLAS, whose kernels may sum in another order or fuse)."""
+    v0, v1, v2 = v.tolist()
+    return math.sqrt(v0 * v0 + v1 * v1 + v2 * v2)
+
+
 def so3_vee(W: np.ndarray) -> np.ndarray:
     """(3, 3) skew → (3,), from the antisymmetric part ½(W − Wᵀ)."""
     return 0.5 * np.array((W[2, 1] - W[1, 2], W[0, 2] - W[2, 0], W[1, 0] - W[0, 1]))

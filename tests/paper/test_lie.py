@@ -112,6 +112,17 @@ def test_cross3_is_np_cross_bit_for_bit():
         np.testing.assert_array_equal(lie.cross3(a, b), np.cross(a, b))
 
 
+def test_norm3_sums_the_squares_in_order():
+    """norm3 is √((v₀² + v₁²) + v₂²) exactly (the scalar operations the kernels use), and the 2-norm to
+    round-off (2ε relative)."""
+    rng = np.random.default_rng(SEED)
+    for _ in range(200):
+        v = rng.normal(size=3) * 10.0 ** rng.integers(-6, 6)
+        x, y, z = (float(c) for c in v)
+        assert lie.norm3(v) == math.sqrt(x * x + y * y + z * z)
+        assert abs(lie.norm3(v) - np.linalg.norm(v)) <= 4 * np.finfo(float).eps * np.linalg.norm(v)
+
+
 # ------------------------------------------------------------------------------------ exp / log
 
 
