@@ -341,14 +341,37 @@ def robot_for(cfg: Any, file: str | None = None) -> RobotSpec:
     return get_robot(cfg.type, file=file)
 
 
+def absolute_asset_paths(spec: mujoco.MjSpec) -> None:
+    """Make every mesh, height-field, skin and texture file of ``spec`` an absolute path (resolved against the
+    model file's folder and the compiler's meshdir / texturedir), so that ``spec.to_xml()`` (a run folder's
+    scene.xml) loads from any folder."""
+    root = Path(spec.modelfiledir or ".").resolve()
+
+    def resolve(name: str, subdir: str) -> str:
+        if not name or Path(name).is_absolute():
+            return name
+        return str((root / (subdir or "") / name).resolve())
+
+    for kind in ("meshes", "hfields", "skins"):
+        for el in getattr(spec, kind):
+            el.file = resolve(el.file, el.compiler.meshdir if hasattr(el, "compiler") else spec.meshdir)
+    for tex in spec.textures:
+        sub = tex.compiler.texturedir if hasattr(tex, "compiler") else spec.texturedir
+        tex.file = resolve(tex.file, sub)
+        if any(tex.cubefiles):
+            tex.cubefiles = [resolve(f, sub) for f in tex.cubefiles]
+
+
 def robot_model_spec(robot: RobotSpec) -> mujoco.MjSpec:
-    """The robot's MjSpec, ready for the tool and target. For a user model: the ``ee_body`` site added at
-    the body's origin, the ee site's pose written as pos/quat (a tool is mounted from those), and the torque
-    motors ``dockbench_motor_<joint>`` (ctrlrange ±torque_limit) added — after removing the joints' own
-    actuators with ``actuators: replace``; the kept motors get ctrlrange ±torque_limit (:func:`user_robot`
-    checked they agree or had none)."""
+    """The robot's MjSpec, ready for the tool and target: its asset files as absolute paths
+    (:func:`absolute_asset_paths`, so that a run folder's scene.xml loads from anywhere). For a user model:
+    the ``ee_body`` site added at the body's origin, the ee site's pose written as pos/quat (a tool is mounted
+    from those), and the torque motors ``dockbench_motor_<joint>`` (ctrlrange ±torque_limit) added — after
+    removing the joints' own actuators with ``actuators: replace``; the kept motors get ctrlrange
+    ±torque_limit (:func:`user_robot` checked they agree or had none)."""
     path = Path(robot.model_path())
     spec = _load_user_spec(path) if robot.model_file else mujoco.MjSpec.from_file(str(path))
+    absolute_asset_paths(spec)
     if not robot.model_file:
         return spec
     if robot.ee_body:

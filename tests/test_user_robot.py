@@ -253,6 +253,36 @@ def test_an_effort_limit_below_the_torque_limit_is_refused(tmp_path) -> None:
     assert exc.key == "robot.torque_limits[3]" and "actuatorfrcrange [-10, 10]" in str(exc), str(exc)
 
 
+def test_the_run_folder_scene_of_a_model_with_meshes_renders_from_anywhere(tmp_path, monkeypatch) -> None:
+    """A model with a mesh under ``<compiler meshdir="meshes">`` and a texture under ``texturedir="textures"``
+    (relative paths): the run folder's scene.xml used to keep the relative paths and the video failed with a
+    raw ValueError. Now it loads from another working directory, renders, and a mesh removed after the run is
+    a DockbenchError naming the file."""
+    from sim.errors import DockbenchError
+    from telemetry.video import load_render_model, render_run_video
+    from tests.test_video import GL_PROBLEM
+
+    d = tracking_dict(write_arm(tmp_path / "model", mesh=True), "khatib")
+    d["sim"]["duration"] = 0.05
+    result = run(scenario_from_dict(d), out_root=tmp_path / "runs")
+    scene = result.run_dir / "scene.xml"
+    assert 'meshdir="meshes"' in (tmp_path / "model" / "arm6.xml").read_text()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    m = load_render_model(scene)
+    assert m.nmesh == 1 and m.mesh_vertnum[0] == 4  # the tetrahedron
+    paint = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_TEXTURE, "base_paint")
+    assert paint >= 0 and (m.tex_width[paint], m.tex_height[paint]) == (4, 4)
+    if GL_PROBLEM is None:
+        out = render_run_video(result.run_dir, elsewhere / "clip.gif", fps=20, width=64, height=48)
+        assert out.stat().st_size > 0
+    (tmp_path / "model" / "meshes" / "base_shell.stl").rename(tmp_path / "moved.stl")
+    with pytest.raises(DockbenchError) as exc:
+        load_render_model(scene)
+    assert "base_shell.stl" in str(exc.value) and "absolute path" in str(exc.value), str(exc.value)
+
+
 def test_the_documented_example_is_the_tested_arm_and_passes() -> None:
     """docs/examples/user_robot/arm6.xml is exactly what the tests write (arm_mjcf), and the walk-through
     scenario beside it (gravity on, Khatib) passes its gates."""

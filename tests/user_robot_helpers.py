@@ -63,20 +63,23 @@ def arm_mjcf(*, mesh: str | None = None, position_servo: bool = False, joint_pos
     """The arm's MJCF text.
 
     Args:
-        mesh: a mesh file (relative to ``<compiler meshdir="meshes">``) used as a visual geom on the base.
+        mesh: a mesh file (relative to ``<compiler meshdir="meshes">``) used as a visual geom on the base,
+            painted with the texture ``paint.png`` (relative to ``texturedir="textures"``).
         position_servo: joint 1 gets a ``<position>`` actuator instead of a ``<motor>`` (a servo, not a torque).
         joint_pos_offset: joint 2 sits 1 cm off its body origin (which dockbench rejects with a fix).
     """
-    meshdir = ' meshdir="meshes"' if mesh else ""
-    lines = [_HEADER, '<mujoco model="user_arm6">', f'  <compiler angle="radian"{meshdir}/>']
+    dirs = ' meshdir="meshes" texturedir="textures"' if mesh else ""
+    lines = [_HEADER, '<mujoco model="user_arm6">', f'  <compiler angle="radian"{dirs}/>']
     if mesh:
-        lines += ["  <asset>", f'    <mesh name="base_shell" file="{mesh}"/>', "  </asset>"]
+        lines += ["  <asset>", f'    <mesh name="base_shell" file="{mesh}"/>',
+                  '    <texture name="base_paint" type="2d" file="paint.png"/>',
+                  '    <material name="base_paint" texture="base_paint"/>', "  </asset>"]
     lines += ["  <worldbody>", '    <body name="base">',
               '      <inertial pos="0 0 0.025" mass="4" diaginertia="0.0044 0.0044 0.0072"/>',
               '      <geom type="cylinder" size="0.06 0.025" pos="0 0 0.025" rgba="0.3 0.3 0.35 1"/>']
     if mesh:
         lines.append('      <geom type="mesh" mesh="base_shell" contype="0" conaffinity="0" mass="0" '
-                     'rgba="0.8 0.5 0.2 1"/>')
+                     'material="base_paint"/>')
     indent = "      "
     for i, (name, pos, axis, mass, com, (r, length, cax)) in enumerate(_LINKS):
         inertia = _cylinder_inertia(mass, r, length, cax)
@@ -109,11 +112,17 @@ def arm_mjcf(*, mesh: str | None = None, position_servo: bool = False, joint_pos
 
 def write_arm(folder: Path, **kwargs) -> Path:
     """Write ``arm6.xml`` (see :func:`arm_mjcf`) into ``folder``; with ``mesh=True`` also a small binary STL
-    (a tetrahedron) in ``folder/meshes``. Returns the model path."""
+    (a tetrahedron) in ``folder/meshes`` and a 4×4 PNG in ``folder/textures``. Returns the model path."""
     folder.mkdir(parents=True, exist_ok=True)
     mesh = kwargs.pop("mesh", False)
     if mesh:
+        from PIL import Image  # a matplotlib dependency
+
         write_stl(folder / "meshes" / "base_shell.stl")
+        (folder / "textures").mkdir(exist_ok=True)
+        rgb = np.zeros((4, 4, 3), dtype=np.uint8)
+        rgb[::2, ::2] = (230, 120, 40)
+        Image.fromarray(rgb).save(folder / "textures" / "paint.png")
     path = folder / "arm6.xml"
     path.write_text(arm_mjcf(mesh="base_shell.stl" if mesh else None, **kwargs))
     return path
