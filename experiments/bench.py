@@ -51,6 +51,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from telemetry.progress import Progress  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SCENARIOS = [
     "scenarios/iiwa14_docking.yaml",
@@ -262,6 +264,7 @@ def run_bench(
         per_check: list[list[dict]] = [[] for _ in checks]
         for _ in range(runs):  # interleaved: run r of every period before run r + 1 of any
             for samples, e in zip(per_check, envs, strict=True):
+                _PROGRESS.step(Path(path).stem)
                 samples += _spawn_workers(path, 1, e)
         for c, samples in zip(checks, per_check, strict=True):
             if not samples:
@@ -279,6 +282,10 @@ def run_bench(
             }
             results.append(agg)
     return results
+
+
+#: the bench's progress line on a terminal (telemetry/progress.py); main() sets its total
+_PROGRESS = Progress("bench runs", enabled=False)
 
 
 def _spawn_workers(name: str, runs: int, env: dict[str, str]) -> list[dict]:
@@ -426,7 +433,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps({"commit": rev, "live": results}, indent=2))
         return 0
-    results = run_bench(args.scenarios or [*DEFAULT_SCENARIOS, HAND_TRACK_TEST], args.runs, args.kernels, checks)
+    global _PROGRESS
+    scenarios = args.scenarios or [*DEFAULT_SCENARIOS, HAND_TRACK_TEST]
+    _PROGRESS = Progress("bench runs", len([s for s in scenarios if s != HAND_TRACK_TEST]) * args.runs * len(checks))
+    with _PROGRESS:
+        results = run_bench(scenarios, args.runs, args.kernels, checks)
     rev = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
     ).stdout.strip()

@@ -163,7 +163,11 @@ def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
 
 def _main(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scenario", required=True, help="scenario YAML file")
+    ap.add_argument("--scenario", required=True,
+                    help="scenario YAML file, or the name of a shipped one (iiwa14_docking, orbit/iiwa14_orbit_…)")
+    ap.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
+                    help="import a module (my_pkg.my_controller) or a .py file before reading the scenario, so "
+                    "that the types it registers can be named (repeatable; docs/extending.md)")
     ap.add_argument("--out", default="runs", help="parent folder of run folders (default: runs)")
     ap.add_argument("--duration", default=None, help="override the run length [s] (same bounds as sim.duration)")
     ap.add_argument("--controller", default=None, help="override controller.type (its keys take defaults)")
@@ -196,7 +200,8 @@ def _main(argv: list[str] | None) -> int:
 
     with interrupts.deferred():  # a signal inside an extension module's import would become an ImportError
         from sim.loop import run
-        from sim.scenario import load_scenario
+        from sim.plugins import load_plugins
+        from sim.scenario import load_scenario, resolve_scenario
 
     progress = None
     try:
@@ -206,7 +211,10 @@ def _main(argv: list[str] | None) -> int:
             overrides["controller"] = {"type": args.controller}
         if args.planner:
             overrides["planner"] = {"type": args.planner}
-        scenario = load_scenario(args.scenario, overrides or None)
+        cli_plugins = load_plugins(args.plugin, key="--plugin")
+        scenario = load_scenario(resolve_scenario(args.scenario), overrides or None)
+        if cli_plugins:  # recorded with the scenario's own (meta.json), so that the run can be repeated
+            scenario = scenario.replace(plugins=(*cli_plugins, *scenario.plugins))
         progress = None if args.no_progress or not sys.stderr.isatty() else _progress_bar(sys.stderr)
         from experiments.live_cli import LiveSession, check_args
 

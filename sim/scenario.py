@@ -23,6 +23,7 @@ import yaml
 from sim.config import config_to_dict, describe_config, param, parse_config, short_repr
 from sim.errors import ScenarioError
 from sim.mounts import BaseConfig
+from sim.plugins import load_entry_points, load_plugins
 from sim.robots import resolve_model_path, robot_for, robot_names
 
 _TWO_PI = 6.283185307179586
@@ -294,6 +295,9 @@ class Scenario:
     telemetry: TelemetryConfig
     gates: tuple[GateSpec, ...]
     source_file: str = ""
+    #: the plugins imported for this scenario (sim/plugins.py): module names as given, ``.py`` files as
+    #: absolute paths
+    plugins: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved scenario (defaults filled in), JSON/YAML-serialisable."""
@@ -304,6 +308,8 @@ class Scenario:
             block = getattr(self, key)
             out[key] = None if block is None else {"type": block.type, **config_to_dict(block.config)}
         out["gates"] = [config_to_dict(g) for g in self.gates]
+        if self.plugins:
+            out["plugins"] = list(self.plugins)
         return out
 
     def replace(self, **changes: Any) -> Scenario:
@@ -323,6 +329,7 @@ _TOP_KEYS = (
     "wrench",
     "telemetry",
     "gates",
+    "plugins",
 )
 
 
@@ -412,6 +419,10 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
     for key in ("name", "robot", "planner", "controller"):
         if key not in data:
             raise ScenarioError("required key missing", file=file, key=key)
+    # plugins first: they register the types the blocks below name (sim/plugins.py)
+    load_entry_points()
+    base_dir = Path(file).resolve().parent if Path(file).is_file() else None
+    plugins = load_plugins(data.get("plugins") or [], base_dir=base_dir, file=file)
     name = check_name(data["name"], file=file)
     description = data.get("description", "")
     if not isinstance(description, str):
@@ -483,6 +494,7 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
         telemetry=parse_config(TelemetryConfig, data.get("telemetry"), file=file, path="telemetry"),
         gates=gates,
         source_file=file,
+        plugins=plugins,
     )
 
 
@@ -510,6 +522,41 @@ def _check_mounts(
             "base use force_source sensor or truth",
             file=file, key="wrench.force_source",
         )
+
+
+#: the shipped scenarios (a checkout's scenarios/ folder)
+SHIPPED_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def shipped_scenarios() -> list[str]:
+    """Names of the shipped scenarios (paths under :data:`SHIPPED_SCENARIOS` without ``.yaml``)."""
+    if not SHIPPED_SCENARIOS.is_dir():
+        return []
+    root = SHIPPED_SCENARIOS
+    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml"))
+
+
+def resolve_scenario(name_or_path: str | Path) -> Path:
+    """``name_or_path`` if it is a file; else the shipped scenario of that name (``iiwa14_docking``,
+    ``orbit/iiwa14_orbit_floating_target``, with or without ``.yaml``).
+
+    Raises:
+        ScenarioError: neither; the message lists the shipped names that come closest.
+    """
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    stem = str(name_or_path).removesuffix(".yaml")
+    shipped = SHIPPED_SCENARIOS / f"{stem}.yaml"
+    if stem and not p.is_absolute() and shipped.is_file():
+        return shipped
+    import difflib
+
+    names = shipped_scenarios()
+    close = difflib.get_close_matches(stem, names, n=5, cutoff=0.4)
+    hint = f"; closest shipped scenarios: {', '.join(close)}" if close else f"; shipped: {', '.join(names)}"
+    raise ScenarioError(f"no scenario file {str(name_or_path)!r} and no shipped scenario of that name{hint}",
+                        file=str(name_or_path))
 
 
 def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
@@ -547,6 +594,10 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
     return scenario_from_dict(data, file=file)
 
 
+#: the packages whose registered types docs/scenarios.md lists (plugins' types are not)
+_BUILTIN_PACKAGES = frozenset({"controllers", "planners", "sim", "hand", "bridges"})
+
+
 def docs_markdown() -> str:
     """docs/scenarios.md, generated from the typed configs (cannot drift from the code)."""
     regs = _registries()
@@ -558,6 +609,10 @@ def docs_markdown() -> str:
         "",
         "Top-level keys: " + ", ".join(f"`{k}`" for k in _TOP_KEYS) + ".",
         f"`robot.type`: {', '.join(robot_names())}; or your own arm with `robot.model` (docs/robots.md).",
+        "",
+        "`plugins`: a list of modules (`my_pkg.my_controller`, searched first in the scenario's folder) or `.py`",
+        "files (relative to the scenario) imported before the blocks are read, so that the types they register",
+        "can be named (docs/extending.md). The tables below list the built-in types only.",
         "",
     ]
 
@@ -582,6 +637,8 @@ def docs_markdown() -> str:
     table("gates (a list of)", GateSpec, "gates[].")
     for kind in ("tool", "target", "planner", "controller"):
         for name in regs[kind].names():
+            if regs[kind].get(name).__module__.split(".")[0] not in _BUILTIN_PACKAGES:
+                continue  # a plugin's type (docs/extending.md)
             table(f"{kind}: type `{name}`", regs[kind].get(name).Config, f"{kind}.")
     from telemetry.metrics import METRICS
 

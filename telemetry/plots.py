@@ -68,6 +68,7 @@ from telemetry.metrics import (  # noqa: E402
     quat_to_matrix,
     target_frames,
 )
+from telemetry.progress import Progress  # noqa: E402
 from telemetry.run import Run  # noqa: E402
 
 #: Figure names, in the order :func:`plot_run` writes them (those the run has channels for:
@@ -815,8 +816,10 @@ def plot_run(
     dest = Path(out_dir) if out_dir is not None else run.path
     dest.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
-    with plt.rc_context(STYLE):
-        for name in figures_for(run):
+    names = figures_for(run)
+    with plt.rc_context(STYLE), Progress("figures", len(names)) as bar:
+        for name in names:
+            bar.step(name)
             fig = _BUILDERS[name](run)  # one at a time: a long run's figures stay out of memory together
             try:
                 _save(fig, name, dest, fmts, paths)
@@ -934,8 +937,10 @@ def plot_compare(run_dirs: Sequence[str | Path], out_dir: str | Path,
     paths: list[Path] = []
     figs = make_compare_figures(runs)
     try:
-        for name, fig in figs.items():
-            _save(fig, name, dest, fmts, paths)
+        with Progress("overlay figures", len(figs)) as bar:
+            for name, fig in figs.items():
+                bar.step(name)
+                _save(fig, name, dest, fmts, paths)
     finally:
         for fig in figs.values():
             plt.close(fig)

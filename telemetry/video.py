@@ -29,6 +29,7 @@ import numpy as np
 
 from sim.errors import DockbenchError
 from sim.extras import install_hint
+from telemetry.progress import Progress
 from telemetry.run import Run
 
 #: Video containers this module writes → what it needs.
@@ -340,9 +341,11 @@ def render_run_video(
         adr_arr = np.array(adr)
         hand = _hand_replay(model, run)
         floating = _floating_replay(model, run)
-        with OffscreenRenderer(model, width, height) as renderer:
+        frames = frame_indices(t, fps)
+        with OffscreenRenderer(model, width, height) as renderer, Progress("video frames", len(frames)) as bar:
             frame_camera(renderer.camera, run, float(model.vis.global_.fovy))
-            for i in frame_indices(t, fps):
+            for i in frames:
+                bar.step(out.name)
                 if np.all(np.isfinite(q[i])):  # a diverged run's last samples: hold the last pose
                     data.qpos[adr_arr] = q[i]
                 if hand is not None and np.all(np.isfinite(hand[1][i])):

@@ -404,3 +404,25 @@ def test_runs_leave_no_file_descriptor_open(tmp_path: Path) -> None:
         r = run(sc, out_root=None, chunk_rows=50)
         del r
     assert len(list(fd_dir.iterdir())) == before
+
+
+def test_progress_lines_appear_on_a_terminal_only(tmp_path: Path) -> None:
+    """telemetry.progress.Progress (bench, video, figures): one rewritten line on a terminal, nothing on a
+    pipe or file, so that the tools' printed tables and lists stay as they were."""
+    import io
+
+    from telemetry.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        with Progress("figures", 2, stream=stream) as bar:
+            bar.step("tracking")
+            bar.step("forces")
+    assert pipe.getvalue() == ""
+    out = tty.getvalue()
+    assert out.count("\r") == 2 and "figures 1/2  tracking" in out and "figures 2/2  forces" in out
+    assert out.endswith("\n")

@@ -1,0 +1,149 @@
+"""Plugins: a controller, planner, tool or target defined in the user's own module, used by the stock CLI.
+
+A plugin is an ordinary Python module that registers its classes on import
+(``@CONTROLLERS.register("my_pd")``, ``@PLANNERS.register(...)``, ``@TOOLS.register(...)``,
+``@TARGETS.register(...)``; docs/extending.md walks through one). dockbench imports it from three places:
+
+* the scenario's ``plugins:`` list: a module name on the Python path (``my_pkg.my_controller``, the
+  scenario's own folder is searched first) or a ``.py`` file (relative to the scenario file);
+* the command line: ``--plugin MODULE_OR_FILE`` (repeatable; relative files from the working directory);
+* installed packages: every entry point of the group ``dockbench.plugins`` (``[project.entry-points.
+  "dockbench.plugins"] my_plugin = "my_pkg.my_controller"`` in the plugin's pyproject.toml), loaded
+  once, the first time a scenario is read.
+
+A plugin that cannot be imported is a :class:`~sim.errors.ScenarioError` naming the scenario file, the
+``plugins[i]`` key (or the entry point) and the exception raised inside the plugin, with its file and line.
+A module is imported once per process (Python's module cache); a ``.py`` file once per resolved path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+from sim.errors import ScenarioError
+
+#: the entry-point group installed plugins declare
+ENTRY_POINT_GROUP = "dockbench.plugins"
+
+_file_modules: dict[Path, ModuleType] = {}
+_entry_points_loaded = False
+
+
+def _where(exc: BaseException) -> str:
+    """`` (file:line)`` of the innermost frame of ``exc``'s traceback, or ``""``."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
+def _import_file(path: Path) -> ModuleType:
+    path = path.resolve()
+    if path in _file_modules:
+        return _file_modules[path]
+    # a module name unique per file (two plugins may share a file name), importable by workers that
+    # unpickle an object of the plugin (the module is in sys.modules under this name)
+    name = f"dockbench_plugin_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    _file_modules[path] = module
+    return module
+
+
+def load_plugin(plugin: str, *, base_dir: Path | None = None, file: str | None = None, key: str = "plugins") -> str:
+    """Import one plugin; returns how it is recorded in the resolved scenario (a module name as given, a
+    ``.py`` file as its absolute path).
+
+    Args:
+        plugin: a dotted module name, or a path ending in ``.py``.
+        base_dir: folder that relative ``.py`` paths are resolved against and that is searched first for
+            module names (the scenario's folder); None = the working directory.
+        file, key: where the plugin was named, for the error message.
+
+    Raises:
+        ScenarioError: not a string, file missing, module not found, or the plugin raised on import.
+    """
+    if not isinstance(plugin, str) or not plugin.strip():
+        raise ScenarioError(f"expected a module name or a .py file, got {plugin!r}", file=file, key=key)
+    base = Path.cwd() if base_dir is None else Path(base_dir)
+    try:
+        if plugin.endswith(".py"):
+            path = Path(plugin).expanduser()
+            path = path if path.is_absolute() else base / path
+            if not path.is_file():
+                raise ScenarioError(f"plugin file not found (looked at {path.resolve()})", file=file, key=key)
+            _import_file(path)
+            return str(path.resolve())
+        added = str(base.resolve()) not in sys.path
+        if added:
+            sys.path.insert(0, str(base.resolve()))
+        try:
+            importlib.import_module(plugin)
+        finally:
+            if added:
+                sys.path.remove(str(base.resolve()))
+        return plugin
+    except ScenarioError:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and plugin.split(".")[0] == exc.name.split(".")[0] and plugin.startswith(exc.name):
+            raise ScenarioError(
+                f"no module named {exc.name!r} (a plugin is a module on the Python path, e.g. my_pkg.my_controller, "
+                f"searched first in {base.resolve()}; or a .py file relative to the scenario)",
+                file=file, key=key,
+            ) from None
+        raise ScenarioError(
+            f"plugin {plugin!r} failed on import: {type(exc).__name__}: {exc}{_where(exc)}", file=file, key=key
+        ) from None
+    except Exception as exc:  # the plugin's own code raised: name it, where, and what
+        raise ScenarioError(
+            f"plugin {plugin!r} failed on import: {type(exc).__name__}: {exc}{_where(exc)}", file=file, key=key
+        ) from None
+
+
+def load_plugins(
+    plugins: Sequence[str], *, base_dir: Path | None = None, file: str | None = None, key: str = "plugins"
+) -> tuple[str, ...]:
+    """:func:`load_plugin` for each entry of ``plugins`` (keys ``plugins[i]``), in order."""
+    if isinstance(plugins, str) or not isinstance(plugins, Sequence):
+        raise ScenarioError(
+            f"expected a list of module names or .py files, got {plugins!r}", file=file, key=key
+        )
+    return tuple(
+        load_plugin(p, base_dir=base_dir, file=file, key=f"{key}[{i}]") for i, p in enumerate(plugins)
+    )
+
+
+def load_entry_points() -> list[str]:
+    """Import every installed plugin (entry points of :data:`ENTRY_POINT_GROUP`), once per process; returns
+    their names. Raises ScenarioError naming the entry point when one fails."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return []
+    from importlib.metadata import entry_points
+
+    names = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            ep.load()
+        except Exception as exc:
+            raise ScenarioError(
+                f"installed plugin {ep.name!r} ({ep.value}, entry point group {ENTRY_POINT_GROUP}) failed on "
+                f"import: {type(exc).__name__}: {exc}{_where(exc)}; fix or uninstall it"
+            ) from None
+        names.append(ep.name)
+    _entry_points_loaded = True
+    return names

@@ -1,0 +1,135 @@
+"""Plugins (sim/plugins.py, docs/extending.md): a user's controller in its own file, outside the repository,
+used by the stock CLI through the scenario's ``plugins:``, through ``--plugin`` and through an installed
+package's entry point; and the errors a broken plugin gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from controllers.base import CONTROLLERS
+from sim import plugins
+from sim.errors import ScenarioError
+from sim.scenario import load_scenario, resolve_scenario
+from tests.helpers import REPO
+
+EXAMPLE = REPO / "examples" / "plugins" / "my_controller.py"
+
+TRACKING = """\
+name: my_tracking
+{plugins}robot: {{type: iiwa14}}
+sim: {{settle_time: 0.5}}
+tool: {{type: probe}}
+planner: {{type: figure8}}
+controller: {{type: jt_impedance}}
+gates:
+  - {{metric: tracking.max_segment_pos_rms, max: 0.01}}
+  - {{metric: contact.max_contacts, max: 0}}
+"""
+
+
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # the checkout, installed or not
+    return subprocess.run([sys.executable, "-m", "experiments.run_docking", *args, "--no-progress"],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _meta(cwd: Path) -> dict:
+    (folder,) = (cwd / "runs").glob("*/*")
+    return json.loads((folder / "meta.json").read_text())
+
+
+def test_the_walkthrough_controller_runs_from_a_folder_outside_the_repo(tmp_path: Path) -> None:
+    """docs/extending.md end to end: the example file and a scenario naming it in ``plugins:``, in a
+    temporary folder; the stock CLI runs it, the gates pass and meta.json records the plugin."""
+    assert not tmp_path.resolve().is_relative_to(REPO)
+    shutil.copy(EXAMPLE, tmp_path / "my_controller.py")
+    (tmp_path / "track.yaml").write_text(TRACKING.format(plugins="plugins: [my_controller.py]\n"))
+    r = _cli(tmp_path, "--scenario", "track.yaml")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "controller jt_impedance" in r.stdout and "verdict    PASS" in r.stdout
+    scenario = _meta(tmp_path)["scenario"]
+    assert scenario["plugins"] == [str((tmp_path / "my_controller.py").resolve())]
+    assert scenario["controller"]["type"] == "jt_impedance" and scenario["controller"]["k_p"] == 600.0
+
+
+def test_cli_plugin_flag_imports_a_module_by_name(tmp_path: Path) -> None:
+    """``--plugin my_controller`` (a module in the working directory); without it the type is unknown and the
+    message lists the known ones."""
+    shutil.copy(EXAMPLE, tmp_path / "my_controller.py")
+    (tmp_path / "track.yaml").write_text(TRACKING.format(plugins=""))
+    r = _cli(tmp_path, "--scenario", "track.yaml")
+    assert r.returncode == 1 and "unknown controller type 'jt_impedance'; known: hqp, khatib" in r.stderr
+    r = _cli(tmp_path, "--scenario", "track.yaml", "--plugin", "my_controller")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _meta(tmp_path)["scenario"]["plugins"] == ["my_controller"]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _plugin_source(type_name: str) -> str:
+    return EXAMPLE.read_text().replace('"jt_impedance"', repr(type_name))
+
+
+def test_an_installed_entry_point_is_loaded_once(tmp_path: Path, monkeypatch) -> None:
+    """A package that declares ``[project.entry-points."dockbench.plugins"]`` is imported the first time a
+    scenario is read (here a dist-info written by the test on sys.path)."""
+    _write(tmp_path / "ep_user_pkg" / "__init__.py", "")
+    (tmp_path / "ep_user_pkg" / "ctl.py").write_text(_plugin_source("jt_impedance_ep"))
+    info = tmp_path / "ep_user_pkg-1.0.dist-info"
+    _write(info / "METADATA", "Metadata-Version: 2.1\nName: ep-user-pkg\nVersion: 1.0\n")
+    _write(info / "entry_points.txt", "[dockbench.plugins]\nmine = ep_user_pkg.ctl\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(plugins, "_entry_points_loaded", False)
+    assert "jt_impedance_ep" not in CONTROLLERS
+    assert "mine" in plugins.load_entry_points()
+    assert "jt_impedance_ep" in CONTROLLERS
+    assert plugins.load_entry_points() == []  # once per process
+
+
+def test_a_broken_entry_point_names_itself(tmp_path: Path, monkeypatch) -> None:
+    _write(tmp_path / "ep_broken.py", "raise RuntimeError('boom')\n")
+    _write(tmp_path / "ep_broken-1.0.dist-info" / "METADATA", "Metadata-Version: 2.1\nName: ep-broken\nVersion: 1.0\n")
+    _write(tmp_path / "ep_broken-1.0.dist-info" / "entry_points.txt", "[dockbench.plugins]\nbroken = ep_broken\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(plugins, "_entry_points_loaded", False)
+    want = r"installed plugin 'broken' \(ep_broken.*RuntimeError: boom \(.*ep_broken.py:1\)"
+    with pytest.raises(ScenarioError, match=want):
+        plugins.load_entry_points()
+    monkeypatch.setattr(plugins, "_entry_points_loaded", True)
+
+
+def test_plugin_errors_name_the_file_the_key_and_the_cause(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+
+    def load(entries: str) -> None:
+        scenario.write_text(TRACKING.format(plugins=f"plugins: {entries}\n"))
+        load_scenario(scenario)
+
+    with pytest.raises(ScenarioError, match=r"s\.yaml.*plugins\[0\].*plugin file not found"):
+        load("[missing.py]")
+    with pytest.raises(ScenarioError, match=r"plugins\[1\].*no module named 'no_such_plugin_xyz'"):
+        load(f"[{EXAMPLE}, no_such_plugin_xyz]")
+    _write(tmp_path / "bad_plugin.py", "import math\n\nx = 1 / 0\n")
+    with pytest.raises(ScenarioError, match=r"plugins\[0\].*ZeroDivisionError: division by zero \(.*bad_plugin.py:3\)"):
+        load("[bad_plugin]")
+    with pytest.raises(ScenarioError, match=r"plugins.*expected a list"):
+        load("my_controller.py")
+
+
+def test_shipped_scenarios_are_found_by_name() -> None:
+    assert resolve_scenario("iiwa14_docking") == REPO / "scenarios" / "iiwa14_docking.yaml"
+    assert resolve_scenario("orbit/iiwa14_orbit_floating_target.yaml").is_file()
+    with pytest.raises(ScenarioError, match="closest shipped scenarios: iiwa14_docking"):
+        resolve_scenario("iiwa14_dockin")
