@@ -327,7 +327,8 @@ def run_case(data: Any, out_root: Path, duration: float | None, label: str = "",
                            time.perf_counter() - t0)
         if check_folder and r.run_dir is not None:
             loaded = Run.load(r.run_dir)
-            if loaded.partial or len(loaded.t) != r.timing["steps"]:
+            rows = r.timing["steps"] if sc.telemetry.enabled else 0  # telemetry.enabled: false records no rows
+            if loaded.partial or len(loaded.t) != rows:
                 return Outcome("traceback", f"folder: partial={loaded.partial} rows={len(loaded.t)} "
                                f"steps={r.timing['steps']} {loaded.problems}", label)
         return Outcome("ok", f"{r.status} {r.verdict}", label, time.perf_counter() - t0)

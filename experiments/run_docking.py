@@ -75,8 +75,9 @@ def format_summary(result, scenario) -> str:
     """The end-of-run table: timing, key metrics, gate verdicts."""
     lines = []
     tm = result.timing
+    robot = scenario.robot.type or Path(scenario.robot.model).name  # a catalogue name or the user's model file
     lines.append(
-        f"scenario   {scenario.name}  ({scenario.robot.type}, planner {scenario.planner.type}, "
+        f"scenario   {scenario.name}  ({robot}, planner {scenario.planner.type}, "
         f"controller {scenario.controller.type})"
     )
     lines.append(

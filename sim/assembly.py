@@ -25,7 +25,7 @@ from sim.dynamics import pinocchio_model_from_mujoco
 from sim.errors import ModelError, ScenarioError
 from sim.interfaces import TARGETS, TOOLS, Target, Tool
 from sim.mounts import BASE_JOINT, add_momentum_sensors, mount_free_floating_base, target_joint_addresses
-from sim.robots import RobotSpec, get_robot
+from sim.robots import RobotSpec, robot_for, robot_model_spec
 from sim.scenario import Scenario
 
 _INTEGRATORS = {
@@ -50,7 +50,7 @@ class Assembly:
         model: compiled MjModel.
         pin_model: the arm's Pinocchio model (tool inertia lumped onto the last link).
         frame_ids: Pinocchio frame ids of the ``ee`` and ``ft_sensor`` sites.
-        robot: the robot catalogue entry.
+        robot: the robot: a catalogue entry or the user's own model (``robot.model``; sim/robots.py).
         tool, target: the built end effector and target (target may be None).
         qpos_adr, dof_adr: (nv,) MuJoCo qpos / dof addresses of the arm joints.
         act_ids: (nv,) MuJoCo actuator ids of the arm motors.
@@ -120,8 +120,8 @@ def assemble(scenario: Scenario) -> Assembly:
         ModelError: a named element of the robot model is missing.
     """
     file = scenario.source_file or "<scenario>"
-    robot = get_robot(scenario.robot.type)
-    spec = mujoco.MjSpec.from_file(robot.model_path())
+    robot = robot_for(scenario.robot, file)
+    spec = robot_model_spec(robot)
     s = scenario.sim
     spec.option.timestep = s.timestep
     spec.option.gravity = list(s.gravity)

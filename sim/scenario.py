@@ -24,7 +24,7 @@ from sim.config import config_to_dict, describe_config, param, parse_config, sho
 from sim.errors import ScenarioError
 from sim.mounts import BaseConfig
 from sim.plugins import load_entry_points, load_plugins
-from sim.robots import get_robot, robot_names
+from sim.robots import resolve_model_path, robot_for, robot_names
 
 _TWO_PI = 6.283185307179586
 #: longest run [s] a scenario or --duration may ask for (the telemetry must also fit on disk)
@@ -41,9 +41,53 @@ MAX_GATES = 100
 MAX_DESCRIPTION_LENGTH = 10000
 
 
+#: most joints of a user's robot model (``robot.joints``)
+MAX_USER_JOINTS = 64
+#: the model-file keys of a user's own robot (``robot.model``; docs/robots.md)
+USER_ROBOT_KEYS = ("model", "ee_site", "ee_body", "joints", "torque_limits", "velocity_limits", "home", "actuators")
+
+
 @dataclass(frozen=True)
 class RobotConfig:
-    type: str = param(doc="robot model: iiwa14 | fr3")
+    """The arm: a catalogue robot by name (``type``) or the user's own model file (``model`` and the keys
+    after it; docs/robots.md). Exactly one of ``type`` and ``model``."""
+
+    type: str | None = param(
+        None, max_length=100, doc="catalogue robot: iiwa14 | fr3 (or give `model` for your own arm)"
+    )
+    model: str | None = param(
+        None, max_length=4096,
+        doc="your own arm: an MJCF (.xml) or URDF (.urdf) file, relative to the scenario file (docs/robots.md)",
+    )
+    ee_site: str | None = param(
+        None, max_length=200, doc="with model: the site the tool is mounted on (its z axis = the tool axis)"
+    )
+    ee_body: str | None = param(
+        None, max_length=200,
+        doc="with model: instead of ee_site, the body whose origin and axes the tool is mounted on (URDF links)",
+    )
+    joints: tuple[str, ...] | None = param(
+        None, min_length=1, max_length=MAX_USER_JOINTS,
+        doc="with model: the hinge joints the controller drives, base to tip (every joint of the arm)",
+    )
+    torque_limits: tuple[float, ...] | None = param(
+        None, unit="N·m", gt=0.0, le=1e4, max_length=MAX_USER_JOINTS,
+        doc="with model: per-joint torque limit (the torque motors' ctrlrange ±τ), one per joint",
+    )
+    velocity_limits: tuple[float, ...] | None = param(
+        None, unit="rad/s", gt=0.0, le=100.0, max_length=MAX_USER_JOINTS,
+        doc="with model: per-joint velocity limit (used by the planners and controllers), one per joint",
+    )
+    home: tuple[float, ...] | None = param(
+        None, unit="rad", ge=-_TWO_PI, le=_TWO_PI, max_length=MAX_USER_JOINTS,
+        doc="with model: the home pose (IK seed, free-space start); null = 0 rad clamped into each joint's range",
+    )
+    actuators: Literal["auto", "replace"] = param(
+        "auto",
+        doc="with model: auto = use the model's torque motors (<motor>, gear 1) and add one (ctrlrange ±torque_limits) "
+        "to each joint without an actuator; replace = remove the model's actuators on the joints (e.g. position "
+        "servos) and add torque motors",
+    )
     q_init: tuple[float, ...] | None = param(
         None, unit="rad", ge=-_TWO_PI, le=_TWO_PI,
         doc="initial joint configuration (within the model's joint ranges); null = solve IK for the start pose",
@@ -55,6 +99,41 @@ class RobotConfig:
         None, unit="N·m", gt=0.0, le=1e4, doc="optional uniform torque limit, tighter than the actuators' own"
     )
     base: BaseConfig = field(default_factory=BaseConfig)  # fixed (bolted to the world) or free_floating (sim/mounts.py)
+
+    def validate(self) -> None:
+        if (self.type is None) == (self.model is None):
+            raise ScenarioError(
+                "give either type (a catalogue robot: " + ", ".join(robot_names()) + ") or model (your own MJCF/URDF "
+                "file, docs/robots.md)" + (", not both" if self.type is not None else ""),
+                key="type" if self.type is not None else None,
+            )
+        if self.type is not None:
+            given = [k for k in USER_ROBOT_KEYS[1:] if getattr(self, k) != _USER_DEFAULTS[k]]
+            if given:
+                raise ScenarioError(
+                    f"only with robot.model (your own arm); the catalogue robot {self.type!r} brings its own",
+                    key=given[0],
+                )
+            return
+        for key in ("joints", "torque_limits", "velocity_limits"):
+            if getattr(self, key) is None:
+                raise ScenarioError("required with robot.model (docs/robots.md)", key=key)
+        if (self.ee_site is None) == (self.ee_body is None):
+            raise ScenarioError(
+                "give exactly one of ee_site (a site of the model) and ee_body (a body of the model)",
+                key="ee_site",
+            )
+        n = len(self.joints)
+        for key in ("torque_limits", "velocity_limits", "home"):
+            v = getattr(self, key)
+            if v is not None and len(v) != n:
+                raise ScenarioError(f"expected {n} values (one per robot.joints entry), got {len(v)}", key=key)
+        dup = sorted({j for j in self.joints if self.joints.count(j) > 1})
+        if dup:
+            raise ScenarioError(f"joints listed twice: {', '.join(dup)}", key="joints")
+
+
+_USER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RobotConfig) if f.name in USER_ROBOT_KEYS}
 
 
 #: smallest contact friction coefficient accepted with ``sim.cone: pyramidal`` (docs/theory/ft_pipeline.md)
@@ -353,12 +432,14 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
             f"{len(description)} characters; at most {MAX_DESCRIPTION_LENGTH} allowed", file=file, key="description"
         )
     robot = parse_config(RobotConfig, data["robot"], file=file, path="robot")
-    spec = get_robot(robot.type, file=file)
+    if robot.model is not None:  # the user's own arm: its path relative to the scenario file, made absolute
+        robot = dataclasses.replace(robot, model=str(resolve_model_path(robot.model, file)))
+    spec = robot_for(robot, file)
     for key in ("q_init", "q_guess"):
         q = getattr(robot, key)
         if q is not None and len(q) != len(spec.joint_names):
             raise ScenarioError(
-                f"expected {len(spec.joint_names)} joint values for {robot.type}, got {len(q)}",
+                f"expected {len(spec.joint_names)} joint values for {spec.name}, got {len(q)}",
                 file=file,
                 key=f"robot.{key}",
             )
@@ -527,7 +608,7 @@ def docs_markdown() -> str:
         "`tests/test_scenario.py` fails when this file is out of date.",
         "",
         "Top-level keys: " + ", ".join(f"`{k}`" for k in _TOP_KEYS) + ".",
-        f"`robot.type`: {', '.join(robot_names())}.",
+        f"`robot.type`: {', '.join(robot_names())}; or your own arm with `robot.model` (docs/robots.md).",
         "",
         "`plugins`: a list of modules (`my_pkg.my_controller`, searched first in the scenario's folder) or `.py`",
         "files (relative to the scenario) imported before the blocks are read, so that the types they register",

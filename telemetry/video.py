@@ -136,7 +136,12 @@ class OffscreenRenderer:
 
 def load_render_model(scene: Path) -> mujoco.MjModel:
     """The run's scene.xml with a light-grey gradient sky and a brighter headlight (render only;
-    the physics is not stepped). Falls back to the plain model if the MjSpec edit fails."""
+    the physics is not stepped). Falls back to the plain model if the MjSpec edit fails.
+
+    Raises:
+        DockbenchError: scene.xml does not load, e.g. a mesh or texture file it names (by absolute path,
+            where the run found it; docs/robots.md §6) has been moved or deleted since the run.
+    """
     try:
         spec = mujoco.MjSpec.from_file(str(scene))
         spec.add_texture(name="dockbench_video_sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX,
@@ -144,7 +149,15 @@ def load_render_model(scene: Path) -> mujoco.MjModel:
                          rgb2=[0.62, 0.67, 0.74], width=256, height=1536)
         model = spec.compile()
     except Exception:  # noqa: BLE001 - cosmetics only; the plain scene renders the same motion
-        model = mujoco.MjModel.from_xml_path(str(scene))
+        try:
+            model = mujoco.MjModel.from_xml_path(str(scene))
+        except ValueError as exc:  # MuJoCo's parser/compiler message
+            first = (str(exc).strip().splitlines() or ["?"])[0].removeprefix("Error: ")
+            hint = ""
+            if "opening file" in first:
+                hint = (" (scene.xml names the model's mesh and texture files by absolute path, where the run "
+                        "found them: put them back there, or re-run the scenario from the model's new place)")
+            raise DockbenchError(f"{scene}: does not load in MuJoCo: {first}{hint}") from None
     model.vis.headlight.ambient[:] = 0.35
     model.vis.headlight.diffuse[:] = 0.65
     model.vis.headlight.specular[:] = 0.15

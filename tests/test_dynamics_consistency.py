@@ -1,5 +1,6 @@
 """MuJoCo and Pinocchio describe one plant: M, bias, EE pose, Jacobians at random configurations,
-gravity on and off, for both robots with the probe tool assembled (issue 2, item 5)."""
+gravity on and off, for both catalogue robots and a user's own 6-DOF arm (``robot.model``, written by the
+test: tests/user_robot_helpers.py) with the probe tool assembled (issue 2, item 5; issue 20, part 3)."""
 
 from __future__ import annotations
 
@@ -11,20 +12,30 @@ from sim.dynamics import Dynamics
 from sim.loop import build
 from sim.scenario import scenario_from_dict
 from tests.helpers import TOL, scenario_dict
+from tests.user_robot_helpers import robot_block, write_arm
 
 N_CONFIGS = 20
 
 
-def _setup(robot: str, gravity: bool):
-    d = scenario_dict(f"{robot}_docking")
+#: the user's arm (robot.model) docks into the FR3 scenario's drogue, moved in front of its home pose
+USER_ARM = "user_arm6"
+
+
+def _setup(robot: str, gravity: bool, folder=None):
+    if robot == USER_ARM:
+        d = scenario_dict("fr3_docking")
+        d["robot"] = robot_block(write_arm(folder))
+        d["target"]["pose"]["position"] = [0.45, 0.0, 0.20]
+    else:
+        d = scenario_dict(f"{robot}_docking")
     d["sim"]["gravity"] = [0.0, 0.0, -9.81] if gravity else [0.0, 0.0, 0.0]
     return build(scenario_from_dict(d))
 
 
-@pytest.mark.parametrize("robot", ["iiwa14", "fr3"])
+@pytest.mark.parametrize("robot", ["iiwa14", "fr3", USER_ARM])
 @pytest.mark.parametrize("gravity", [False, True])
-def test_mujoco_pinocchio_agree(robot: str, gravity: bool) -> None:
-    s = _setup(robot, gravity)
+def test_mujoco_pinocchio_agree(robot: str, gravity: bool, tmp_path) -> None:
+    s = _setup(robot, gravity, tmp_path)
     m = s.asm.model
     data = mujoco.MjData(m)
     dyn = Dynamics(s.asm.pin_model, s.dynamics.ee_frame, s.dynamics.sensor_frame)

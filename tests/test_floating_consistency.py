@@ -1,5 +1,6 @@
 """A free-floating base: MuJoCo and Pinocchio describe one plant, at random states with the base pose and
-twist included, gravity on and off, for both robots (issue 19, item 1).
+twist included, gravity on and off, for both catalogue robots and a user's own 6-DOF arm (``robot.model``,
+tests/user_robot_helpers.py; issue 19, item 1; issue 20, part 3).
 
 The two models parametrise the base velocity differently: MuJoCo's free joint has qvel = [ṗ (world axes);
 ω (base axes)], Pinocchio's free flyer v = [Rᵀ ṗ; ω]. With v_pin = T v_mj, T = blockdiag(Rᵀ, I₃, I_n):
@@ -28,12 +29,21 @@ from sim.loop import build
 from sim.scenario import scenario_from_dict
 from tests.helpers import TOL
 from tests.orbit_helpers import orbit_dict, with_gravity
+from tests.user_robot_helpers import robot_block, write_arm
 
 N_STATES = 12
 
 
-def _setup(robot: str, gravity: bool):
-    d = orbit_dict("fr3_orbit_floating_target" if robot == "fr3" else "iiwa14_orbit_floating_target")
+#: the user's arm on the FR3 orbit scenario's spacecraft bus, the target moved in front of its home pose
+USER_ARM = "user_arm6"
+ROBOTS = ["iiwa14", "fr3", USER_ARM]
+
+
+def _setup(robot: str, gravity: bool, folder=None):
+    d = orbit_dict("iiwa14_orbit_floating_target" if robot == "iiwa14" else "fr3_orbit_floating_target")
+    if robot == USER_ARM:
+        d["robot"] = robot_block(write_arm(folder), base=d["robot"]["base"])
+        d["target"]["pose"]["position"] = [0.45, 0.0, 0.20]
     s = build(scenario_from_dict(d))
     if gravity:  # the scenario loader refuses gravity with a floating base; the model test wants it
         s = with_gravity(s, (0.0, 0.0, -9.81))
@@ -80,10 +90,10 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1.0))
 
 
-@pytest.mark.parametrize("robot", ["iiwa14", "fr3"])
+@pytest.mark.parametrize("robot", ROBOTS)
 @pytest.mark.parametrize("gravity", [False, True])
-def test_full_model_matches_mujoco(robot: str, gravity: bool) -> None:
-    s = _setup(robot, gravity)
+def test_full_model_matches_mujoco(robot: str, gravity: bool, tmp_path) -> None:
+    s = _setup(robot, gravity, tmp_path)
     m, asm = s.asm.model, s.asm
     fids = asm.floating_frame_ids
     dyn = FloatingBaseDynamics(asm.pin_floating, fids[asm.tool.ee_site], fids[asm.tool.sensor_site])
@@ -117,12 +127,12 @@ def test_full_model_matches_mujoco(robot: str, gravity: bool) -> None:
         np.testing.assert_allclose(snap.twist_ee_lwa, J_mj @ data.qvel[idx], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("robot", ["iiwa14", "fr3"])
+@pytest.mark.parametrize("robot", ROBOTS)
 @pytest.mark.parametrize("gravity", [False, True])
-def test_reduced_quantities_match_the_elimination_on_mujocos_model(robot: str, gravity: bool) -> None:
+def test_reduced_quantities_match_the_elimination_on_mujocos_model(robot: str, gravity: bool, tmp_path) -> None:
     """J*, H*, c*, H*⁻¹ of the snapshot equal the same elimination done on MuJoCo's M, bias and Jacobian
     (in MuJoCo's own base coordinates: the elimination is coordinate-free)."""
-    s = _setup(robot, gravity)
+    s = _setup(robot, gravity, tmp_path)
     m, asm = s.asm.model, s.asm
     fids = asm.floating_frame_ids
     dyn = FloatingBaseDynamics(asm.pin_floating, fids[asm.tool.ee_site], fids[asm.tool.sensor_site])
@@ -157,13 +167,14 @@ def test_reduced_quantities_match_the_elimination_on_mujocos_model(robot: str, g
         np.testing.assert_allclose(snap.manipulability, w, rtol=1e-9)
 
 
-@pytest.mark.parametrize("robot", ["iiwa14", "fr3"])
-def test_mujocos_forward_dynamics_is_the_reduced_dynamics(robot: str) -> None:
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_mujocos_forward_dynamics_is_the_reduced_dynamics(robot: str, tmp_path) -> None:
     """For a random τ, MuJoCo's arm acceleration is H*⁻¹ (τ − c*) and its EE acceleration J* q̈ + dJdq, in
-    both frames (no contact, no external wrench; FR3: its joint friction is a constraint, removed here)."""
-    s = _setup(robot, False)
+    both frames (no contact, no external wrench; FR3: its joint friction is a constraint, removed here; contacts
+    are disabled: a random pose can touch the target or the arm itself, as the user's arm does at this seed)."""
+    s = _setup(robot, False, tmp_path)
     m = s.asm.model
-    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS | mujoco.mjtDisableBit.mjDSBL_CONTACT
     asm = s.asm
     fids = asm.floating_frame_ids
     dyn = FloatingBaseDynamics(asm.pin_floating, fids[asm.tool.ee_site], fids[asm.tool.sensor_site])

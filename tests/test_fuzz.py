@@ -45,3 +45,14 @@ def test_mutations_are_reproducible_from_seed_and_index(k: int) -> None:
     a = mutation_cases(k + 1, SEED, 0.05)[k]
     b = mutation_cases(k + 1, SEED, 0.05)[k]
     assert a[0] == b[0] and repr(a[1]) == repr(b[1])
+
+
+def test_a_run_without_telemetry_is_not_counted_as_a_broken_folder(tmp_path: Path) -> None:
+    """``telemetry.enabled: false`` records no rows: the folder check expects 0, not the step count (the
+    seeded mutations hit this once the robot block grew the user-model keys, issue 20 part 3)."""
+    from tests.helpers import scenario_dict
+
+    d = scenario_dict("iiwa14_docking")
+    d["telemetry"] = {"enabled": False}
+    o = run_case(d, tmp_path, 0.05, "telemetry off")
+    assert o.kind == "ok", o.detail
