@@ -34,7 +34,9 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float] | Non
     denom = 1.0 + z2 / n
     centre = (p + z2 / (2.0 * n)) / denom
     half = z / denom * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    lo = 0.0 if k == 0 else max(0.0, centre - half)  # p̂ = 0 (or 1) is a root itself: exact, not rounded
+    hi = 1.0 if k == n else min(1.0, centre + half)
+    return lo, hi
 
 
 def quantiles(values: Sequence[float | None]) -> dict[str, float | int | None]:
