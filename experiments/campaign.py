@@ -86,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                     "default: a local instance")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an override of every trial's scenario (after the campaign's set; repeatable)")
+    ap.add_argument("--samples", type=int, default=None, help="override the campaign's samples (random draws per cell)")
+    ap.add_argument("--repeats", type=int, default=None, help="override the campaign's repeats (seeds per sample)")
     ap.add_argument("--telemetry", choices=("all", "failures", "none"), default=None,
                     help="override the campaign's telemetry policy")
     ap.add_argument("--fresh", action="store_true", help="delete the campaign's folder first (no resume)")
@@ -95,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import dataclasses
+
+    import yaml
 
     from sim.campaign import load_campaign, run_campaign
     from sim.campaign.executors import make_executor
@@ -112,6 +116,13 @@ def main(argv: list[str] | None = None) -> int:
             camp = dataclasses.replace(camp, set={**(camp.set or {}), **extra})
         if args.telemetry:
             camp = dataclasses.replace(camp, telemetry=args.telemetry)
+        if args.samples is not None or args.repeats is not None:
+            from sim.campaign.spec import campaign_from_dict
+
+            data = yaml.safe_load(camp.file.read_text())
+            data.update({k: v for k, v in (("samples", args.samples), ("repeats", args.repeats)) if v is not None})
+            checked = campaign_from_dict(data, camp.file)  # the same checks as the file's own keys
+            camp = dataclasses.replace(camp, samples=checked.samples, repeats=checked.repeats)
         if args.dry_run:
             trials = camp.trials()
             cells = list(dict.fromkeys(t.cell for t in trials))

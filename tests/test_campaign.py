@@ -321,4 +321,24 @@ def test_the_shipped_campaigns_load() -> None:
 
         scenario_from_dict(t.scenario_data(yaml.safe_load(t.base.read_text())), file=str(t.base))
     env = load_campaign(SCENARIOS / "campaigns" / "misalignment_envelope.yaml")
-    assert env.n_trials == 6 * 5 * 5 * 3 * 3
+    assert env.n_trials == 6 * 3 * 3 * 3 * 3
+
+
+def test_the_results_section_for_docs(tmp_path) -> None:
+    from experiments.campaign_results import section, write_section
+    from experiments.compare import kept_sections
+
+    path = _campaign(tmp_path, name="sect", samples=1, repeats=1, telemetry="none",
+                     variants={"soft": {"set": {"controller.k": 200}}, "stiff": {}},
+                     axes=[{"key": "sim.duration", "values": [None, 0.3], "labels": ["full", "short"], "name": "T"}])
+    rep = run_campaign(load_campaign(path), tmp_path / "out", InlineExecutor(), progress=None, figures=False)
+    text = section(rep.out_dir)
+    assert text.startswith("<!-- BEGIN campaign-sect") and text.rstrip().endswith("<!-- END campaign-sect -->")
+    assert "| soft | 2 | 50.0% | [9.5%, 90.5%] |" in text  # the full run passes, the short one is INCOMPLETE
+    assert "| variant | full | short |" in text and "| stiff | 100% (1/1) | 0% (0/1) |" in text
+    page = tmp_path / "results.md"
+    page.write_text("# Results\n\ntable\n")
+    write_section(page, text)
+    write_section(page, text)  # replaces its own section
+    assert page.read_text().count("BEGIN campaign-sect") == 1 and page.read_text().startswith("# Results")
+    assert kept_sections(page.read_text()) == text  # compare.py --md keeps it

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,13 @@ class ProcessExecutor:
                     return
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    yield fut.result()
+                    try:
+                        res = fut.result()
+                    except BrokenProcessPool as exc:
+                        raise DockbenchError(
+                            f"a worker process died ({exc}); the finished trials are kept: rerun to resume"
+                        ) from None
+                    yield res
         finally:
             for fut in pending:
                 fut.cancel()
@@ -175,7 +182,14 @@ class RayExecutor:
                     return
                 done, pending = ray.wait(pending, num_returns=1)
                 for ref in done:
-                    yield ray.get(ref)
+                    try:
+                        res = ray.get(ref)
+                    except ray.exceptions.RayError as exc:  # a worker or node died (a trial's own failure is a result)
+                        raise DockbenchError(
+                            f"a Ray task failed ({type(exc).__name__}: {exc}); the finished trials are kept: rerun to "
+                            "resume"
+                        ) from None
+                    yield res
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)

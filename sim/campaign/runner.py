@@ -323,6 +323,8 @@ def run_campaign(
         if executor is None:
             executor = make_executor("local")
         bar = Progress(len(trials), skipped, executor.workers, executor.name, progress)
+        bar.failed = sum(r["verdict"] != "PASS" for r in rows.values())  # the finished trials' failures count too
+        bar.errors = sum(r["status"] in ("error", "invalid") for r in rows.values())
         bar.update()
         by_id = {t.trial_id: t for t in pending}
 
@@ -449,6 +451,15 @@ def _summary(campaign: Campaign, rows: list[dict[str, Any]], trials: list[Trial]
         },
         "disk_mb": _folder_bytes(out) / 1e6,
         "metrics": list(campaign.metrics),
+        "variants": [v.name for v in campaign.variants],
+        "axes": [
+            {"name": a.name, "keys": list(a.keys), "values": [list(v) for v in a.values], "labels": list(a.labels),
+             "random": a.random, "dist": a.dist, "params": a.params, "seed": a.seed if a.random else None}
+            for a in campaign.axes
+        ],
+        "samples": campaign.samples,
+        "repeats": campaign.repeats,
+        "seed": campaign.seed,
         "cells": summarise(rows, campaign),
     }
 
