@@ -1,6 +1,6 @@
 """Run a campaign (parameter sweep or Monte Carlo study) from one YAML file.
 
-    python experiments/campaign.py scenarios/campaigns/iiwa14_stiffness.yaml
+    python experiments/campaign.py scenarios/campaigns/iiwa14_stiffness_sweep.yaml
     python experiments/campaign.py CAMPAIGN.yaml --jobs 2 --out campaigns
     python experiments/campaign.py CAMPAIGN.yaml --executor ray [--address auto]
     python experiments/campaign.py CAMPAIGN.yaml --dry-run
@@ -50,7 +50,9 @@ def format_report(report) -> str:
     t = s["telemetry"]
     lines.append(f"telemetry  {t['policy']}: {t['kept']} kept ({t['kept_mb']:.1f} MB"
                  + (f", {t['over_budget']} over the {t['budget_mb']:g} MB budget" if t["over_budget"] else "")
-                 + f"); folder {s['disk_mb']:.1f} MB")
+                 + f"); folder {s['disk_mb']:.1f} MB"
+                 + (f" ({s['stale_trials']} trial folders of an earlier version of the campaign: --fresh removes them)"
+                    if s.get("stale_trials") else ""))
     cells = s["cells"]
     if cells:
         width = min(60, max(len(c) for c in cells))

@@ -45,8 +45,8 @@ def _num(x: str) -> float | None:
 
 def section(folder: Path) -> str:
     """The markdown section of the campaign in ``folder`` (its results.csv, summary.json, campaign.yaml)."""
+    from experiments.compare import _display
     from sim.campaign.stats import quantiles, wilson_interval
-    from telemetry.metrics import METRICS
 
     for f in ("results.csv", "summary.json", "campaign.yaml"):
         if not (folder / f).is_file():
@@ -66,7 +66,7 @@ def section(folder: Path) -> str:
         f"Run with `python experiments/campaign.py {summary['file']}`; regenerate this section with "
         f"`python experiments/campaign_results.py {folder} --md docs/results.md`. "
         f"{summary['finished']} trials; success = every gate of the trial's scenario passes; intervals are "
-        "Wilson 95% (docs/theory/uncertainty.md).",
+        "Wilson 95% (docs/theory/uncertainty.md); lengths in mm, angles in degrees, forces in N.",
         "",
     ]
     if tm.get("ran"):
@@ -78,7 +78,7 @@ def section(folder: Path) -> str:
         ]
     head = ["variant" if variants != [""] else "campaign", "trials", "success", "Wilson 95%"]
     for m in metrics[:3]:
-        unit = METRICS.get(m, ("", ""))[0]
+        unit = _display(m, None)[0]
         head += [f"{m} median / p95 [{unit}]" if unit else f"{m} median / p95"]
     head += ["gates failed most"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -89,7 +89,7 @@ def section(folder: Path) -> str:
         cells = [v or name, str(len(rs)), f"{k / len(rs):.1%}", f"[{lo:.1%}, {hi:.1%}]"]
         for m in metrics[:3]:
             q = quantiles([_num(r.get(m, "")) for r in rs])
-            cells.append("–" if q["median"] is None else f"{q['median']:.3g} / {q['p95']:.3g}")
+            cells.append("–" if q["median"] is None else f"{_display(m, q['median'])[1]} / {_display(m, q['p95'])[1]}")
         gates = Counter(g for r in rs for g in filter(None, r["failed_gates"].split(";")))
         status = Counter(r["status"] for r in rs if r["status"] not in ("completed",))
         top = ", ".join(f"{g} ({c})" for g, c in gates.most_common(3))

@@ -450,6 +450,9 @@ def _summary(campaign: Campaign, rows: list[dict[str, Any]], trials: list[Trial]
             "over_budget": sum(r.get("telemetry") == "over budget" for r in rows),
         },
         "disk_mb": _folder_bytes(out) / 1e6,
+        # trial folders of an earlier version of the campaign (not in results.csv; --fresh removes them)
+        "stale_trials": len({p.parent for p in (out / "trials").glob("*/*/trial.json")}
+                            - {out / "trials" / t.trial_id for t in trials}),
         "metrics": list(campaign.metrics),
         "variants": [v.name for v in campaign.variants],
         "axes": [
