@@ -342,3 +342,19 @@ def test_the_results_section_for_docs(tmp_path) -> None:
     write_section(page, text)  # replaces its own section
     assert page.read_text().count("BEGIN campaign-sect") == 1 and page.read_text().startswith("# Results")
     assert kept_sections(page.read_text()) == text  # compare.py --md keeps it
+
+
+def test_results_page_carries_the_envelope_section() -> None:
+    """docs/results.md holds the generated section of the shipped envelope, with every variant and axis."""
+    from tests.helpers import REPO
+
+    text = (REPO / "docs" / "results.md").read_text()
+    begin, end = "<!-- BEGIN campaign-misalignment_envelope", "<!-- END campaign-misalignment_envelope -->"
+    assert text.count(begin) == 1 and end in text
+    section = text.split(begin, 1)[1].split(end, 1)[0]
+    env = load_campaign(SCENARIOS / "campaigns" / "misalignment_envelope.yaml")
+    assert f"{env.n_trials} trials" in section
+    for v in env.variants:
+        assert f"| {v.name} | {env.n_trials // len(env.variants)} |" in section
+    for a in env.grid_axes:
+        assert f"Success rate by `{a.name}`" in section
