@@ -177,6 +177,27 @@ def test_a_campaign_writes_its_table_summary_and_trial_folders_and_resumes(tmp_p
     changed = dataclasses.replace(camp, set={**camp.set, "controller.d": 90})
     fourth = run_campaign(changed, tmp_path / "out", InlineExecutor(), progress=None, figures=False)
     assert (fourth.ran, fourth.skipped) == (8, 0)
+    assert fourth.summary["stale_trials"] == 0  # same trial folders, run again
+
+
+def test_trial_folders_of_an_earlier_version_are_counted_as_stale(tmp_path) -> None:
+    """Changing an axis' values renames cells: the old cells' finished trial folders are not in results.csv
+    and the summary (and the CLI's report) count them as stale; ``fresh`` removes them."""
+    from experiments.campaign import format_report
+
+    one = load_campaign(_campaign(tmp_path, samples=1, repeats=1, telemetry="none"))
+    run_campaign(one, tmp_path / "out", InlineExecutor(), progress=None, figures=False)
+    path = _campaign(tmp_path, samples=1, repeats=1, telemetry="none", axes=[
+        {"key": "controller.k", "values": [200, 300], "name": "k"},  # was [200, 400]
+        {"key": "target.belief_offset.position.0", "uniform": {"low": -0.003, "high": 0.003}, "name": "dx"},
+    ])
+    two = run_campaign(load_campaign(path), tmp_path / "out", InlineExecutor(), progress=None, figures=False)
+    assert (two.ran, two.skipped) == (1, 1)  # k=200 is done, k=300 is new
+    assert two.summary["stale_trials"] == 1 and len(_table(two)) == 2  # k=400's folder, not in the table
+    assert "1 trial folders of an earlier version" in format_report(two)
+    fresh = run_campaign(load_campaign(path), tmp_path / "out", InlineExecutor(), progress=None, figures=False,
+                         fresh=True)
+    assert fresh.ran == 2 and fresh.summary["stale_trials"] == 0
 
 
 def test_the_telemetry_policy_and_budget(tmp_path) -> None:
