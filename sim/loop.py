@@ -516,8 +516,6 @@ def simulate(
         substeps.fill(t.arrays, rows, t.raw.get("substep_peaks"))
         if orbit is not None:
             orbit.derive(t, rows)
-        if unc is not None:
-            unc.fill(t, rows)
 
     # The EE pose and the desired rotation are copied raw each step (a contiguous 4×4 and 3×3, part of
     # the one row copy), and so are the substep contact maxima of the period before; ee_pos, ee_quat,
@@ -613,6 +611,7 @@ def simulate(
     if orbit is not None:
         src.update(orbit.sources)  # base / target joint states and the momentum sensors (views of MjData)
     row_sources = _coalesce([src[name] for name in tel.row_channels])
+    noise_ch = tel.arrays["ft_noise"] if noisy else None  # written by its owner at the row (extra_shaped)
     block = tel.block
     spill_at, base = tel.spill_at, 0  # the step at which the block is full, the first step it holds
     planner.evaluate(0.0, ref)
@@ -690,6 +689,8 @@ def simulate(
                 np.concatenate(row_sources, out=block[i - base])  # the whole step in one copy
                 if runtime is not None:
                     runtime.record(i - base, tel.arrays)
+                if noisy:
+                    noise_ch[i - base] = unc.now  # this step's F/T noise (sim/uncertainty.py)
             tel.n = i + 1
             if watch is not None and i % watch_every == 0 and watch.step(i, t):
                 status, message = "interrupted", f"{watch.stop_reason} at t = {t:.4f} s (step {i})"

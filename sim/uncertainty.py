@@ -52,6 +52,9 @@ STREAM_BELIEF = 3
 
 #: the largest delay accepted [control periods]
 MAX_DELAY = 1000
+#: F/T noise is drawn this many control steps at a time (memory flat in the run's duration; the draws
+#: are the same numbers as one draw of the whole run, :func:`ft_noise`)
+NOISE_CHUNK = 16384
 
 _ZERO6 = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
@@ -154,13 +157,17 @@ class UncertaintyRuntime:
         self.noisy = any(cfg.ft_noise_std)
         self.sensing_delay = int(cfg.sensing_delay)
         self.control_delay = int(cfg.control_delay)
+        #: the drawn noise of steps noise_base … noise_base + len(noise) - 1 [N, N·m]; ``now``: this step's
         self.noise = np.zeros((0, 6))
+        self.noise_base = 0
+        self.now = np.zeros(6)
         #: name → (shape, unit) for Telemetry(extra_shaped=...)
         self.channels: dict[str, tuple[tuple[int, ...], str]] = {"ft_noise": ((6,), "N|N·m")} if self.noisy else {}
         self.record: dict[str, Any] = {"seed": self.seed}
 
     def start(self, n_steps: int, comp6: np.ndarray, w_state: Any, tau0: np.ndarray) -> None:
-        """Before the first step: draw the noise of ``n_steps`` steps, bind the pipeline's offset buffer
+        """Before the first step: draw the noise of the first steps (at most :data:`NOISE_CHUNK` of the
+        ``n_steps``; the rest as the run gets there, from the same generator), bind the pipeline's offset buffer
         ``comp6`` (``WrenchPipeline.comp[0:6]``), and fill the delay lines with the first values (the
         wrench state buffer ``w_state`` is read at the first :meth:`delay_wrench`; ``tau0``: the torque
         the plant holds before the first command)."""
@@ -168,7 +175,11 @@ class UncertaintyRuntime:
 
         self._comp6 = comp6
         if self.noisy:
-            self.noise = ft_noise(self.cfg, self.seed, n_steps)
+            self._n_steps = int(n_steps)
+            self._rng = stream(self.seed, STREAM_FT_NOISE)
+            self._std = np.array(self.cfg.ft_noise_std)
+            self.noise_base = 0
+            self.noise = self._rng.standard_normal((min(self._n_steps, NOISE_CHUNK), 6)) * self._std
         self._k = 0
         self.w_delayed = WrenchState()
         self._w_ring = np.zeros((self.sensing_delay + 1, w_state.buf.size))
@@ -178,8 +189,14 @@ class UncertaintyRuntime:
         self._t_k = 0
 
     def sense(self, i: int) -> None:
-        """Step ``i``'s F/T offset: b + n_i."""
-        np.add(self.bias, self.noise[i], out=self._comp6)
+        """Step ``i``'s F/T offset: b + n_i (steps in increasing order; ``now`` = n_i, which the loop
+        records as the ``ft_noise`` channel)."""
+        j = i - self.noise_base
+        if j >= len(self.noise):  # the next chunk of draws (the stream continues where it stopped)
+            self.noise_base, j = i, 0
+            self.noise = self._rng.standard_normal((max(1, min(self._n_steps - i, NOISE_CHUNK)), 6)) * self._std
+        self.now = self.noise[j]
+        np.add(self.bias, self.now, out=self._comp6)
 
     def delay_wrench(self, w: Any) -> Any:
         """Push the estimate ``w`` (a WrenchState) and return the one of ``sensing_delay`` steps ago."""
@@ -207,12 +224,6 @@ class UncertaintyRuntime:
         k = (k + 1) % (self.control_delay + 1)
         self._t_k = k
         out[:] = ring[k]
-
-    def fill(self, tel: Any, rows: int) -> None:
-        """The ``ft_noise`` channel of the telemetry block's first ``rows`` rows (steps ``tel.base`` …
-        ``tel.base + rows - 1``), once per block: before a spill and after the loop (telemetry.log)."""
-        if self.noisy and rows > 0:
-            tel.arrays["ft_noise"][:rows] = self.noise[tel.base : tel.base + rows]
 
     def summary(self) -> dict[str, Any]:
         """What was drawn, for meta.json."""

@@ -57,6 +57,25 @@ def test_recorded_ft_noise_has_the_configured_statistics() -> None:
         assert abs(r1) <= 3 / math.sqrt(len(noise)), (k, r1)
 
 
+def test_noise_drawn_in_chunks_and_spilled_telemetry_equal_one_draw_of_the_run(monkeypatch, tmp_path) -> None:
+    """The noise is drawn NOISE_CHUNK steps at a time (memory flat in the duration): the recorded channel
+    equals one draw of the whole run (:func:`sim.uncertainty.ft_noise`, the same generator) bit for bit,
+    for a run held in memory and for one whose telemetry spills to part files, with chunk boundaries of
+    the noise (37 steps) and of the telemetry (100 rows) that do not coincide."""
+    import sim.uncertainty as unc_mod
+
+    sc = load_scenario(DOCKING, {"sim.seed": 4, "uncertainty.ft_noise_std": list(SIGMA_N), "sim.duration": 0.5})
+    whole = unc_mod.ft_noise(sc.uncertainty, 4, 501)
+    ref, status, _, _ = simulate(build(sc))
+    assert status == "completed" and np.array_equal(ref.channels()["ft_noise"], whole)
+    monkeypatch.setattr(unc_mod, "NOISE_CHUNK", 37)
+    tel, status, _, _ = simulate(build(sc), chunk_rows=100, spill_dir=tmp_path)
+    assert status == "completed"
+    ch = tel.channels()
+    assert np.array_equal(ch["ft_noise"], whole)
+    assert np.array_equal(ch["wrench_ext_world"], ref.channels()["wrench_ext_world"])
+
+
 @pytest.mark.parametrize("path", [DOCKING, GRAVITY], ids=["gravity_off", "gravity_on"])
 def test_noise_enters_the_pipeline_as_a_sensor_reading(path) -> None:
     """F_ext = −R_WS (r − b) − comp with r the reading: noise n (sensor axes) moves the world estimate by
@@ -74,7 +93,7 @@ def test_noise_enters_the_pipeline_as_a_sensor_reading(path) -> None:
     s.uncertainty.sense(3)
     noisy = wp.update(d, T).ext_world.copy()
     R = d.site_xmat[wp.site].reshape(3, 3)
-    n = s.uncertainty.noise[3]
+    n = s.uncertainty.now
     assert_within(noisy[:3] - base[:3], -(R @ n[:3]), 1e-12, "force")
     assert_within(noisy[3:] - base[3:], -(R @ n[3:]), 1e-12, "moment")
 
