@@ -200,6 +200,41 @@ def test_trial_folders_of_an_earlier_version_are_counted_as_stale(tmp_path) -> N
     assert fresh.ran == 2 and fresh.summary["stale_trials"] == 0
 
 
+def test_a_bug_inside_a_trials_loop_is_a_failed_trial_with_its_traceback(tmp_path, monkeypatch) -> None:
+    """An exception inside one trial's control loop (sim.loop: status ``error``, InternalError with the
+    result) is that trial's row (status error, INCOMPLETE, the message naming the step) with error.txt and the
+    telemetry up to the failing step; the other trial and the campaign go on."""
+    import sim.loop
+
+    real_build = sim.loop.build
+
+    def build_with_a_bug(scenario, assembly=None):
+        s = real_build(scenario, assembly=assembly)
+        if scenario.controller.config.k == 400:  # the second cell only
+            original, calls = s.controller.compute, {"n": 0}
+
+            def buggy(snap, ref, w, cmd):
+                calls["n"] += 1
+                if calls["n"] > 50:
+                    raise KeyError("a controller bug")
+                original(snap, ref, w, cmd)
+
+            s.controller.compute = buggy
+        return s
+
+    monkeypatch.setattr(sim.loop, "build", build_with_a_bug)
+    camp = load_campaign(_campaign(tmp_path, samples=1, repeats=1, telemetry="failures"))
+    rep = run_campaign(camp, tmp_path / "out", InlineExecutor(), progress=None, figures=False)
+    rows = {r["k"]: r for r in _table(rep)}
+    assert (rows["200"]["status"], rows["200"]["verdict"]) == ("completed", "PASS")
+    bad = rows["400"]
+    assert (bad["status"], bad["verdict"]) == ("error", "INCOMPLETE")
+    assert "KeyError at t = 0.0500 s (step 50)" in bad["message"]
+    folder = rep.out_dir / bad["path"]
+    assert "a controller bug" in (folder / "error.txt").read_text()
+    assert len(Run.load(folder).t) == 50  # the telemetry up to the failing step
+
+
 def test_the_telemetry_policy_and_budget(tmp_path) -> None:
     # the second duration ends before the planner: INCOMPLETE, a failure
     path = _campaign(tmp_path, telemetry="failures", samples=1, repeats=1, axes=[

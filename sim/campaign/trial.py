@@ -107,7 +107,7 @@ def run_trial(task: TrialTask) -> TrialResult:
     """Run one trial (never raises for a trial's own failure: it is recorded)."""
     global _CACHE
     t0 = time.perf_counter()
-    from sim.errors import DockbenchError, ScenarioError, SimulationDiverged
+    from sim.errors import DockbenchError, InternalError, ScenarioError, SimulationDiverged
     from sim.loop import build, run
     from sim.model_cache import AssemblyCache
     from sim.scenario import scenario_from_dict
@@ -135,7 +135,7 @@ def run_trial(task: TrialTask) -> TrialResult:
     try:
         try:
             result = run(scenario, out_root=None, setup=setup)
-        except SimulationDiverged as exc:
+        except (SimulationDiverged, InternalError) as exc:  # recorded and scored up to the failing step
             result = exc.result
             if result is None:
                 raise
@@ -155,7 +155,7 @@ def run_trial(task: TrialTask) -> TrialResult:
         out = TrialResult(
             task.trial_id, result.status, result.verdict, result.message, metrics=_jsonable(result.metrics),
             gates=_jsonable(result.gates), summary=_jsonable(summary), meta=_jsonable(result.meta),
-            worker=worker, cache_hit=cache_hit,
+            worker=worker, cache_hit=cache_hit, error=setup.error if result.status == "error" else "",
         )
         keep = task.keep == "all" or (task.keep == "failures" and result.verdict != "PASS")
         t3 = time.perf_counter()
