@@ -235,7 +235,7 @@ def test_a_bug_inside_a_trials_loop_is_a_failed_trial_with_its_traceback(tmp_pat
     assert len(Run.load(folder).t) == 50  # the telemetry up to the failing step
 
 
-def test_the_telemetry_policy_and_budget(tmp_path) -> None:
+def test_the_telemetry_policy_and_budget(tmp_path, monkeypatch) -> None:
     # the second duration ends before the planner: INCOMPLETE, a failure
     path = _campaign(tmp_path, telemetry="failures", samples=1, repeats=1, axes=[
         {"key": "sim.duration", "values": [None, 0.3], "labels": ["full", "short"], "name": "T"}])
@@ -258,6 +258,20 @@ def test_the_telemetry_policy_and_budget(tmp_path) -> None:
     rep2 = run_campaign(small, tmp_path / "out", InlineExecutor(), progress=None, figures=False)
     assert {r["telemetry"] for r in _table(rep2)} == {"over budget"}
     assert rep2.summary["telemetry"]["over_budget"] == 2 and rep2.summary["telemetry"]["kept"] == 0
+    # once a trial's telemetry did not fit, later trials are not asked to compress theirs (inline: one
+    # trial at a time, so only the first is compressed and dropped); a "failures" policy labels only the
+    # failures over budget
+    import sim.campaign.trial as trial_mod
+
+    encoded = []
+    real_encode = trial_mod.encode_npz
+    monkeypatch.setattr(trial_mod, "encode_npz", lambda tel: encoded.append(1) or real_encode(tel))
+    rep2b = run_campaign(dataclasses.replace(small, name="small_b"), tmp_path / "out", InlineExecutor(),
+                         progress=None, figures=False)
+    assert len(encoded) == 1 and {r["telemetry"] for r in _table(rep2b)} == {"over budget"}
+    rep2c = run_campaign(dataclasses.replace(small, name="small_c", telemetry="failures"), tmp_path / "out",
+                         InlineExecutor(), progress=None, figures=False)
+    assert {r["cell"]: r["telemetry"] for r in _table(rep2c)} == {"T=full": "none", "T=short": "over budget"}
     none = dataclasses.replace(load_campaign(path), name="none", telemetry="none")
     rep3 = run_campaign(none, tmp_path / "out", InlineExecutor(), progress=None, figures=False)
     assert not list(rep3.out_dir.rglob("telemetry.npz"))

@@ -311,7 +311,9 @@ def run_campaign(
         pending.append(t)
     skipped = len(rows)
     budget = campaign.telemetry_budget_mb * 1e6
-    state = {"kept": kept_bytes, "dropped": 0}
+    # full: a trial's telemetry did not fit; later tasks then skip the compression (budget_ids: the trials
+    # sent without it, labelled "over budget" when the policy would have kept theirs)
+    state = {"kept": kept_bytes, "dropped": 0, "full": kept_bytes >= budget, "budget_ids": set()}
 
     own = executor is None
     t_start = time.perf_counter() if started is None else started
@@ -330,7 +332,9 @@ def run_campaign(
 
         def tasks() -> Iterator[TrialTask]:
             for t in pending:
-                keep = campaign.telemetry if state["kept"] < budget else "none"
+                keep = "none" if state["full"] else campaign.telemetry
+                if state["full"] and campaign.telemetry != "none":
+                    state["budget_ids"].add(t.trial_id)
                 yield TrialTask(t.trial_id, t.scenario_data(bases[t.base]), str(t.base), keep)
 
         try:
@@ -381,7 +385,11 @@ def _write_trial(out: Path, t: Trial, res: TrialResult, campaign: Campaign, dige
             telemetry = "kept"
         else:
             state["dropped"] += 1
+            state["full"] = True
             telemetry = "over budget"
+    elif t.trial_id in state["budget_ids"] and (campaign.telemetry == "all" or res.verdict != "PASS"):
+        state["dropped"] += 1
+        telemetry = "over budget"
     if res.summary:
         write_json(folder / "summary.json", {**res.summary, "trial": {"id": t.trial_id, "cell": t.cell,
                                                                     "params": t.params, "seed": t.seed}})
