@@ -39,7 +39,9 @@ def model_key(scenario: Scenario) -> str | None:
     if target is not None:
         target = {k: v for k, v in target.items() if k != "belief_offset"}
     key = {
-        "robot": {"type": d["robot"]["type"], "base": d["robot"]["base"]},
+        # every robot key but the start configuration (robot.model, joints, limits, actuators, base, … all
+        # shape the compiled model; q_init / q_guess are only the IK's start, applied to MjData)
+        "robot": {k: v for k, v in d["robot"].items() if k not in ("q_init", "q_guess")},
         "sim": {k: v for k, v in d["sim"].items() if k not in _NOT_MODEL},
         "tool": d["tool"],
         "target": target,

@@ -310,9 +310,12 @@ def test_the_model_cache_key() -> None:
     same = [sc.replace({"target.belief_offset.position.1": 0.004}), sc.replace({"controller.k": 123}),
             sc.replace({"sim.seed": 4, "sim.settle_time": 0.5}), sc.replace({"uncertainty.sensing_delay": 2})]
     other = [sc.replace({"target.pose.position.0": 0.56}), sc.replace({"tool.radius": 0.011}),
-             sc.replace({"sim.timestep": 0.0005, "sim.control_period": 0.001}), sc.replace({"sim.integrator": "rk4"})]
+             sc.replace({"sim.timestep": 0.0005, "sim.control_period": 0.001}), sc.replace({"sim.integrator": "rk4"}),
+             sc.replace({"robot.max_torque": 100.0})]
     assert all(model_key(s) == model_key(sc) for s in same)
-    assert len({model_key(s) for s in other} | {model_key(sc)}) == 5
+    assert len({model_key(s) for s in other} | {model_key(sc)}) == 6
+    # the user-model keys (robot.model, joints, limits, actuators: docs/robots.md) are in the key as well
+    assert {"model", "joints", "torque_limits", "actuators"} <= set(json.loads(model_key(sc))["robot"])
     assert model_key(load_scenario(SCENARIOS / "fr3_g20_tracking.yaml")) is None  # the hand: never cached
 
 
