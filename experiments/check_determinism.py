@@ -1,6 +1,6 @@
 """Rerun every shipped scenario in two fresh processes and compare the telemetry bit for bit.
 
-    python experiments/check_determinism.py                  # every scenarios/**/*.yaml
+    python experiments/check_determinism.py                  # every scenarios/**/*.yaml (but the campaign files)
     python experiments/check_determinism.py scenarios/fr3_docking_hqp.yaml
 
 Each scenario runs twice through ``experiments/run_docking.py`` (new interpreter each time, so no
@@ -28,9 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     from telemetry.run import Run, first_difference
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("scenarios", nargs="*", help="scenario files (default: scenarios/**/*.yaml)")
+    ap.add_argument("scenarios", nargs="*",
+                    help="scenario files (default: scenarios/**/*.yaml but scenarios/campaigns/)")
     args = ap.parse_args(argv)
-    files = [Path(p) for p in args.scenarios] or sorted((REPO / "scenarios").rglob("*.yaml"))
+    campaigns = REPO / "scenarios" / "campaigns"
+    files = [Path(p) for p in args.scenarios] or sorted(
+        p for p in (REPO / "scenarios").rglob("*.yaml") if campaigns not in p.parents
+    )
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     bad = 0
     with tempfile.TemporaryDirectory(prefix="dockbench_determinism_") as tmp:

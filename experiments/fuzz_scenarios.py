@@ -58,8 +58,11 @@ OTHER: tuple[Any, ...] = (None, True, False, "", "abc", "x" * 5000, "..", "/", [
 
 
 def shipped() -> dict[str, dict]:
-    """The shipped scenarios (scenarios/ and its subfolders, e.g. the gravity twins) as dicts, by file stem."""
-    return {p.stem: yaml.safe_load(p.read_text()) for p in sorted(SCENARIO_DIR.rglob("*.yaml"))}
+    """The shipped scenarios (scenarios/ and its subfolders, e.g. the gravity twins, but not the campaign
+    files of scenarios/campaigns/) as dicts, by file stem."""
+    campaigns = SCENARIO_DIR / "campaigns"
+    return {p.stem: yaml.safe_load(p.read_text()) for p in sorted(SCENARIO_DIR.rglob("*.yaml"))
+            if campaigns not in p.parents}
 
 
 # --------------------------------------------------------------------------------------- mutations

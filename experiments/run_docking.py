@@ -4,6 +4,12 @@
     python experiments/run_docking.py --scenario scenarios/iiwa14_docking.yaml --viewer --speed 0.5
     python experiments/run_docking.py --scenario scenarios/iiwa14_docking.yaml --rerun live.rrd
     python experiments/run_docking.py --scenario scenarios/iiwa14_docking.yaml --ros2 --speed 1
+    python experiments/run_docking.py --scenario scenarios/fr3_docking.yaml --set controller.k=800 \
+        --set "target.belief_offset.position=[0.003, 0, 0]" --set uncertainty.sensing_delay=2
+
+``--set path.to.key=value`` (repeatable) overrides one key before the scenario is validated, exactly like
+the file's own keys (sim/overrides.py: YAML values, list indices as ``[i]`` or ``.i``). ``--controller`` and
+``--planner`` change the block's type and keep the keys the new type also has (a note says which were dropped).
 
 Watching a run (docs/live.md): ``--viewer`` opens MuJoCo's viewer paced to real time (``--speed``);
 closing it ends the run, whose folder is still written. ``--rerun [TARGET]`` streams to Rerun (no
@@ -114,6 +120,23 @@ def format_summary(result, scenario) -> str:
     return "\n".join(lines)
 
 
+def _origin(key: str | None, sets: list[str]) -> str:
+    """`` (the value comes from --set K=V)`` when an error's key path is one that ``--set`` gave."""
+    if not key:
+        return ""
+    from sim.overrides import format_path, parse_path
+
+    for item in sets:
+        path = item.partition("=")[0]
+        try:
+            p = format_path(parse_path(path))
+        except ScenarioError:
+            continue
+        if key == p or key.startswith(p + ".") or key.startswith(p + "["):
+            return f" (the value comes from --set {item})"
+    return ""
+
+
 def _parse_duration(text: str | None) -> float | None:
     """``--duration`` as seconds, validated like ``sim.duration`` (finite, in range)."""
     if text is None:
@@ -170,8 +193,13 @@ def _main(argv: list[str] | None) -> int:
                     "that the types it registers can be named (repeatable; docs/extending.md)")
     ap.add_argument("--out", default="runs", help="parent folder of run folders (default: runs)")
     ap.add_argument("--duration", default=None, help="override the run length [s] (same bounds as sim.duration)")
-    ap.add_argument("--controller", default=None, help="override controller.type (its keys take defaults)")
-    ap.add_argument("--planner", default=None, help="override planner.type (its keys take defaults)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                    help="override a scenario key, e.g. controller.k=500 or target.pose.position[0]=0.56 (repeatable; "
+                    "YAML values; validated like the file)")
+    ap.add_argument("--controller", default=None,
+                    help="override controller.type (keys the new type also has are kept; a note lists the dropped)")
+    ap.add_argument("--planner", default=None,
+                    help="override planner.type (keys the new type also has are kept; a note lists the dropped)")
     ap.add_argument(
         "--kernel-check",
         type=int,
@@ -201,18 +229,23 @@ def _main(argv: list[str] | None) -> int:
     with interrupts.deferred():  # a signal inside an extension module's import would become an ImportError
         from sim.loop import run
         from sim.plugins import load_plugins
-        from sim.scenario import load_scenario, resolve_scenario
+        from sim.scenario import load_scenario_notes, resolve_scenario
 
     progress = None
     try:
         duration = _parse_duration(args.duration)
-        overrides = {}
+        overrides = list(args.sets)
         if args.controller:
-            overrides["controller"] = {"type": args.controller}
+            overrides.insert(0, f"controller.type={args.controller}")
         if args.planner:
-            overrides["planner"] = {"type": args.planner}
+            overrides.insert(0, f"planner.type={args.planner}")
         cli_plugins = load_plugins(args.plugin, key="--plugin")
-        scenario = load_scenario(resolve_scenario(args.scenario), overrides or None)
+        try:
+            scenario, notes = load_scenario_notes(resolve_scenario(args.scenario), overrides or None)
+        except ScenarioError as exc:
+            raise ScenarioError(exc.detail + _origin(exc.key, args.sets), file=exc.file, key=exc.key) from None
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
         if cli_plugins:  # recorded with the scenario's own (meta.json), so that the run can be repeated
             scenario = scenario.replace(plugins=(*cli_plugins, *scenario.plugins))
         progress = None if args.no_progress or not sys.stderr.isatty() else _progress_bar(sys.stderr)

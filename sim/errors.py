@@ -51,7 +51,15 @@ class HandCommandError(DockbenchError):
 
 
 class SimulationDiverged(DockbenchError):
-    """The state became NaN/Inf; the run stops and the telemetry up to the bad step is kept."""
+    """The state became NaN/Inf; the run stops and the telemetry up to the bad step is kept.
+
+    ``result``: the run's ``sim.loop.RunResult`` (what was recorded and scored) when raised by
+    ``sim.loop.run`` (a campaign keeps it as a failed trial), else None.
+    """
+
+    def __init__(self, message: str, *, result: object = None):
+        super().__init__(message)
+        self.result = result
 
 
 class RunFolderError(DockbenchError):

@@ -26,6 +26,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "notebook": ("pandas", "nbclient", "nbformat", "ipykernel"),
     "ros2": ("cyclonedds",),
     "video": ("imageio", "imageio-ffmpeg"),
+    "ray": ("ray",),
 }
 
 

@@ -19,6 +19,7 @@ sim.interrupts), on an exception in the loop or the metrics (``error``) and on a
 
 from __future__ import annotations
 
+import functools
 import math
 import platform
 import shutil
@@ -42,13 +43,13 @@ from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR, Assembly, assemble
 from sim.config import check_value
 from sim.dynamics import Dynamics
 from sim.errors import InternalError, ModelError, RunFolderError, ScenarioError, SimulationDiverged
-from sim.floating import FloatingBaseDynamics
 from sim.ik import solve_ik
 from sim.interfaces import ToolRuntime, rpy_to_matrix
 from sim.lie import mat2quat_batch
 from sim.mounts import initial_target_state
 from sim.orbit import OrbitTelemetry, TargetTracking
 from sim.scenario import MAX_DURATION, Scenario, SimConfig, folder_name
+from sim.uncertainty import UncertaintyRuntime, belief_transform, make_runtime
 from sim.wrench import PEAK_CHANNELS, SubstepContact, WrenchPipeline
 from telemetry.gates import detect_instability, evaluate_gates
 from telemetry.log import CHUNK_ROWS, Telemetry, TelemetryWriteError, atomic_write_text
@@ -117,6 +118,8 @@ class Setup:
     error: str = ""
     #: the signal that interrupted the last run (status ``interrupted``), else None
     interrupted_by: int | None = None
+    #: F/T noise and bias, delays, belief error (sim/uncertainty.py); None when the scenario has none
+    uncertainty: UncertaintyRuntime | None = None
 
 
 def _start_and_goal(
@@ -176,8 +179,14 @@ def _check_joint_values(q: tuple[float, ...], lo: np.ndarray, hi: np.ndarray, na
             )
 
 
-def build(scenario: Scenario) -> Setup:
+def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
     """Assemble the plant, solve the initial configuration and build planner and controller.
+
+    Args:
+        scenario: the scenario.
+        assembly: a prebuilt :func:`sim.assembly.assemble` result for this scenario (e.g. from
+            :class:`sim.model_cache.AssemblyCache`, which reuses compiled models across the trials of a
+            campaign).
 
     Raises:
         ScenarioError: naming the scenario file and the key, for everything the scenario asks that the
@@ -187,7 +196,12 @@ def build(scenario: Scenario) -> Setup:
             :data:`sim.scenario.MAX_DURATION`, a controller the plant cannot serve.
     """
     file = scenario.source_file or "<scenario>"
-    asm = assemble(scenario)
+    asm = assemble(scenario) if assembly is None else assembly
+    unc = make_runtime(scenario.uncertainty, scenario.sim.seed, np.array(scenario.wrench.ft_bias))
+    if unc is not None and asm.target is not None and "belief_offset_drawn" in unc.record:
+        drawn = unc.record["belief_offset_drawn"]  # the estimate error, after the configured belief offset
+        T_delta = belief_transform(drawn["position"], drawn["rpy_deg"])
+        asm.target.T_world_believed = asm.target.T_world_believed @ T_delta
     m = asm.model
     robot = asm.robot
     nv = len(robot.joint_names)
@@ -277,6 +291,8 @@ def build(scenario: Scenario) -> Setup:
         world_drift=controller.needs_world_drift,
     )
     if asm.floating_base:  # the base-eliminated snapshot (sim/floating.py), base state read from MjData
+        from sim.floating import FloatingBaseDynamics  # scipy's LAPACK: imported when a scenario needs it
+
         fids = asm.floating_frame_ids
         dyn = FloatingBaseDynamics(asm.pin_floating, fids[asm.tool.ee_site], fids[asm.tool.sensor_site], **dyn_flags)
         dyn.bind_base(data.qpos[asm.base_qpos], data.qvel[asm.base_qvel])
@@ -291,7 +307,8 @@ def build(scenario: Scenario) -> Setup:
         asm.tool.root_body,
         inertial_compensation=scenario.wrench.inertial_compensation,
         gravity_compensation=_gravity_compensation(scenario),
-        ft_bias=np.array(scenario.wrench.ft_bias),
+        ft_bias=np.array(scenario.wrench.ft_bias) if unc is None else unc.bias,
+        dynamic_offset=unc is not None and unc.noisy,
         tare_step=None if scenario.wrench.tare_time is None
         else int(round(scenario.wrench.tare_time / scenario.sim.control_period)),
     )
@@ -316,11 +333,13 @@ def build(scenario: Scenario) -> Setup:
         )
     return Setup(
         scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration, runtime,
-        orbit=orbit,
+        orbit=orbit, uncertainty=unc,
     )
 
 
+@functools.lru_cache(maxsize=1)
 def _git_revision() -> str:
+    """The checkout's short revision (once per process: a campaign's worker runs many trials)."""
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
@@ -336,14 +355,13 @@ def _git_revision() -> str:
 
 def _versions() -> dict[str, str]:
     import pinocchio
-    import scipy
 
     return {
         "python": platform.python_version(),
         "mujoco": mujoco.__version__,
         "pinocchio": pinocchio.__version__,
         "numpy": np.__version__,
-        "scipy": scipy.__version__,
+        "scipy": _dist_version("scipy"),  # from the metadata: a Khatib run need not import scipy
     }
 
 
@@ -361,6 +379,16 @@ def _interrupt_message(exc: BaseException, steps: int) -> str:
     name = exc.name if isinstance(exc, interrupts.Interrupted) else "SIGINT"
     what = "terminated (SIGTERM)" if name == "SIGTERM" else "interrupted (Ctrl-C)"
     return f"{what} after {steps} recorded steps; the telemetry recorded so far is kept"
+
+
+@functools.cache
+def _dist_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 def contiguous_slice(idx: np.ndarray) -> slice | np.ndarray:
@@ -475,7 +503,9 @@ def simulate(
     extra = {f"ctrl_{n}": ctrl.diag_units.get(n, "") for n in ctrl.diag_names if f"ctrl_{n}" not in wallclock}
     runtime = setup.runtime
     orbit = setup.orbit
-    shaped = {**(runtime.channels if runtime is not None else {}), **(orbit.channels if orbit is not None else {})}
+    unc = setup.uncertainty
+    shaped = {**(runtime.channels if runtime is not None else {}), **(orbit.channels if orbit is not None else {}),
+              **(unc.channels if unc is not None else {})}
     # contact at every substep (per-period maxima; no extra work at one substep per period)
     axis = setup.asm.target.T_world_target[:3, 2] if setup.asm.target is not None else np.array([0.0, 0.0, 1.0])
     substeps = SubstepContact(setup.wrench, m, d, nsub, n_steps, axis)
@@ -520,7 +550,15 @@ def simulate(
     # the applied (clipped) torque: clipped straight into MjData.ctrl when the arm's actuators are
     # contiguous (a view that stays valid), else into a buffer copied there
     ctrl_is_view = isinstance(as_, slice)
-    tau = d.ctrl[as_] if ctrl_is_view else np.zeros(setup.plant.nv)
+    tau_applied = d.ctrl[as_] if ctrl_is_view else np.zeros(setup.plant.nv)
+    # uncertainty (sim/uncertainty.py): F/T noise, a sensing delay, a control delay (the applied torque is
+    # then the clipped command of control_delay steps ago, kept apart from this step's clipped command)
+    noisy = unc is not None and unc.noisy
+    delay_w = unc is not None and unc.sensing_delay > 0
+    delay_tau = unc is not None and unc.control_delay > 0
+    tau = np.zeros(setup.plant.nv) if delay_tau else tau_applied
+    if unc is not None:
+        unc.start(n_steps, wp.comp[0:6], wp.state, d.ctrl[as_])
     use_truth = sc.wrench.force_source == "truth"
     observer = None
     if sc.wrench.force_source == "observer":  # sensorless: the momentum observer's estimate (docs/theory/hqp.md)
@@ -554,9 +592,9 @@ def simulate(
     scal = np.zeros(5)  # t, saturated, tool contacts, all contacts, manipulability
     neg_tau_max = -tau_max
     ws = wp.state
-    used = (w_obs if observer is not None else ws).ext_world
+    used = unc.w_delayed.ext_world if delay_w else (w_obs if observer is not None else ws).ext_world
     src = {
-        "t": scal[0:1], "q": snap.q, "v": snap.v, "tau_cmd": cmd.tau, "tau_applied": tau,
+        "t": scal[0:1], "q": snap.q, "v": snap.v, "tau_cmd": cmd.tau, "tau_applied": tau_applied,
         "saturated": scal[1:2], "ee_vel": snap.twist_ee_lwa,
         "ee_pos_des": ref.pos, "ee_vel_des": ref.vel, "ee_acc_des": ref.acc, "ee_omega_des": ref.omega,
         "wrench_ext_world": ws.truth_world if use_truth else ws.ext_world,
@@ -573,6 +611,7 @@ def simulate(
     if orbit is not None:
         src.update(orbit.sources)  # base / target joint states and the momentum sensors (views of MjData)
     row_sources = _coalesce([src[name] for name in tel.row_channels])
+    noise_ch = tel.arrays["ft_noise"] if noisy else None  # written by its owner at the row (extra_shaped)
     block = tel.block
     spill_at, base = tel.spill_at, 0  # the step at which the block is full, the first step it holds
     planner.evaluate(0.0, ref)
@@ -612,6 +651,8 @@ def simulate(
             if profile:
                 c1 = clock()
                 t_dyn += c1 - c0
+            if noisy:
+                unc.sense(i)
             w = wp.update(d, snap.T_world_ee)
             if checking:
                 guard.note("wrench", wp.check_kernel(d, snap.T_world_ee), i, t)
@@ -619,8 +660,10 @@ def simulate(
                 w.ext_world[:] = w.truth_world
                 w.ext_body[:] = w.truth_body
             elif observer is not None:
-                observer.update(snap, tau)  # tau = the torque applied during the last step (clipped)
+                observer.update(snap, tau_applied)  # the torque applied during the last step (clipped)
                 w = observer.fill_wrench_state(snap, w_obs)
+            if delay_w:
+                w = unc.delay_wrench(w)
             if floating:  # the base's response to the measured wrench joins the snapshot's drift (sim/floating.py)
                 dyn.apply_wrench(w.ext_body)
             planner.evaluate(t, ref)
@@ -631,8 +674,10 @@ def simulate(
                 ctrl.compute(snap, ref, w, cmd)
             np.minimum(cmd.tau, tau_max, out=tau)  # = np.clip(cmd.tau, -τ_max, τ_max), 3× cheaper
             np.maximum(tau, neg_tau_max, out=tau)
+            if delay_tau:
+                unc.delay_torque(tau, tau_applied)
             if not ctrl_is_view:
-                d.ctrl[as_] = tau
+                d.ctrl[as_] = tau_applied
             if profile:
                 c2 = clock()
                 t_ctrl += c2 - c1
@@ -644,6 +689,8 @@ def simulate(
                 np.concatenate(row_sources, out=block[i - base])  # the whole step in one copy
                 if runtime is not None:
                     runtime.record(i - base, tel.arrays)
+                if noisy:
+                    noise_ch[i - base] = unc.now  # this step's F/T noise (sim/uncertainty.py)
             tel.n = i + 1
             if watch is not None and i % watch_every == 0 and watch.step(i, t):
                 status, message = "interrupted", f"{watch.stop_reason} at t = {t:.4f} s (step {i})"
@@ -778,6 +825,7 @@ def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -
         "controller_summary": setup.controller.summary(),
         "tool_summary": setup.runtime.summary() if setup.runtime is not None else {},
         "wrench_summary": setup.wrench.summary(),
+        "uncertainty": setup.uncertainty.summary() if setup.uncertainty is not None else None,
     }
 
 
@@ -1074,7 +1122,7 @@ def _finish_run(
             result=result,
         )
     if status == "diverged":
-        raise SimulationDiverged(message + where)
+        raise SimulationDiverged(message + where, result=result)
     if status == "error":
         tb = " (traceback in error.txt)" if result.run_dir else ""
         raise InternalError(message + where + tb, result=result)

@@ -25,6 +25,7 @@ from sim.errors import ScenarioError
 from sim.mounts import BaseConfig
 from sim.plugins import load_entry_points, load_plugins
 from sim.robots import resolve_model_path, robot_for, robot_names
+from sim.uncertainty import UncertaintyConfig
 
 _TWO_PI = 6.283185307179586
 #: longest run [s] a scenario or --duration may ask for (the telemetry must also fit on disk)
@@ -178,7 +179,9 @@ class SimConfig:
         "systems that must conserve momentum use 1e-12 (docs/theory/floating_base.md)",
     )
     seed: int = param(
-        0, ge=0, le=2**32 - 1, doc="random seed (recorded in meta.json; the loop itself is deterministic)"
+        0, ge=0, le=2**32 - 1,
+        doc="random seed of the uncertainty block's draws (F/T noise and bias, belief error; sim/uncertainty.py), "
+        "recorded in meta.json; without uncertainty the run does not depend on it",
     )
 
     def validate(self) -> None:
@@ -298,11 +301,13 @@ class Scenario:
     #: the plugins imported for this scenario (sim/plugins.py): module names as given, ``.py`` files as
     #: absolute paths
     plugins: tuple[str, ...] = ()
+    #: F/T noise and bias, delays, target-pose estimate error (sim/uncertainty.py); all off by default
+    uncertainty: UncertaintyConfig = field(default_factory=UncertaintyConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved scenario (defaults filled in), JSON/YAML-serialisable."""
         out: dict[str, Any] = {"name": self.name, "description": self.description}
-        for key in ("robot", "sim", "start", "wrench", "telemetry"):
+        for key in ("robot", "sim", "start", "wrench", "telemetry", "uncertainty"):
             out[key] = config_to_dict(getattr(self, key))
         for key in ("tool", "target", "planner", "controller"):
             block = getattr(self, key)
@@ -312,8 +317,31 @@ class Scenario:
             out["plugins"] = list(self.plugins)
         return out
 
-    def replace(self, **changes: Any) -> Scenario:
-        return dataclasses.replace(self, **changes)
+    def replace(self, overrides: Any = None, /, **changes: Any) -> Scenario:
+        """A new scenario with ``changes`` applied and validated exactly like a file (same ScenarioError,
+        naming :attr:`source_file`).
+
+        Args:
+            overrides: a mapping of key paths or nested mappings, or a list of ``"path=value"`` strings
+                (sim/overrides.py), applied first.
+            changes: top-level keys → a config record, a :class:`TypedBlock`, or a mapping merged into
+                the block (``controller={"k": 500}`` keeps the block's other keys).
+
+        Raises:
+            ScenarioError: the result is not a valid scenario.
+        """
+        from sim.overrides import merge_overrides
+
+        file = self.source_file or "<scenario>"
+        data, _ = merge_overrides(self.to_dict(), overrides)
+        for key, value in changes.items():
+            if key == "source_file":
+                file = value
+                continue
+            if key not in _TOP_KEYS:
+                raise ScenarioError(f"unknown top-level key {key!r}; allowed: {', '.join(_TOP_KEYS)}", file=file)
+            data, _ = merge_overrides(data, {key: value})
+        return scenario_from_dict(data, file=file)
 
 
 _TOP_KEYS = (
@@ -330,7 +358,11 @@ _TOP_KEYS = (
     "telemetry",
     "gates",
     "plugins",
+    "uncertainty",
 )
+
+#: top-level records besides the fixed ones (key → config class; sim/overrides.py reads their defaults)
+EXTRA_BLOCKS: dict[str, type] = {"uncertainty": UncertaintyConfig}
 
 
 def _registries() -> dict[str, Any]:
@@ -341,10 +373,8 @@ def _registries() -> dict[str, Any]:
     from planners.base import PLANNERS
     from sim.interfaces import TARGETS, TOOLS
 
-    try:  # optional end effectors (the G20 hand) register on import
-        import hand.effector  # noqa: F401
-    except ImportError:
-        pass
+    # the G20 hand (its bridge and mapping, ≈ 0.1 s) is imported when a scenario names it
+    TOOLS.register_lazy("g20_left", "hand.effector")
     return {"tool": TOOLS, "target": TARGETS, "planner": PLANNERS, "controller": CONTROLLERS}
 
 
@@ -480,6 +510,12 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
             "step reads the state before any torque was applied (with gravity on the arm is falling)",
             file=file, key="wrench.tare_time",
         )
+    uncertainty = parse_config(UncertaintyConfig, data.get("uncertainty"), file=file, path="uncertainty")
+    if target is None and (any(uncertainty.belief_position_std) or any(uncertainty.belief_rpy_std_deg)):
+        raise ScenarioError(
+            "a target-pose estimate error needs a target; remove belief_position_std / belief_rpy_std_deg",
+            file=file, key="uncertainty",
+        )
     return Scenario(
         name=name,
         description=description,
@@ -495,6 +531,7 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
         gates=gates,
         source_file=file,
         plugins=plugins,
+        uncertainty=uncertainty,
     )
 
 
@@ -529,11 +566,13 @@ SHIPPED_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
 
 def shipped_scenarios() -> list[str]:
-    """Names of the shipped scenarios (paths under :data:`SHIPPED_SCENARIOS` without ``.yaml``)."""
+    """Names of the shipped scenarios (paths under :data:`SHIPPED_SCENARIOS` without ``.yaml``; not the
+    campaign files of ``scenarios/campaigns/``, docs/campaigns.md)."""
     if not SHIPPED_SCENARIOS.is_dir():
         return []
     root = SHIPPED_SCENARIOS
-    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml"))
+    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml")
+                  if p.relative_to(root).parts[0] != "campaigns")
 
 
 def resolve_scenario(name_or_path: str | Path) -> Path:
@@ -559,17 +598,27 @@ def resolve_scenario(name_or_path: str | Path) -> Path:
                         file=str(name_or_path))
 
 
-def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
+def load_scenario(path: str | Path, overrides: Any = None) -> Scenario:
     """Read and validate a scenario file.
 
     Args:
         path: the YAML file.
-        overrides: top-level replacements applied before validation, e.g.
-            ``{"controller": {"type": "hqp"}}`` (used by the CLI's --controller/--planner).
+        overrides: applied before validation (sim/overrides.py): a mapping deep-merged into the file
+            (``{"controller": {"k": 500}}``, or key paths ``{"controller.k": 500}``), or a list of
+            ``"path=value"`` strings (``--set``). A changed ``type`` keeps the block's keys that the new type
+            also has (:func:`load_scenario_notes` also returns what was dropped).
 
     Raises:
         ScenarioError: missing file, YAML syntax error, or any schema violation.
     """
+    return load_scenario_notes(path, overrides)[0]
+
+
+def load_scenario_notes(path: str | Path, overrides: Any = None) -> tuple[Scenario, list[str]]:
+    """:func:`load_scenario`, and the notes of the overrides (typed blocks whose type changed: kept and
+    dropped keys)."""
+    from sim.overrides import merge_overrides
+
     p = Path(path)
     file = str(path)
     if not p.is_file():
@@ -589,9 +638,14 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
         raise ScenarioError(f"YAML syntax error: {exc}", file=file) from None
     except RecursionError:
         raise ScenarioError("YAML nested too deeply", file=file) from None
-    if isinstance(data, dict) and overrides:
-        data = {**data, **overrides}
-    return scenario_from_dict(data, file=file)
+    try:
+        data, notes = merge_overrides(data, overrides, where="--set" if isinstance(overrides, (list, tuple)) else
+                                      "overrides")
+    except ScenarioError as exc:
+        raise ScenarioError(exc.detail, file=file, key=exc.key) from None
+    except RecursionError:
+        raise ScenarioError("YAML nested too deeply", file=file) from None
+    return scenario_from_dict(data, file=file), notes
 
 
 #: the packages whose registered types docs/scenarios.md lists (plugins' types are not)
@@ -634,6 +688,7 @@ def docs_markdown() -> str:
     table("start", StartConfig, "start.")
     table("wrench", WrenchConfig, "wrench.")
     table("telemetry", TelemetryConfig, "telemetry.")
+    table("uncertainty (sim/uncertainty.py, docs/theory/uncertainty.md)", UncertaintyConfig, "uncertainty.")
     table("gates (a list of)", GateSpec, "gates[].")
     for kind in ("tool", "target", "planner", "controller"):
         for name in regs[kind].names():

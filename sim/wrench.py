@@ -135,6 +135,8 @@ class WrenchPipeline:
             to the MuJoCo reading (to exercise the tare); default none.
         tare_step: control step (0-based count of :meth:`update` calls) at which the bias is taken;
             None = no tare.
+        dynamic_offset: ``comp[0:6]`` (the simulated offset) is rewritten before each update (F/T noise,
+            sim/uncertainty.py), so the offset stage runs even while it is zero.
     """
 
     def __init__(
@@ -148,6 +150,7 @@ class WrenchPipeline:
         gravity_compensation: bool = False,
         ft_bias: np.ndarray | None = None,
         tare_step: int | None = None,
+        dynamic_offset: bool = False,
     ):
         self.m = m
         self.site = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, sensor_site)
@@ -193,7 +196,7 @@ class WrenchPipeline:
         self.tare = self.comp[6:12]
         self.tare_step = tare_step
         #: the raw reading is offset (simulated bias or a tare): two extra float operations per channel
-        self._offset = bool(np.any(self.comp[0:6] != 0.0)) or tare_step is not None
+        self._offset = bool(np.any(self.comp[0:6] != 0.0)) or tare_step is not None or dynamic_offset
         self._n_updates = 0
         #: what the tare saw (step, bias, tool contacts at that instant), for the summary
         self.tare_record: dict | None = None

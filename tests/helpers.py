@@ -10,6 +10,13 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIOS = REPO / "scenarios"
+#: campaign files (docs/campaigns.md), kept beside the scenarios but not scenarios themselves
+CAMPAIGNS = SCENARIOS / "campaigns"
+
+
+def scenario_files() -> list[Path]:
+    """Every shipped scenario file (``scenarios/`` and its subfolders, without ``scenarios/campaigns/``)."""
+    return sorted(f for f in SCENARIOS.rglob("*.yaml") if CAMPAIGNS not in f.parents)
 
 #: float64 machine epsilon (2.2e-16); round-off bounds in the tests are written as c·ε·(scale).
 EPS = float(np.finfo(float).eps)

@@ -20,11 +20,12 @@ def orbit_dict(name: str) -> dict:
 
 def with_gravity(setup: Any, gravity: tuple[float, float, float]) -> Any:
     """The same scenario built again with ``sim.gravity`` set, bypassing the loader's check (which refuses
-    gravity with a free-floating base: the model-level tests want it on)."""
+    gravity with a free-floating base: the model-level tests want it on): ``dataclasses.replace``, not the
+    validating ``Scenario.replace``."""
     from sim.loop import build
 
     sc = setup.scenario
-    return build(sc.replace(sim=dataclasses.replace(sc.sim, gravity=tuple(gravity))))
+    return build(dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, gravity=tuple(gravity))))
 
 
 #: the known answers of :func:`add_orbit` (tests/test_orbit_metrics.py)

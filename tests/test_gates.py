@@ -12,7 +12,7 @@ from sim.errors import ScenarioError
 from sim.scenario import scenario_from_dict
 from telemetry.gates import Gate, evaluate_gates, run_is_complete, score_run
 from telemetry.metrics import METRICS, compute_metrics
-from tests.helpers import scenario_dict
+from tests.helpers import scenario_dict, scenario_files
 from tests.test_metrics import F_STEADY, N, synthetic, write_synthetic_run
 
 METRICS_OK = {"docking.depth": 0.08, "contact.peak_force_truth": 12.0, "safety.saturation_ratio": 0.0}
@@ -174,9 +174,8 @@ def test_shipped_docking_scenarios_gate_on_the_seat() -> None:
     """Every shipped docking scenario uses the seat gate (no absolute depth bound that passes a probe
     stopped short of the seat)."""
     from sim.scenario import load_scenario
-    from tests.helpers import SCENARIOS
 
-    docking = [f for f in sorted(SCENARIOS.rglob("*.yaml")) if "docking" in f.stem]
+    docking = [f for f in scenario_files() if "docking" in f.stem]
     assert len(docking) >= 22
     for f in docking:
         depth = [g for g in load_scenario(f).gates if g.metric == "docking.depth"]

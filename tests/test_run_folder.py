@@ -27,7 +27,7 @@ from sim.scenario import load_scenario, scenario_from_dict
 from telemetry import log as tlog
 from telemetry import run as trun
 from telemetry.run import MANIFEST, Run, RunFolder, check_manifest, first_difference
-from tests.helpers import REPO, SCENARIOS, scenario_dict
+from tests.helpers import REPO, SCENARIOS, scenario_dict, scenario_files
 
 
 def _short(name: str = "iiwa14_docking", duration: float = 0.3) -> dict:
@@ -318,7 +318,7 @@ def test_memory_is_flat_in_the_duration_for_ten_times_the_longest_scenario(tmp_p
         _rss_anon()
     except OSError as exc:
         pytest.skip(str(exc))
-    durations = {p: build(load_scenario(p)).duration for p in SCENARIOS.rglob("*.yaml")}
+    durations = {p: build(load_scenario(p)).duration for p in scenario_files()}
     longest = max(durations, key=durations.get)  # every shipped scenario, subfolders included
     sc = load_scenario(longest)
     setup = build(sc)

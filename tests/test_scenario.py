@@ -10,7 +10,7 @@ import yaml
 
 from sim.errors import ScenarioError
 from sim.scenario import docs_markdown, load_scenario, scenario_from_dict
-from tests.helpers import REPO, SCENARIOS, scenario_dict
+from tests.helpers import REPO, SCENARIOS, scenario_dict, scenario_files
 
 
 def _write(tmp_path: Path, data) -> Path:
@@ -141,7 +141,7 @@ def test_missing_file_and_yaml_syntax(tmp_path: Path) -> None:
 
 
 def test_every_shipped_scenario_loads() -> None:
-    files = sorted(SCENARIOS.rglob("*.yaml"))
+    files = scenario_files()
     assert len(files) >= 2
     for f in files:
         sc = load_scenario(f)

@@ -1,0 +1,15 @@
+"""Campaigns: parameter sweeps and Monte Carlo studies from one YAML file (docs/campaigns.md).
+
+* :mod:`sim.campaign.spec`: the campaign file → trials (grid and random axes, variants, seeds);
+* :mod:`sim.campaign.trial`: one trial in a worker (imports and compiled models reused);
+* :mod:`sim.campaign.executors`: in-process, a local process pool, Ray;
+* :mod:`sim.campaign.runner`: the driver (resume, trial folders, results.csv, summary.json, figures);
+* :mod:`sim.campaign.stats`: Wilson intervals, quantiles.
+
+``python experiments/campaign.py CAMPAIGN.yaml`` (console script ``dockbench-campaign``) is the CLI.
+"""
+
+from sim.campaign.runner import CampaignReport, run_campaign
+from sim.campaign.spec import Campaign, Trial, load_campaign
+
+__all__ = ["Campaign", "CampaignReport", "Trial", "load_campaign", "run_campaign"]
