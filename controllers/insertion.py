@@ -15,8 +15,9 @@ target), f and n first low-passed with the time constant τ_f (``filter_time``),
     δṗ = sat_v(G_t f_⊥ + G_a (F_d − f_p) a),   δθ̇ = sat_ω(G_r n_⊥ + G_y n_a a),
     δp ← clip(δp + T_c δṗ, p_max),   δθ ← clip(δθ + T_c δθ̇, θ_max)           (norm clips)
 
-(the axial term only with F_d > 0 and once the plan has ended, its part aᵀδp clipped to ±``max_axial_offset``
-and the lateral rest to p_max), and out of contact both rates are zero (the offsets are held). The controller tracks
+(the axial term only with F_d > 0 and once the plan has ended or a re-insertion has begun, its part aᵀδp
+clipped to ±``max_axial_offset`` and the lateral rest to p_max), and out of contact both rates are zero (the
+offsets are held). The controller tracks
 x_d' = x_d + δp, R_d' = exp(δθ^) R_d (a rotation about the tip), ẋ_d' = ẋ_d + δṗ, ω_d' = ω_d + δθ̇.
 The steady state nulls the lateral force and the moment about the tip: the lateral and angular errors of the
 belief are absorbed by moving the reference, not by loading the walls.
@@ -345,9 +346,11 @@ class InsertionSupervisor(Planner):
             fa = a0 * f0 + a1 * f1 + a2 * f2
             na = a0 * n0 + a1 * n1 + a2 * n2
             g, gr, gy = cc.lateral_gain, cc.tilt_gain, cc.yaw_gain
-            # the push (f_p = −aᵀf) only once the plan has ended: during the plan its own motion inserts, and an
-            # offset run ahead of it would meet the next obstacle at speed
-            push = cc.axial_force > 0.0 and self.tau >= self.inner.duration
+            # the push (f_p = −aᵀf) only once the plan has ended or a re-insertion has begun: during the plan its
+            # own motion inserts, and an offset run ahead of it would meet the next obstacle at speed; during a
+            # backoff it would fight the retreat
+            plan_done = self.phase == "plan" and self.tau >= self.inner.duration
+            push = cc.axial_force > 0.0 and (plan_done or self.phase == "reinsert")
             ga = cc.axial_gain * (cc.axial_force + fa) if push else 0.0
             v = [g * (f0 - fa * a0), g * (f1 - fa * a1), g * (f2 - fa * a2)]
             w = _clip_norm(

@@ -19,8 +19,8 @@ between them, the peak truth contact force over the envelope, time to seat and a
 maps over the lateral offsets and over yaw × tilt, and the failures; ``--figure`` also draws the lateral heat
 maps as an image.
 
-The campaign tool of issue 17 (experiments/campaign.py) was not on main when this was written; this is a
-plain loop over the cases (a process pool with ``--jobs``).
+The campaign tool of issue 17 is not on main yet; this is a plain loop over the cases (a process pool with
+``--jobs``), to be switched to it when it lands.
 """
 
 from __future__ import annotations
@@ -91,6 +91,8 @@ def run_case(c: dict[str, Any]) -> dict[str, Any]:
            c["yaw_deg"]]
     d["target"]["belief_offset"] = {"position": [c["dx"], c["dy"], 0.0], "rpy_deg": rpy}
     d["sim"]["timestep"] = float(d["sim"].get("timestep", 0.001)) / c["dt_div"]
+    if c.get("no_insertion"):  # the "before" measurement: the same case without the insertion supervisor
+        d.pop("insertion", None)
     t0 = time.perf_counter()
     rec = dict(c)
     try:
@@ -129,6 +131,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = {case_key(r) for r in load_records(out)}
+    for c in todo:
+        c["no_insertion"] = bool(args.no_insertion)
     todo = [c for c in todo if case_key(c) not in done]
     print(f"{len(todo)} cases to run ({len(done)} already in {out}), {args.jobs} process(es)", flush=True)
     t0 = time.perf_counter()
@@ -355,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the cases (resumes)")
-    keyed = sorted(str(p) for p in Path("scenarios/keyed").glob("*_keyed_*.yaml"))
+    keyed = [f"scenarios/keyed/{r}_keyed_{c}.yaml" for r in ("iiwa14", "fr3") for c in ("khatib", "hqp", "se3")]
+    keyed = [p if Path(p).is_file() else f"experiments/open/{Path(p).name}" for p in keyed]  # FR3 HQP: see there
     r.add_argument("--scenarios", nargs="+", default=keyed)
     r.add_argument("--lateral", choices=("cross", "grid"), default="cross")
     r.add_argument("--lateral-mm", default="-6,-3,3,6")
@@ -365,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--dt-div", default="1,2", help="timestep divisors (1 = the scenario's dt)")
     r.add_argument("--jobs", type=int, default=1)
     r.add_argument("--out", default=DEFAULT_OUT)
+    r.add_argument("--no-insertion", action="store_true",
+                   help="drop each scenario's insertion: block (the supervisor off: the baseline to compare with)")
     r.add_argument("--quick", action="store_true", help="one case (3 mm, 15° yaw, 3° tilt) per scenario and dt")
     p = sub.add_parser("report", help="write the report")
     p.add_argument("--cases", default=DEFAULT_OUT)

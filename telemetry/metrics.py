@@ -123,7 +123,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "docking.lateral": ("m", "tip distance from the target axis (window mean)"),
     "docking.tilt_deg": ("deg", "tool-axis tilt from the mating axis (window mean)"),
     "docking.phase_deg": (
-        "deg", "keyed target: |mating phase error| (probe yaw from the keys, wrapped to ±180°/N; window mean)"
+        "deg", "keyed target: absolute mating phase error (probe yaw from the keys, wrapped to ±180°/N; window mean)"
     ),
     "docking.time_to_seat": (
         "s", "first time from which the tip stays within the seat tolerance of the seat to the end (NaN: not seated)"
