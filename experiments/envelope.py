@@ -270,6 +270,40 @@ def report(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def before_after(records: list[dict[str, Any]], before: list[dict[str, Any]]) -> str:
+    """A table over the cases run both without the insertion supervisor (``run --no-insertion``) and with it:
+    per robot × controller the verdicts, the cases seated (docking.depth passed) and the peak truth force."""
+    after = {case_key(r): r for r in records}
+    by: dict[tuple[str, str], list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
+    for b in before:
+        a = after.get(case_key(b))
+        if a is not None:
+            by[_pair(a)].append((b, a))
+    if not by:
+        return ""
+    lat = sorted({(b["dx"], b["dy"]) for b in before})
+    lines = [
+        "", "Without and with the insertion supervisor (the `insertion:` block of each scenario dropped: "
+        "`run --no-insertion`), on the cases run both ways (lateral (mm) "
+        + ", ".join(f"({dx * 1e3:g}, {dy * 1e3:g})" for dx, dy in lat)
+        + f"; yaw {', '.join(f'{y:g}' for y in sorted({b['yaw_deg'] for b in before}))}°; tilt "
+        + ", ".join(f"{t:g}" for t in sorted({b["tilt_deg"] for b in before})) + "°):", "",
+        "| robot | controller | cases | PASS without | seated without | peak force max without [N] | PASS with | "
+        "seated with | peak force max with [N] |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for (robot, ctrl), pairs in sorted(by.items()):
+        def count(rs: list[dict[str, Any]]) -> tuple[int, int, float]:
+            return (sum(r["verdict"] == "PASS" for r in rs),
+                    sum("docking.depth" not in r["failed"] and r["status"] != "diverged" for r in rs),
+                    max((r["metrics"].get("contact.peak_force_truth") or 0.0) for r in rs))
+        pb, sb, fb = count([b for b, _ in pairs])
+        pa, sa, fa = count([a for _, a in pairs])
+        n = len(pairs)
+        lines.append(f"| {robot} | {ctrl} | {n} | {pb}/{n} | {sb}/{n} | {fb:.1f} | {pa}/{n} | {sa}/{n} | {fa:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def _dt(div: int) -> str:
     return "dt" if div == 1 else f"dt/{div}"
 
@@ -344,6 +378,8 @@ def write_section(md: Path, text: str) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     records = load_records(Path(args.cases))
     text = report(records)
+    if args.before:
+        text = text.replace(f"\n{END}", before_after(records, load_records(Path(args.before))) + f"\n{END}")
     if args.figure and records:
         figure(records, Path(args.figure))
         text = text.replace(END, f"![envelope heat maps]({Path(args.figure).name})\n\n{END}")
@@ -377,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", default=DEFAULT_OUT)
     p.add_argument("--md", default=None)
     p.add_argument("--figure", default=None, help="also draw the lateral heat maps into this PNG")
+    p.add_argument("--before", default=None, help="records of `run --no-insertion`: add the before/after table")
     args = ap.parse_args(argv)
     return cmd_run(args) if args.cmd == "run" else cmd_report(args)
 
