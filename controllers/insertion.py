@@ -80,55 +80,59 @@ CHANNELS: dict[str, str] = {
 @dataclass(frozen=True)
 class ComplianceConfig:
     enabled: bool = param(False, doc="shape the reference with the measured wrench (an RCC at the tip)")
-    lateral_gain: float = param(0.02, unit="m/(N·s)", ge=0.0, doc="G_t: reference speed per newton of lateral force")
+    lateral_gain: float = param(
+        0.02, unit="m/(N·s)", ge=0.0, le=1.0, doc="G_t: reference speed per newton of lateral force"
+    )
     tilt_gain: float = param(
-        0.5, unit="rad/(N·m·s)", ge=0.0, doc="G_r: reference rate per N·m of moment about the lateral axes"
+        0.5, unit="rad/(N·m·s)", ge=0.0, le=100.0, doc="G_r: reference rate per N·m of moment about the lateral axes"
     )
     yaw_gain: float = param(
-        0.0, unit="rad/(N·m·s)", ge=0.0, doc="G_y: reference rate per N·m of moment about the tool axis"
+        0.0, unit="rad/(N·m·s)", ge=0.0, le=100.0, doc="G_y: reference rate per N·m of moment about the tool axis"
     )
     axial_force: float = param(
-        0.0, unit="N", ge=0.0,
+        0.0, unit="N", ge=0.0, le=1000.0,
         doc="F_d: push the reference along the tool axis until the contact pushes back with this (0 = off)",
     )
     axial_gain: float = param(
-        0.01, unit="m/(N·s)", ge=0.0, doc="G_a: reference speed along the tool axis per newton of F_d − f_p"
+        0.01, unit="m/(N·s)", ge=0.0, le=1.0, doc="G_a: reference speed along the tool axis per newton of F_d − f_p"
     )
-    max_axial_offset: float = param(0.01, unit="m", gt=0.0, doc="clip of the axial offset |aᵀδp|")
-    contact_force: float = param(0.5, unit="N", gt=0.0, doc="f_on: the offsets move only while ‖f‖ ≥ this")
+    max_axial_offset: float = param(0.01, unit="m", gt=0.0, le=1.0, doc="clip of the axial offset |aᵀδp|")
+    contact_force: float = param(0.5, unit="N", gt=0.0, le=1000.0, doc="f_on: the offsets move only while ‖f‖ ≥ this")
     max_lead: float = param(
-        0.002, unit="m", gt=0.0,
+        0.002, unit="m", gt=0.0, le=1.0,
         doc="anti-windup: the lateral offset stops growing once the reference leads the tip laterally by this",
     )
     max_axial_lead: float = param(
-        0.015, unit="m", gt=0.0,
+        0.015, unit="m", gt=0.0, le=1.0,
         doc="anti-windup of the push: the axial offset stops growing once the reference leads the tip along the tool "
         "axis by this (the spring load that would throw the probe forward when the contact gives way: ½ F_d²/K)",
     )
     max_lead_deg: float = param(
-        2.0, unit="deg", gt=0.0,
+        2.0, unit="deg", gt=0.0, le=180.0,
         doc="anti-windup: the rotation offset stops growing once the reference orientation leads the tool's by this",
     )
     filter_time: float = param(
-        0.02, unit="s", ge=0.0,
+        0.02, unit="s", ge=0.0, le=10.0,
         doc="τ_f of the first-order low-pass on f and n before the admittance uses them (0 = off)",
     )
-    max_speed: float = param(0.01, unit="m/s", gt=0.0, doc="saturation of ‖δṗ‖")
-    max_rate_deg: float = param(10.0, unit="deg/s", gt=0.0, doc="saturation of ‖δθ̇‖")
-    max_offset: float = param(0.01, unit="m", gt=0.0, doc="p_max: clip of ‖δp‖")
-    max_rotation_deg: float = param(10.0, unit="deg", gt=0.0, doc="θ_max: clip of ‖δθ‖")
+    max_speed: float = param(0.01, unit="m/s", gt=0.0, le=1.0, doc="saturation of ‖δṗ‖")
+    max_rate_deg: float = param(10.0, unit="deg/s", gt=0.0, le=360.0, doc="saturation of ‖δθ̇‖")
+    max_offset: float = param(0.01, unit="m", gt=0.0, le=1.0, doc="p_max: clip of ‖δp‖")
+    max_rotation_deg: float = param(10.0, unit="deg", gt=0.0, le=180.0, doc="θ_max: clip of ‖δθ‖")
 
 
 @dataclass(frozen=True)
 class GuardConfig:
     enabled: bool = param(False, doc="slow the plan down once the tool touches the target (a guarded insertion)")
     speed_scale: float = param(0.3, gt=0.0, le=1.0, doc="κ_c: the plan's clock rate after the first contact")
-    ramp_time: float = param(0.1, unit="s", gt=0.0, doc="time constant τ_κ with which κ follows its target")
-    force_slow: float = param(0.0, unit="N", ge=0.0, doc="F_1: above this push-back the clock slows further (0 = off)")
-    force_stop: float = param(0.0, unit="N", ge=0.0, doc="F_2 > F_1: at this push-back the clock stops")
-    contact_force: float = param(0.5, unit="N", gt=0.0, doc="‖f‖ that counts as the first contact")
+    ramp_time: float = param(0.1, unit="s", gt=0.0, le=100.0, doc="time constant τ_κ with which κ follows its target")
+    force_slow: float = param(
+        0.0, unit="N", ge=0.0, le=1000.0, doc="F_1: above this push-back the clock slows further (0 = off)"
+    )
+    force_stop: float = param(0.0, unit="N", ge=0.0, le=1000.0, doc="F_2 > F_1: at this push-back the clock stops")
+    contact_force: float = param(0.5, unit="N", gt=0.0, le=1000.0, doc="‖f‖ that counts as the first contact")
     slow_depth: float = param(
-        0.0, unit="m", ge=0.0,
+        0.0, unit="m", ge=0.0, le=1.0,
         doc="also slow down once the tip is within this distance of the believed goal along the approach axis "
         "(0 = on contact only)",
     )
@@ -137,26 +141,29 @@ class GuardConfig:
 @dataclass(frozen=True)
 class JamConfig:
     enabled: bool = param(False, doc="detect stalled insertions (needed by the recovery)")
-    force: float = param(4.0, unit="N", gt=0.0, doc="axial force f_a at or above which a stall counts")
-    progress: float = param(0.0005, unit="m", gt=0.0, doc="insertion progress over the dwell below which it is a jam")
-    dwell: float = param(0.4, unit="s", gt=0.0, doc="how long the stall must last")
+    force: float = param(4.0, unit="N", gt=0.0, le=1000.0, doc="axial force f_a at or above which a stall counts")
+    progress: float = param(
+        0.0005, unit="m", gt=0.0, le=1.0, doc="insertion progress over the dwell below which it is a jam"
+    )
+    dwell: float = param(0.4, unit="s", gt=0.0, le=100.0, doc="how long the stall must last")
     seat_margin: float = param(
-        0.004, unit="m", gt=0.0, doc="disarmed within this remaining depth of the believed goal (seated, not jammed)"
+        0.004, unit="m", gt=0.0, le=1.0,
+        doc="disarmed within this remaining depth of the believed goal (seated, not jammed)",
     )
 
 
 @dataclass(frozen=True)
 class RecoveryConfig:
     strategy: Literal["none", "retry"] = param("none", doc="none: only record jams; retry: back off and re-insert")
-    max_attempts: int = param(4, ge=1, doc="insertion attempts in total, the first included")
-    backoff: float = param(0.012, unit="m", gt=0.0, doc="retreat along the approach axis")
-    speed: float = param(0.02, unit="m/s", gt=0.0, doc="peak speed of the backoff and re-insertion")
+    max_attempts: int = param(4, ge=1, le=100, doc="insertion attempts in total, the first included")
+    backoff: float = param(0.012, unit="m", gt=0.0, le=1.0, doc="retreat along the approach axis")
+    speed: float = param(0.02, unit="m/s", gt=0.0, le=1.0, doc="peak speed of the backoff and re-insertion")
     pattern: Literal["wrench", "spiral"] = param(
         "wrench", doc="search offsets: wrench (a step where the jam's wrench points) or spiral (blind)"
     )
-    lateral_step: float = param(0.001, unit="m", ge=0.0, doc="lateral search step")
-    tilt_step_deg: float = param(1.5, unit="deg", ge=0.0, doc="tilt search step about the lateral axes")
-    yaw_step_deg: float = param(0.0, unit="deg", ge=0.0, doc="yaw search step about the tool axis")
+    lateral_step: float = param(0.001, unit="m", ge=0.0, le=0.1, doc="lateral search step")
+    tilt_step_deg: float = param(1.5, unit="deg", ge=0.0, le=45.0, doc="tilt search step about the lateral axes")
+    yaw_step_deg: float = param(0.0, unit="deg", ge=0.0, le=180.0, doc="yaw search step about the tool axis")
 
 
 @dataclass(frozen=True)

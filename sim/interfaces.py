@@ -187,12 +187,16 @@ class Probe(Tool):
 
 @dataclass(frozen=True)
 class KeyedProbeConfig(ProbeConfig):
-    lugs: int = param(3, ge=2, doc="number N of radial key lugs, evenly spaced about the probe axis")
-    lug_radius: float = param(0.003, unit="m", gt=0.0, doc="lug (capsule) radius r_l")
-    lug_reach: float = param(0.047, unit="m", gt=0.0, doc="radial reach R_l of each lug from the probe axis")
-    lug_height: float = param(0.0744, unit="m", gt=0.0, doc="height s_l of the lug axes above the tip")
-    lug_phase_deg: float = param(0.0, unit="deg", doc="azimuth of lug 0 about the tool z axis, from the tool x axis")
-    lug_mass: float = param(0.02, unit="kg", ge=0.0, doc="declared mass of each lug (a thin rod from the axis to R_l)")
+    lugs: int = param(3, ge=2, le=12, doc="number N of radial key lugs, evenly spaced about the probe axis")
+    lug_radius: float = param(0.003, unit="m", gt=0.0, le=0.05, doc="lug (capsule) radius r_l")
+    lug_reach: float = param(0.047, unit="m", gt=0.0, le=0.5, doc="radial reach R_l of each lug from the probe axis")
+    lug_height: float = param(0.0744, unit="m", gt=0.0, le=1.0, doc="height s_l of the lug axes above the tip")
+    lug_phase_deg: float = param(
+        0.0, unit="deg", ge=-360.0, le=360.0, doc="azimuth of lug 0 about the tool z axis, from the tool x axis"
+    )
+    lug_mass: float = param(
+        0.02, unit="kg", ge=0.0, le=10.0, doc="declared mass of each lug (a thin rod from the axis to R_l)"
+    )
 
     def validate(self) -> None:
         L = self.shaft_length + (self.radius if self.nose == "round" else self.tip_length)
@@ -530,18 +534,21 @@ class Drogue(Target):
 
 @dataclass(frozen=True)
 class KeyedDrogueConfig(DrogueConfig):
-    mouth_radius: float = param(0.030, unit="m", gt=0.0, doc="funnel radius at the mouth R_m")
-    bore_length: float = param(0.035, unit="m", gt=0.0, doc="bore length below the funnel L_bore")
-    keys: int = param(3, ge=2, doc="number N of radial V-grooves (must equal the probe's lugs)")
-    key_phase_deg: float = param(0.0, unit="deg", doc="azimuth of groove 0 about the drogue z axis, from its x axis")
-    groove_inner_radius: float = param(0.035, unit="m", gt=0.0, doc="inner radial end R_in of the grooves")
-    groove_outer_radius: float = param(0.045, unit="m", gt=0.0, doc="outer radial end R_out of the grooves")
-    groove_height: float = param(0.006, unit="m", gt=0.0, doc="height z_v of the V apex above the mouth plane")
+    mouth_radius: float = param(0.030, unit="m", ge=1e-4, le=0.5, doc="funnel radius at the mouth R_m")
+    bore_length: float = param(0.035, unit="m", ge=1e-4, le=1.0, doc="bore length below the funnel L_bore")
+    keys: int = param(3, ge=2, le=12, doc="number N of radial V-grooves (must equal the probe's lugs)")
+    key_phase_deg: float = param(
+        0.0, unit="deg", ge=-360.0, le=360.0, doc="azimuth of groove 0 about the drogue z axis, from its x axis"
+    )
+    groove_inner_radius: float = param(0.035, unit="m", gt=0.0, le=1.0, doc="inner radial end R_in of the grooves")
+    groove_outer_radius: float = param(0.045, unit="m", gt=0.0, le=1.0, doc="outer radial end R_out of the grooves")
+    groove_height: float = param(0.006, unit="m", gt=0.0, le=0.5, doc="height z_v of the V apex above the mouth plane")
     groove_half_width: float = param(
-        0.020, unit="m", gt=0.0, doc="half-width w of each V at its top (the yaw capture is ±asin(w / r) at radius r)"
+        0.020, unit="m", gt=0.0, le=0.5,
+        doc="half-width w of each V at its top (the yaw capture is ±asin(w / r) at radius r)",
     )
     petal_angle_deg: float = param(45.0, unit="deg", gt=10.0, lt=80.0, doc="slope β of the V faces from the horizontal")
-    petal_thickness: float = param(0.003, unit="m", gt=0.0, doc="thickness of the V-face slabs and of the deck")
+    petal_thickness: float = param(0.003, unit="m", gt=0.0, le=0.1, doc="thickness of the V-face slabs and of the deck")
 
 
 @TARGETS.register("keyed_drogue")
