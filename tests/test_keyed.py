@@ -224,3 +224,22 @@ def test_lugs_on_the_deck_fail_the_gates_and_the_retry_seats_them() -> None:
     kinds = [e["event"] for e in ok.meta["insertion_events"]]
     assert kinds[kinds.index("jam"):] == ["jam", "backoff", "reinsert", "reached"]
     assert ok.metrics["docking.time_to_seat"] > ok.meta["insertion_events"][kinds.index("reinsert")]["t"]
+
+
+def test_make_target_passes_the_tool_config_only_to_targets_that_take_it() -> None:
+    """A target class with the two-argument constructor (a plugin written before the keyed drogue) is built as
+    before; the keyed drogue gets the tool's config and checks its geometry against it."""
+    from sim.interfaces import Plate, make_target
+
+    class TwoArg(Plate):
+        def __init__(self, config, tool_radius):
+            super().__init__(config, tool_radius)
+
+    d = keyed_dict()
+    sc = scenario_from_dict(copy.deepcopy(d))
+    plate_cfg = scenario_from_dict({**copy.deepcopy(d), "target": {"type": "plate"}, "tool": {"type": "probe"}}).target
+    assert isinstance(make_target(TwoArg, plate_cfg.config, 0.01, sc.tool.config), TwoArg)
+    keyed = make_target(KeyedDrogue, sc.target.config, sc.tool.config.radius, sc.tool.config)
+    assert keyed.tool_config is sc.tool.config
+    with pytest.raises(ScenarioError, match="needs the keyed probe"):
+        make_target(KeyedDrogue, sc.target.config, 0.01, None)
