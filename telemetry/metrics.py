@@ -126,7 +126,7 @@ METRICS: dict[str, tuple[str, str]] = {
         "deg", "keyed target: absolute mating phase error (probe yaw from the keys, wrapped to ±180°/N; window mean)"
     ),
     "docking.time_to_seat": (
-        "s", "first time from which the tip stays within the seat tolerance of the seat to the end (NaN: not seated)"
+        "s", "first time from which the tip stays within the seat tolerance of the seat to the end (inf: not seated)"
     ),
     "insertion.attempts": ("", "insertion attempts (1 + the recovery's retries; insertion supervisor)"),
     "insertion.jams": ("", "stalled insertions the jam detector found (insertion supervisor)"),
@@ -230,10 +230,11 @@ def mating_phase_error(
 
 def time_to_seat(t: np.ndarray, seat_error: np.ndarray, tolerance: float) -> float:
     """The first time t_k [s] from which |seat_error| ≤ ``tolerance`` [m] holds at every sample to the end of
-    the run; NaN when the last sample is not seated."""
+    the run; +inf when the last sample is not seated (never seated: an infinite time, which compares equal to
+    itself, unlike NaN)."""
     ok = np.abs(np.asarray(seat_error, dtype=float)) <= tolerance
     if len(ok) == 0 or not ok[-1]:
-        return float("nan")
+        return math.inf
     bad = np.flatnonzero(~ok)
     return float(t[0] if bad.size == 0 else t[bad[-1] + 1])
 

@@ -49,8 +49,7 @@ def test_docking_metrics_in_the_recorded_target_frame_equal_the_static_ones() ->
     moving = compute_metrics(ch, meta)
     for k, v in static.items():
         if k.startswith(("docking.", "contact.")):
-            same_nan = math.isnan(v) and math.isnan(moving[k])  # docking.time_to_seat: not seated in both
-            assert same_nan or math.isclose(moving[k], v, rel_tol=1e-12, abs_tol=1e-12), (k, moving[k], v)
+            assert math.isclose(moving[k], v, rel_tol=1e-12, abs_tol=1e-12), (k, moving[k], v)
 
 
 def test_momentum_metrics_only_for_an_isolated_system() -> None:

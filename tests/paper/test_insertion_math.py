@@ -104,7 +104,7 @@ def test_time_to_seat_is_the_start_of_the_final_seated_stretch() -> None:
     t = np.arange(10) * 0.1
     e = np.array([5, 0, 0, 3, 0.5, 0.2, 0.0, -0.5, 0.9, 0.1]) * 1e-3
     assert time_to_seat(t, e, 1e-3) == t[4]
-    assert math.isnan(time_to_seat(t, np.r_[e[:-1], 2e-3], 1e-3))  # not seated at the end
+    assert time_to_seat(t, np.r_[e[:-1], 2e-3], 1e-3) == math.inf  # not seated at the end
     assert time_to_seat(t, np.zeros(10), 1e-3) == t[0]
 
 
