@@ -23,7 +23,7 @@ import pinocchio as pin
 
 from sim.dynamics import pinocchio_model_from_mujoco
 from sim.errors import ModelError, ScenarioError
-from sim.interfaces import TARGETS, TOOLS, Target, Tool
+from sim.interfaces import TARGETS, TOOLS, Target, Tool, make_target
 from sim.mounts import BASE_JOINT, add_momentum_sensors, mount_free_floating_base, target_joint_addresses
 from sim.robots import RobotSpec, robot_for, robot_model_spec
 from sim.scenario import Scenario
@@ -168,7 +168,9 @@ def assemble(scenario: Scenario) -> Assembly:
         tool_radius = getattr(scenario.tool.config, "radius", 0.0)
         before = _element_names(spec)
         try:
-            target = TARGETS.get(scenario.target.type)(scenario.target.config, tool_radius)
+            target = make_target(
+                TARGETS.get(scenario.target.type), scenario.target.config, tool_radius, scenario.tool.config
+            )
             target.build(spec)
         except ScenarioError as exc:
             raise ScenarioError(exc.detail, file=file, key=exc.key or "target") from exc

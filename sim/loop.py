@@ -37,6 +37,8 @@ import mujoco
 import numpy as np
 
 from controllers.base import CONTROLLERS, Controller, PlantInfo
+from controllers.insertion import CHANNELS as INSERTION_CHANNELS
+from controllers.insertion import InsertionSupervisor
 from planners.base import PLANNERS, Planner, PlannerContext, Reference
 from sim import interrupts, kernels
 from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR, Assembly, assemble
@@ -142,12 +144,16 @@ def _start_and_goal(
     T_goal = Tb @ asm.target.goal_in_target()
     if scenario.start.free_yaw:
         # R_goal Rz(ψ) closest to the home EE orientation R_home: ψ = atan2(A10 − A01, A00 + A11), A = R_goalᵀ R_home
+        # (for an N-fold keyed target ψ is rounded to a multiple of 2π/N: Target.yaw_period)
         import pinocchio as pin
 
         data = asm.pin_model.createData()
         pin.framesForwardKinematics(asm.pin_model, data, q_home)
         A = T_goal[:3, :3].T @ data.oMf[asm.frame_ids[asm.tool.ee_site]].rotation
         psi = math.atan2(A[1, 0] - A[0, 1], A[0, 0] + A[1, 1])
+        period = asm.target.yaw_period
+        if period > 0.0:  # a keyed interface mates every 2π/N only: the nearest of those rotations
+            psi = period * round(psi / period)
         T_goal[:3, :3] = T_goal[:3, :3] @ rpy_to_matrix(np.array([0.0, 0.0, psi]))
     axis = Tb[:3, 2].copy()
     T_start = T_goal.copy()
@@ -265,6 +271,8 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
         planner = TargetTracking(
             planner, data, m, asm.target_body, asm.target_qpos, asm.target_qvel, floating=mount.type == "floating"
         )
+    if scenario.insertion.active:  # the outer compliance loop, jam detection, recovery (controllers/insertion.py)
+        planner = InsertionSupervisor(planner, scenario.insertion, scenario.sim.control_period)
 
     tau_max = np.array([m.actuator_ctrlrange[a, 1] for a in asm.act_ids])
     if scenario.robot.max_torque is not None:
@@ -315,7 +323,7 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
     duration = (
         scenario.sim.duration
         if scenario.sim.duration is not None
-        else planner.duration + scenario.sim.settle_time
+        else planner.duration + scenario.sim.settle_time + getattr(planner, "reserve_time", 0.0)
     )
     try:
         runtime = asm.tool.make_runtime(m, data, scenario)
@@ -501,6 +509,9 @@ def simulate(
     ctrl = setup.controller
     wallclock = {f"ctrl_{n}": ctrl.diag_units.get(n, "s") for n in ctrl.guard_skip_diag}
     extra = {f"ctrl_{n}": ctrl.diag_units.get(n, "") for n in ctrl.diag_names if f"ctrl_{n}" not in wallclock}
+    supervisor = setup.planner if isinstance(setup.planner, InsertionSupervisor) else None
+    if supervisor is not None:
+        extra.update(INSERTION_CHANNELS)
     runtime = setup.runtime
     orbit = setup.orbit
     unc = setup.uncertainty
@@ -608,6 +619,9 @@ def simulate(
     }
     for k, name in enumerate(ctrl.diag_names):
         src[f"ctrl_{name}"] = cmd.diag[k : k + 1]
+    if supervisor is not None:  # reads the wrench the controller reads, and this step's EE pose
+        supervisor.bind(w_obs if observer is not None else ws, snap)
+        src.update(supervisor.sources)
     if orbit is not None:
         src.update(orbit.sources)  # base / target joint states and the momentum sensors (views of MjData)
     row_sources = _coalesce([src[name] for name in tel.row_channels])
@@ -826,6 +840,11 @@ def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -
         "tool_summary": setup.runtime.summary() if setup.runtime is not None else {},
         "wrench_summary": setup.wrench.summary(),
         "uncertainty": setup.uncertainty.summary() if setup.uncertainty is not None else None,
+        "insertion": setup.planner.summary() if isinstance(setup.planner, InsertionSupervisor) else None,
+        "insertion_events": setup.planner.events if isinstance(setup.planner, InsertionSupervisor) else [],
+        "target_yaw_period": asm.target.yaw_period if asm.target else None,
+        "target_key_phase": getattr(asm.target, "key_phase", None),
+        "tool_lug_phase": getattr(asm.target, "lug_phase", None),
     }
 
 
@@ -1097,6 +1116,8 @@ def _finish_run(
                 "metrics": metrics,
                 "timing": timing,
                 "controller": setup.controller.summary(),
+                **({"insertion": meta["insertion"], "insertion_events": meta["insertion_events"]}
+                   if meta["insertion"] is not None else {}),
             }
             folder.attempt("meta.json", write_json, folder.file("meta.json"), meta)
             folder.attempt("summary.json", write_json, folder.file("summary.json"), summary)

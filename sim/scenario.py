@@ -2,7 +2,7 @@
 
 Top-level keys::
 
-    name, description, robot, sim, start, tool, target, planner, controller, wrench, telemetry, gates
+    name, description, robot, sim, start, tool, target, planner, controller, wrench, insertion, telemetry, gates
 
 ``tool``, ``target``, ``planner`` and ``controller`` are typed blocks: a ``type`` string chosen from a
 registry plus that type's own keys (its ``Config`` dataclass). Everything is checked at load time;
@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
+from controllers.insertion import InsertionConfig
 from sim.config import config_to_dict, describe_config, param, parse_config, short_repr
 from sim.errors import ScenarioError
 from sim.mounts import BaseConfig
@@ -210,7 +211,8 @@ class StartConfig:
     free_yaw: bool = param(
         True,
         doc="the seated rotation about the mating axis is free (axisymmetric probe): pick the one closest "
-        "to the robot's home EE orientation, keeping the wrist mid-range",
+        "to the robot's home EE orientation, keeping the wrist mid-range (an N-fold keyed target: the closest "
+        "of its N mating rotations)",
     )
     rpy_offset_deg: tuple[float, float, float] = param(
         (0.0, 0.0, 0.0),
@@ -303,12 +305,15 @@ class Scenario:
     plugins: tuple[str, ...] = ()
     #: F/T noise and bias, delays, target-pose estimate error (sim/uncertainty.py); all off by default
     uncertainty: UncertaintyConfig = field(default_factory=UncertaintyConfig)
+    insertion: InsertionConfig = field(default_factory=InsertionConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved scenario (defaults filled in), JSON/YAML-serialisable."""
         out: dict[str, Any] = {"name": self.name, "description": self.description}
         for key in ("robot", "sim", "start", "wrench", "telemetry", "uncertainty"):
             out[key] = config_to_dict(getattr(self, key))
+        if self.insertion.active:  # written only when used, so older run folders and scenarios compare equal
+            out["insertion"] = config_to_dict(self.insertion)
         for key in ("tool", "target", "planner", "controller"):
             block = getattr(self, key)
             out[key] = None if block is None else {"type": block.type, **config_to_dict(block.config)}
@@ -355,6 +360,7 @@ _TOP_KEYS = (
     "planner",
     "controller",
     "wrench",
+    "insertion",
     "telemetry",
     "gates",
     "plugins",
@@ -485,7 +491,10 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
     target = None if target_raw is None else parse_typed_block("target", target_raw, file)
     if target is not None:  # geometry that depends on both blocks is checked at load time too
         try:
-            _registries()["target"].get(target.type)(target.config, getattr(tool.config, "radius", 0.0))
+            from sim.interfaces import make_target
+
+            make_target(_registries()["target"].get(target.type), target.config, getattr(tool.config, "radius", 0.0),
+                        tool.config)
         except ScenarioError as exc:
             raise ScenarioError(str(exc), file=file) from None
     sim = parse_config(SimConfig, data.get("sim"), file=file, path="sim")
@@ -532,6 +541,7 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
         source_file=file,
         plugins=plugins,
         uncertainty=uncertainty,
+        insertion=parse_config(InsertionConfig, data.get("insertion"), file=file, path="insertion"),
     )
 
 
@@ -687,6 +697,7 @@ def docs_markdown() -> str:
     table("sim", SimConfig, "sim.")
     table("start", StartConfig, "start.")
     table("wrench", WrenchConfig, "wrench.")
+    table("insertion (docs/theory/insertion.md)", InsertionConfig, "insertion.")
     table("telemetry", TelemetryConfig, "telemetry.")
     table("uncertainty (sim/uncertainty.py, docs/theory/uncertainty.md)", UncertaintyConfig, "uncertainty.")
     table("gates (a list of)", GateSpec, "gates[].")

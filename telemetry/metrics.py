@@ -78,6 +78,8 @@ from typing import Any
 
 import numpy as np
 
+from telemetry.gates import SEAT_TOLERANCE
+
 #: metric name → (unit, meaning). Gate specs are checked against these names at scenario load.
 METRICS: dict[str, tuple[str, str]] = {
     "tracking.pos_rms": ("m", "EE position error RMS over the planned motion"),
@@ -120,6 +122,14 @@ METRICS: dict[str, tuple[str, str]] = {
     "docking.seat_error": ("m", "seat depth (from the target geometry) minus docking.depth; > 0: short of the seat"),
     "docking.lateral": ("m", "tip distance from the target axis (window mean)"),
     "docking.tilt_deg": ("deg", "tool-axis tilt from the mating axis (window mean)"),
+    "docking.phase_deg": (
+        "deg", "keyed target: absolute mating phase error (probe yaw from the keys, wrapped to ±180°/N; window mean)"
+    ),
+    "docking.time_to_seat": (
+        "s", "first time from which the tip stays within the seat tolerance of the seat to the end (inf: not seated)"
+    ),
+    "insertion.attempts": ("", "insertion attempts (1 + the recovery's retries; insertion supervisor)"),
+    "insertion.jams": ("", "stalled insertions the jam detector found (insertion supervisor)"),
     "orbit.base_attitude_peak_deg": ("deg", "peak rotation of the free-floating base from its initial attitude"),
     "orbit.base_attitude_final_deg": ("deg", "base rotation from its initial attitude, mean over the final window"),
     "orbit.base_drift": ("m", "base origin displacement from its initial position, mean over the final window"),
@@ -148,7 +158,7 @@ HEADLINE_METRICS: tuple[str, ...] = (
 )
 
 #: Target types (or type prefixes) with a mating axis, for which the docking layer is computed.
-MATING_TARGETS: tuple[str, ...] = ("drogue",)
+MATING_TARGETS: tuple[str, ...] = ("drogue", "keyed_drogue")
 
 #: Default length [s] of the final window for steady and docking values.
 DEFAULT_WINDOW = 1.0
@@ -204,6 +214,29 @@ def release_count(f_norm: np.ndarray, on: float = CONTACT_ON, off: float = CONTA
     """Losses of contact (in → out transitions of :func:`contact_states`) after the first contact."""
     st = contact_states(f_norm, on, off)
     return int(np.count_nonzero(st[:-1] & ~st[1:]))
+
+
+def mating_phase_error(
+    R_world_ee: np.ndarray, R_world_D: np.ndarray, period: float, key_phase: float, lug_phase: float
+) -> np.ndarray:
+    """(N,) mating phase error [rad] of a keyed interface: the azimuth in D of the tool's lug-0 direction
+    e = (cos φ_0, sin φ_0, 0) (tool axes), v = R_world_Dᵀ R_world_ee e, minus the key phase ψ_k, wrapped to
+    [−period/2, period/2) (period = 2π/N)."""
+    e = np.array([math.cos(lug_phase), math.sin(lug_phase), 0.0])
+    v = np.einsum("nji,njk,k->ni", R_world_D, R_world_ee, e)  # R_Dᵀ R_ee e
+    az = np.arctan2(v[:, 1], v[:, 0]) - key_phase
+    return (az + period / 2.0) % period - period / 2.0
+
+
+def time_to_seat(t: np.ndarray, seat_error: np.ndarray, tolerance: float) -> float:
+    """The first time t_k [s] from which |seat_error| ≤ ``tolerance`` [m] holds at every sample to the end of
+    the run; +inf when the last sample is not seated (never seated: an infinite time, which compares equal to
+    itself, unlike NaN)."""
+    ok = np.abs(np.asarray(seat_error, dtype=float)) <= tolerance
+    if len(ok) == 0 or not ok[-1]:
+        return math.inf
+    bad = np.flatnonzero(~ok)
+    return float(t[0] if bad.size == 0 else t[bad[-1] + 1])
 
 
 def quat_to_matrix(q: np.ndarray) -> np.ndarray:
@@ -447,6 +480,20 @@ def compute_metrics(
         minus_z = -R_D[:, :, 2]
         tilt = np.arctan2(np.linalg.norm(np.cross(z_tool, minus_z), axis=1), np.einsum("ni,ni->n", z_tool, minus_z))
         out["docking.tilt_deg"] = float(np.mean(np.degrees(tilt)))
+        period = meta.get("target_yaw_period")
+        if period:  # a keyed target: the mating phase
+            err = mating_phase_error(R_world_ee[w_mask], R_D, float(period), float(meta.get("target_key_phase") or 0.0),
+                                     float(meta.get("tool_lug_phase") or 0.0))
+            out["docking.phase_deg"] = float(np.mean(np.degrees(np.abs(err))))
+        if seat is not None:
+            Rf, of = frames
+            p_all = np.einsum("nji,nj->ni", Rf, ch["ee_pos"] - of)
+            out["docking.time_to_seat"] = time_to_seat(t, float(seat) + p_all[:, 2], SEAT_TOLERANCE)
+
+    # ---- insertion supervisor (controllers/insertion.py)
+    if "ins_attempt" in ch:
+        out["insertion.attempts"] = int(np.max(ch["ins_attempt"]))
+        out["insertion.jams"] = int(np.count_nonzero(np.asarray(ch["ins_jam"]) > 0.5))
 
     # ---- orbit (free-floating base, moving target; sim/orbit.py)
     out.update(orbit_metrics(ch, meta, w_mask))

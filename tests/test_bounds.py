@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
+from controllers.insertion import InsertionConfig
 from experiments.run_docking import main as cli_main
 from sim import loop
 from sim.config import MAX_LIST_LENGTH, check_value, parse_config, short_repr, walk_fields
@@ -36,7 +37,7 @@ from tests.helpers import SCENARIOS, scenario_dict
 
 def _all_configs() -> list[tuple[str, type]]:
     out = [("robot", RobotConfig), ("sim", SimConfig), ("start", StartConfig), ("wrench", WrenchConfig),
-           ("telemetry", TelemetryConfig), ("gates[]", GateSpec)]
+           ("telemetry", TelemetryConfig), ("gates[]", GateSpec), ("insertion", InsertionConfig)]
     regs = _registries()
     for kind in ("tool", "target", "planner", "controller"):
         out += [(f"{kind}({name})", regs[kind].get(name).Config) for name in regs[kind].names()]

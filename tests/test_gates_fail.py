@@ -85,6 +85,12 @@ CASES = [
      "sim.solver": "newton"}, "orbit.momentum_drift_rel"),
     ("euler_moves_the_com", "orbit/iiwa14_orbit_floating_target", {"sim.integrator": "implicitfast",
      "sim.solver": "newton"}, "orbit.com_deviation"),
+    # a keyed drogue believed turned by 60° (half-way between two of its 3 mating phases): the lugs stay on the deck
+    ("lugs_on_the_deck", "keyed/iiwa14_keyed_khatib", {"target.belief_offset.rpy_deg": [3.0, 0.0, 60.0]},
+     "docking.phase_deg"),
+    # the recovery's yaw step 10° instead of 40°: each retry lands on the deck again (3 attempts, gate 2)
+    ("retries_miss_the_grooves", "keyed/iiwa14_keyed_khatib_recovery", {"insertion.recovery.yaw_step_deg": 10.0,
+     "insertion.recovery.max_attempts": 3}, "insertion.attempts"),
     # the fist without the collision projection: the fingers sink into each other
     ("hand_self_penetration", "fr3_g20_tracking", {"tool.collision_project": False, "tool.schedule": [
         {"t": 4.0, "preset": "fist"}, {"t": 8.0, "preset": "open"}]}, "hand.max_penetration"),

@@ -235,6 +235,14 @@ def _add_qp_status(ch: dict[str, np.ndarray]) -> None:
     ch["ctrl_qp_status"] = np.where(np.arange(len(ch["t"])) % 10 == 0, 1.0, 0.0)
 
 
+def _add_insertion(ch: dict[str, np.ndarray], meta: dict) -> None:
+    """A keyed target (N = 3) and the insertion supervisor's channels: a jam at step 5, attempt 2 after it."""
+    n = len(ch["t"])
+    meta.update(target_yaw_period=2.0 * math.pi / 3.0, target_key_phase=0.0, tool_lug_phase=0.0)
+    ch["ins_attempt"] = np.where(np.arange(n) > 5, 2.0, 1.0)
+    ch["ins_jam"] = np.where(np.arange(n) == 5, 1.0, 0.0)
+
+
 def _contact_trace() -> tuple[np.ndarray, np.ndarray]:
     """(axial force, ‖f‖) [N]: 5 N steady contact with known events (see the test)."""
     f = np.full(200, 5.0)
@@ -369,7 +377,9 @@ def test_every_computed_metric_is_documented() -> None:
     _add_hand(ch)
     _add_qp_status(ch)
     add_orbit(ch, meta)
+    _add_insertion(ch, meta)
     m = compute_metrics(ch, meta)
+    assert m["insertion.attempts"] == 2 and m["insertion.jams"] == 1
     assert set(scalar_metrics(m)) == set(METRICS)
     assert set(k for k in m if k != "segments") == set(METRICS)
 
@@ -425,7 +435,7 @@ def test_empty_telemetry_gives_no_metrics() -> None:
 @pytest.mark.parametrize("name", sorted(METRICS))
 def test_metric_names_have_a_layer_and_unit(name: str) -> None:
     layer = name.split(".")[0]
-    assert layer in ("tracking", "contact", "safety", "docking", "hand", "controller", "orbit")
+    assert layer in ("tracking", "contact", "safety", "docking", "hand", "controller", "orbit", "insertion")
     unit, doc = METRICS[name]
     assert isinstance(unit, str) and doc
 

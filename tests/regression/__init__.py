@@ -55,6 +55,8 @@ DEFAULT_TOLERANCES: dict[str, dict[str, float]] = {
     "docking.depth": {"rel": 0.01, "abs": 2e-4},              # m
     "docking.lateral": {"rel": 0.25, "abs": 2e-5},            # m
     "docking.tilt_deg": {"rel": 0.10, "abs": 0.02},           # deg
+    "docking.phase_deg": {"rel": 0.10, "abs": 0.02},          # deg (as the tilt: a lug angle in its V)
+    "insertion.attempts": {"rel": 0.0, "abs": 0.5},           # count: any other number of attempts is a change
     "contact.peak_force_truth": {"rel": 0.10, "abs": 0.2},    # N: peak force ±10 %
     "contact.peak_force_ft": {"rel": 0.10, "abs": 0.2},       # N
     "contact.steady_axial_force_truth": {"rel": 0.10, "abs": 0.2},  # N

@@ -1,0 +1,538 @@
+"""The insertion supervisor: an outer compliance loop on the reference, jam detection and recovery
+(docs/theory/insertion.md). Off unless a scenario's ``insertion:`` block turns a part on.
+
+:class:`InsertionSupervisor` wraps the scenario's planner. Every control step it reads the F/T wrench the
+controller reads (``WrenchState.ext_body``: environment on tool, EE axes, about the EE origin = the tip)
+and the EE pose of the step's snapshot, and shapes the reference the controller then tracks. All vectors
+below are world axes at the tip; a is the tool axis (EE +z), T_c the control period.
+
+Compliance (``insertion.compliance``): an admittance on the reference, i.e. a remote centre of compliance
+at the tip realised by the outer loop, whatever the law and the arm's joint friction (the F/T measures the
+contact directly). With f, n the measured force and moment about the tip, f_⊥ = f − (aᵀf) a,
+n_⊥ = n − (aᵀn) a, n_a = aᵀn and the push-back f_p = −aᵀf (a points from the flange to the tip, into the
+target), f and n first low-passed with the time constant τ_f (``filter_time``), while ‖f‖ ≥ f_on (contact)::
+
+    δṗ = sat_v(G_t f_⊥ + G_a (F_d − f_p) a),   δθ̇ = sat_ω(G_r n_⊥ + G_y n_a a),
+    δp ← clip(δp + T_c δṗ, p_max),   δθ ← clip(δθ + T_c δθ̇, θ_max)           (norm clips)
+
+(the axial term only with F_d > 0 and once the plan has ended or a re-insertion has begun, its part aᵀδp
+clipped to ±``max_axial_offset`` and the lateral rest to p_max), and out of contact both rates are zero (the
+offsets are held). The controller tracks
+x_d' = x_d + δp, R_d' = exp(δθ^) R_d (a rotation about the tip), ẋ_d' = ẋ_d + δṗ, ω_d' = ω_d + δθ̇.
+The steady state nulls the lateral force and the moment about the tip: the lateral and angular errors of the
+belief are absorbed by moving the reference, not by loading the walls.
+
+Jam detection (``insertion.jam``): with a the believed approach axis (out of the mouth) and the believed goal
+x_g, the remaining depth r = (x − x_g)ᵀa and the axial force f_a = fᵀa (> 0: the target pushes the tool
+back out). Armed while r > ``seat_margin``; a jam is a dwell of ``dwell`` seconds during which f_a ≥
+``force`` at every step and r decreased by less than ``progress`` (a stalled insertion). A streak starts at
+the first step with f_a ≥ ``force`` and restarts whenever a full dwell shows progress.
+
+Recovery (``insertion.recovery``, ``strategy: retry``): on a jam (while attempts remain) the reference backs
+off along a by ``backoff`` (a rest-to-rest quintic at ``speed``), moving the search offset of the next
+attempt in on the way (lateral δs ⊥ a, a rotation about the tip), then re-inserts to the goal carrying that
+offset, and holds there. Attempt k + 1's offset (``pattern``):
+
+* ``wrench``: the previous offset plus one step in the direction the jam's wrench points: ``lateral_step``
+  along f_⊥, ``tilt_step_deg`` about n_⊥, ``yaw_step_deg`` about a with the sign of n_a (the walls push
+  the tool towards where it fits);
+* ``spiral``: a blind pattern, lateral ``lateral_step`` √k on a golden-angle (Vogel) spiral, the tilt
+  ``tilt_step_deg`` √k on the same spiral turned by 90°, and the yaw ±``yaw_step_deg``·⌈k/2⌉ alternating.
+
+After ``max_attempts`` insertions the supervisor holds and records ``gave_up``.
+
+Telemetry (scalar channels): ``ins_dp_{x,y,z}`` [m] and ``ins_dth_{x,y,z}`` [rad] the compliance offsets,
+``ins_phase`` (:data:`PHASES`), ``ins_attempt`` (1, 2, ...), ``ins_jam`` (1 on a step that detected a jam),
+``ins_kappa`` (the guard's clock rate κ).
+Events (``meta["insertion_events"]``): ``jam``, ``backoff``, ``reinsert``, ``reached`` (r ≤ seat_margin,
+first time per attempt), ``gave_up``, each with t, attempt, r and f_a. telemetry/metrics.py derives
+``insertion.attempts``, ``insertion.jams`` and ``docking.time_to_seat`` from telemetry alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from planners.base import Planner, Reference, Segment
+from planners.quintic import quintic_blend, quintic_duration
+from sim.config import param
+from sim.errors import ScenarioError
+from sim.lie import so3_exp, so3_log
+
+#: ``ins_phase`` codes: following the plan, backing off, re-inserting (then holding the goal), given up
+PHASES = {"plan": 0, "backoff": 1, "reinsert": 2, "gave_up": 3}
+#: golden angle [rad] of the spiral pattern
+GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))
+#: acceleration limit [m/s²] of the recovery's quintic segments
+RECOVERY_ACCEL = 0.05
+#: the supervisor's telemetry channels → unit
+CHANNELS: dict[str, str] = {
+    "ins_dp_x": "m", "ins_dp_y": "m", "ins_dp_z": "m",
+    "ins_dth_x": "rad", "ins_dth_y": "rad", "ins_dth_z": "rad",
+    "ins_phase": "", "ins_attempt": "", "ins_jam": "", "ins_kappa": "",
+}
+
+
+@dataclass(frozen=True)
+class ComplianceConfig:
+    enabled: bool = param(False, doc="shape the reference with the measured wrench (an RCC at the tip)")
+    lateral_gain: float = param(
+        0.02, unit="m/(N·s)", ge=0.0, le=1.0, doc="G_t: reference speed per newton of lateral force"
+    )
+    tilt_gain: float = param(
+        0.5, unit="rad/(N·m·s)", ge=0.0, le=100.0, doc="G_r: reference rate per N·m of moment about the lateral axes"
+    )
+    yaw_gain: float = param(
+        0.0, unit="rad/(N·m·s)", ge=0.0, le=100.0, doc="G_y: reference rate per N·m of moment about the tool axis"
+    )
+    axial_force: float = param(
+        0.0, unit="N", ge=0.0, le=1000.0,
+        doc="F_d: push the reference along the tool axis until the contact pushes back with this (0 = off)",
+    )
+    axial_gain: float = param(
+        0.01, unit="m/(N·s)", ge=0.0, le=1.0, doc="G_a: reference speed along the tool axis per newton of F_d − f_p"
+    )
+    max_axial_offset: float = param(0.01, unit="m", gt=0.0, le=1.0, doc="clip of the axial offset |aᵀδp|")
+    contact_force: float = param(0.5, unit="N", gt=0.0, le=1000.0, doc="f_on: the offsets move only while ‖f‖ ≥ this")
+    max_lead: float = param(
+        0.002, unit="m", gt=0.0, le=1.0,
+        doc="anti-windup: the lateral offset stops growing once the reference leads the tip laterally by this",
+    )
+    max_axial_lead: float = param(
+        0.015, unit="m", gt=0.0, le=1.0,
+        doc="anti-windup of the push: the axial offset stops growing once the reference leads the tip along the tool "
+        "axis by this (the spring load that would throw the probe forward when the contact gives way: ½ F_d²/K)",
+    )
+    max_lead_deg: float = param(
+        2.0, unit="deg", gt=0.0, le=180.0,
+        doc="anti-windup: the rotation offset stops growing once the reference orientation leads the tool's by this",
+    )
+    filter_time: float = param(
+        0.02, unit="s", ge=0.0, le=10.0,
+        doc="τ_f of the first-order low-pass on f and n before the admittance uses them (0 = off)",
+    )
+    max_speed: float = param(0.01, unit="m/s", gt=0.0, le=1.0, doc="saturation of ‖δṗ‖")
+    max_rate_deg: float = param(10.0, unit="deg/s", gt=0.0, le=360.0, doc="saturation of ‖δθ̇‖")
+    max_offset: float = param(0.01, unit="m", gt=0.0, le=1.0, doc="p_max: clip of ‖δp‖")
+    max_rotation_deg: float = param(10.0, unit="deg", gt=0.0, le=180.0, doc="θ_max: clip of ‖δθ‖")
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    enabled: bool = param(False, doc="slow the plan down once the tool touches the target (a guarded insertion)")
+    speed_scale: float = param(0.3, gt=0.0, le=1.0, doc="κ_c: the plan's clock rate after the first contact")
+    ramp_time: float = param(0.1, unit="s", gt=0.0, le=100.0, doc="time constant τ_κ with which κ follows its target")
+    force_slow: float = param(
+        0.0, unit="N", ge=0.0, le=1000.0, doc="F_1: above this push-back the clock slows further (0 = off)"
+    )
+    force_stop: float = param(0.0, unit="N", ge=0.0, le=1000.0, doc="F_2 > F_1: at this push-back the clock stops")
+    contact_force: float = param(0.5, unit="N", gt=0.0, le=1000.0, doc="‖f‖ that counts as the first contact")
+    slow_depth: float = param(
+        0.0, unit="m", ge=0.0, le=1.0,
+        doc="also slow down once the tip is within this distance of the believed goal along the approach axis "
+        "(0 = on contact only)",
+    )
+
+
+@dataclass(frozen=True)
+class JamConfig:
+    enabled: bool = param(False, doc="detect stalled insertions (needed by the recovery)")
+    force: float = param(4.0, unit="N", gt=0.0, le=1000.0, doc="axial force f_a at or above which a stall counts")
+    progress: float = param(
+        0.0005, unit="m", gt=0.0, le=1.0, doc="insertion progress over the dwell below which it is a jam"
+    )
+    dwell: float = param(0.4, unit="s", gt=0.0, le=100.0, doc="how long the stall must last")
+    seat_margin: float = param(
+        0.004, unit="m", gt=0.0, le=1.0,
+        doc="disarmed within this remaining depth of the believed goal (seated, not jammed)",
+    )
+
+
+@dataclass(frozen=True)
+class RecoveryConfig:
+    strategy: Literal["none", "retry"] = param("none", doc="none: only record jams; retry: back off and re-insert")
+    max_attempts: int = param(4, ge=1, le=100, doc="insertion attempts in total, the first included")
+    backoff: float = param(0.012, unit="m", gt=0.0, le=1.0, doc="retreat along the approach axis")
+    speed: float = param(0.02, unit="m/s", gt=0.0, le=1.0, doc="peak speed of the backoff and re-insertion")
+    pattern: Literal["wrench", "spiral"] = param(
+        "wrench", doc="search offsets: wrench (a step where the jam's wrench points) or spiral (blind)"
+    )
+    lateral_step: float = param(0.001, unit="m", ge=0.0, le=0.1, doc="lateral search step")
+    tilt_step_deg: float = param(1.5, unit="deg", ge=0.0, le=45.0, doc="tilt search step about the lateral axes")
+    yaw_step_deg: float = param(0.0, unit="deg", ge=0.0, le=180.0, doc="yaw search step about the tool axis")
+
+
+@dataclass(frozen=True)
+class InsertionConfig:
+    guard: GuardConfig = field(default_factory=GuardConfig)
+    compliance: ComplianceConfig = field(default_factory=ComplianceConfig)
+    jam: JamConfig = field(default_factory=JamConfig)
+    recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
+
+    @property
+    def active(self) -> bool:
+        """Whether any part is on (else the planner is used unwrapped)."""
+        return self.guard.enabled or self.compliance.enabled or self.jam.enabled
+
+    def validate(self) -> None:
+        g = self.guard
+        if g.force_stop > 0.0 and not g.force_stop > g.force_slow:
+            raise ScenarioError(
+                f"must exceed guard.force_slow = {g.force_slow} N, got {g.force_stop}", key="guard.force_stop"
+            )
+        if self.recovery.strategy == "retry" and not self.jam.enabled:
+            raise ScenarioError("strategy retry needs insertion.jam.enabled: true (a recovery starts at a jam)",
+                                key="recovery.strategy")
+
+
+def _clip_norm(x: list[float], limit: float) -> list[float]:
+    n = math.sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2])
+    if n > limit:
+        s = limit / n
+        return [x[0] * s, x[1] * s, x[2] * s]
+    return x
+
+
+class InsertionSupervisor(Planner):
+    """The scenario's planner with the outer compliance loop, jam detection and recovery (module
+    docstring). :meth:`bind` (called by the loop before the first step) hands it the wrench state and the
+    snapshot it reads; :attr:`sources` are the views the loop records as the ``ins_*`` channels."""
+
+    def __init__(self, inner: Planner, config: InsertionConfig, control_period: float):
+        self.inner = inner
+        self.config = config
+        self.ctx = inner.ctx
+        self.dt = float(control_period)
+        self.axis = np.array(inner.ctx.approach_axis_world, dtype=float)
+        self.axis /= np.linalg.norm(self.axis)
+        self.p_goal = np.array(inner.ctx.T_world_goal[:3, 3], dtype=float)
+        self.R_goal = np.array(inner.ctx.T_world_goal[:3, :3], dtype=float)
+        self.buf = np.zeros(len(CHANNELS))  # [δp, δθ, phase, attempt, jam]: the telemetry sources
+        self.sources = {name: self.buf[i : i + 1] for i, name in enumerate(CHANNELS)}
+        self._wrench = None
+        self._snap = None
+        self.events: list[dict[str, Any]] = []
+        self.reset()
+
+    # ------------------------------------------------------------------ planner protocol
+    @property
+    def duration(self) -> float:
+        return self.inner.duration
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return self.inner.segments
+
+    @property
+    def reserve_time(self) -> float:
+        """Extra run time [s] the recovery may need: per retry a dwell, a backoff and a re-insertion."""
+        rc, gc = self.config.recovery, self.config.guard
+        out = self.inner.duration * (1.0 / gc.speed_scale - 1.0) + gc.ramp_time if gc.enabled else 0.0
+        if rc.strategy == "retry":
+            t_back = quintic_duration(rc.backoff, rc.speed, RECOVERY_ACCEL)
+            t_in = quintic_duration(rc.backoff + 0.03, rc.speed, RECOVERY_ACCEL)
+            out += (rc.max_attempts - 1) * (self.config.jam.dwell + t_back + t_in)
+        return out
+
+    def bind(self, wrench: Any, snap: Any) -> None:
+        """Read ``wrench.ext_body`` and ``snap.T_world_ee`` every step; resets the state (a new run)."""
+        self._wrench = wrench
+        self._snap = snap
+        self.reset()
+
+    def reset(self) -> None:
+        self.dp = [0.0, 0.0, 0.0]
+        self.dth = [0.0, 0.0, 0.0]
+        self.phase = "plan"
+        self.attempt = 1
+        self.events = []
+        self._streak_step = -1  # step index where the current stall streak started (-1: none)
+        self._streak_r = 0.0
+        self._reached = False
+        self._step = 0
+        self._t = 0.0
+        self._w_filt = [0.0] * 6
+        self.tau = 0.0  # the plan's clock (= t unless the guard slowed it down)
+        self._t_last = 0.0
+        self.kappa = 1.0
+        self._t_prev_kappa = 0.0
+        self._t_contact = -1.0  # time of the first contact (guard), -1: none yet
+        # the search offset of the current attempt (lateral (3,), rotation vector (3,)) and the segment
+        self.search_p = np.zeros(3)
+        self.search_th = np.zeros(3)
+        self._seg = None  # (kind, t0, T, p0, p1, th0, th1)
+        self.buf[:] = 0.0
+        self.buf[7] = 1.0
+        self.buf[9] = 1.0
+
+    # ------------------------------------------------------------------ the step
+    def evaluate(self, t: float, out: Reference) -> None:
+        self._t = t
+        if self._snap is None:  # not bound (a planner query outside the loop): the plain plan
+            self.inner.evaluate(t, out)
+            return
+        if self.phase == "plan":
+            self._plan_reference(t, out)
+        else:
+            self._recovery_reference(t, out)
+        c = self.config
+        T = self._snap.T_world_ee
+        R = T[:3, :3]
+        wb = self._wrench.ext_body
+        f_b, n_b = wb[:3], wb[3:]
+        f = R @ f_b
+        n = R @ n_b
+        jam = False
+        if c.jam.enabled and self.phase != "gave_up":
+            jam = self._detect(T[:3, 3], f)
+        if c.compliance.enabled:
+            self._comply(R[:, 2], f, n, out)
+        self.buf[0:3] = self.dp
+        self.buf[3:6] = self.dth
+        self.buf[6] = PHASES[self.phase]
+        self.buf[7] = self.attempt
+        self.buf[8] = 1.0 if jam else 0.0
+        self.buf[9] = self.kappa
+        self._step += 1
+        if jam:
+            self._on_jam(t, out, f, n)
+
+    def _plan_reference(self, t: float, out: Reference) -> None:
+        """The inner plan at the plan clock τ. With the guard, τ̇ = κ: 1 until the first contact, then falling
+        linearly to κ_c over ``ramp_time``; the reference's rates follow the chain rule,
+        v = κ v_p(τ), a = κ² a_p(τ) + κ̇ v_p(τ) (and ω, α alike)."""
+        gc = self.config.guard
+        if not gc.enabled:
+            self.tau = t
+            self.inner.evaluate(t, out)
+            return
+        self.tau += self.kappa * (t - self._t_last)
+        self._t_last = t
+        if self._t_contact < 0.0:
+            f0, f1, f2 = self._wrench.ext_body[:3].tolist()
+            r = self.remaining(self._snap.T_world_ee[:3, 3])
+            if math.sqrt(f0 * f0 + f1 * f1 + f2 * f2) >= gc.contact_force:
+                self._t_contact = t
+                self._event("contact", r, None)
+            elif r <= gc.slow_depth:
+                self._t_contact = t
+                self._event("slow_zone", r, None)
+        target = 1.0 if self._t_contact < 0.0 else gc.speed_scale
+        if gc.force_stop > 0.0:  # force-limited progress: κ* falls from κ_c at F_1 to 0 at F_2
+            fp = float(self._wrench.ext_body[:3] @ (self._snap.T_world_ee[:3, :3].T @ self.axis))  # fᵀa, push-back
+            target *= min(max((gc.force_stop - fp) / (gc.force_stop - gc.force_slow), 0.0), 1.0)
+        kdot = (target - self.kappa) / gc.ramp_time
+        self.inner.evaluate(self.tau, out)
+        k = self.kappa
+        if k != 1.0 or kdot != 0.0:
+            out.acc *= k * k
+            out.acc += kdot * out.vel
+            out.vel *= k
+            out.alpha *= k * k
+            out.alpha += kdot * out.omega
+            out.omega *= k
+        self.kappa = min(max(k + kdot * (t - self._t_prev_kappa), 0.0), 1.0) if t > self._t_prev_kappa else k
+        self._t_prev_kappa = t
+
+    def _comply(self, a: np.ndarray, f: np.ndarray, n: np.ndarray, out: Reference) -> None:
+        cc = self.config.compliance
+        f0, f1, f2 = f.tolist()
+        n0, n1, n2 = n.tolist()
+        if cc.filter_time > 0.0:  # w̄ ← w̄ + k (w − w̄), k = T_c / (τ_f + T_c) (backward Euler of τ_f dw̄/dt = w − w̄)
+            k = self.dt / (cc.filter_time + self.dt)
+            w = self._w_filt
+            for i, x in enumerate((f0, f1, f2, n0, n1, n2)):
+                w[i] += k * (x - w[i])
+            f0, f1, f2, n0, n1, n2 = w
+        if math.sqrt(f0 * f0 + f1 * f1 + f2 * f2) >= cc.contact_force:
+            a0, a1, a2 = a.tolist()
+            fa = a0 * f0 + a1 * f1 + a2 * f2
+            na = a0 * n0 + a1 * n1 + a2 * n2
+            g, gr, gy = cc.lateral_gain, cc.tilt_gain, cc.yaw_gain
+            # the push (f_p = −aᵀf) only once the plan has ended or a re-insertion has begun: during the plan its
+            # own motion inserts, and an offset run ahead of it would meet the next obstacle at speed; during a
+            # backoff it would fight the retreat
+            plan_done = self.phase == "plan" and self.tau >= self.inner.duration
+            push = cc.axial_force > 0.0 and (plan_done or self.phase == "reinsert")
+            ga = cc.axial_gain * (cc.axial_force + fa) if push else 0.0
+            v = [g * (f0 - fa * a0), g * (f1 - fa * a1), g * (f2 - fa * a2)]
+            w = _clip_norm(
+                [
+                    gr * (n0 - na * a0) + gy * na * a0,
+                    gr * (n1 - na * a1) + gy * na * a1,
+                    gr * (n2 - na * a2) + gy * na * a2,
+                ],
+                math.radians(cc.max_rate_deg),
+            )
+            dt = self.dt
+            # anti-windup: an increment that would make the reference lead the tool by more than the bound (lateral
+            # position, orientation) is dropped, so no spring load builds up behind a stuck contact to snap free
+            T = self._snap.T_world_ee
+            e_p = (out.pos - T[:3, 3]).tolist()  # the plan's own lead (before the offsets)
+            e_r = so3_log(out.R @ T[:3, :3].T).tolist()
+            v = self._unless_lead_grows(v, self.dp, e_p, cc.max_lead, (a0, a1, a2), dt)
+            w = self._unless_lead_grows(w, self.dth, e_r, math.radians(cc.max_lead_deg), None, dt)
+            if ga != 0.0:
+                lead_ax = e_p[0] * a0 + e_p[1] * a1 + e_p[2] * a2 + self.dp[0] * a0 + self.dp[1] * a1 + self.dp[2] * a2
+                new_ax = lead_ax + dt * ga
+                if abs(new_ax) > cc.max_axial_lead and abs(new_ax) > abs(lead_ax):
+                    ga = 0.0
+            v = _clip_norm([v[0] + ga * a0, v[1] + ga * a1, v[2] + ga * a2], cc.max_speed)
+            dp = [self.dp[i] + dt * v[i] for i in range(3)]
+            if cc.axial_force > 0.0:  # the axial part (along the tool axis) and the lateral part clipped apart
+                ax = a0 * dp[0] + a1 * dp[1] + a2 * dp[2]
+                lat = _clip_norm([dp[0] - ax * a0, dp[1] - ax * a1, dp[2] - ax * a2], cc.max_offset)
+                ax = min(max(ax, -cc.max_axial_offset), cc.max_axial_offset)
+                dp = [lat[0] + ax * a0, lat[1] + ax * a1, lat[2] + ax * a2]
+            else:
+                dp = _clip_norm(dp, cc.max_offset)
+            dth = _clip_norm([self.dth[i] + dt * w[i] for i in range(3)], math.radians(cc.max_rotation_deg))
+            # the rates the offsets actually moved at (zero once a clip holds them)
+            v = [(dp[i] - self.dp[i]) / dt for i in range(3)]
+            w = [(dth[i] - self.dth[i]) / dt for i in range(3)]
+            self.dp, self.dth = dp, dth
+            out.vel += v
+            out.omega += w
+        out.pos += self.dp
+        if self.dth[0] or self.dth[1] or self.dth[2]:
+            out.R[:] = so3_exp(np.array(self.dth)) @ out.R
+
+    @staticmethod
+    def _unless_lead_grows(
+        rate: list[float], offset: list[float], lead0: list[float], bound: float,
+        axis: tuple[float, float, float] | None, dt: float,
+    ) -> list[float]:
+        """``rate``, or zeros when the step would leave the lead (``lead0`` + offset, projected ⊥ ``axis`` when
+        given) above ``bound`` and larger than before."""
+        old = [lead0[i] + offset[i] for i in range(3)]
+        new = [old[i] + dt * rate[i] for i in range(3)]
+        if axis is not None:
+            ko = sum(old[i] * axis[i] for i in range(3))
+            kn = sum(new[i] * axis[i] for i in range(3))
+            old = [old[i] - ko * axis[i] for i in range(3)]
+            new = [new[i] - kn * axis[i] for i in range(3)]
+        n_new = math.sqrt(sum(x * x for x in new))
+        if n_new > bound and n_new > math.sqrt(sum(x * x for x in old)):
+            return [0.0, 0.0, 0.0]
+        return rate
+
+    # ------------------------------------------------------------------ jam detection
+    def remaining(self, p_tip: np.ndarray) -> float:
+        """Remaining depth r = (x − x_g)ᵀa [m] of the tip above the believed goal."""
+        return float((p_tip - self.p_goal) @ self.axis)
+
+    def _detect(self, p_tip: np.ndarray, f: np.ndarray) -> bool:
+        jc = self.config.jam
+        r = self.remaining(p_tip)
+        fa = float(f @ self.axis)
+        if r <= jc.seat_margin:
+            if not self._reached:
+                self._reached = True
+                self._event("reached", r, fa)
+            self._streak_step = -1
+            return False
+        if fa < jc.force or self.phase == "backoff":
+            self._streak_step = -1
+            return False
+        i = self._step
+        if self._streak_step < 0:
+            self._streak_step, self._streak_r = i, r
+            return False
+        if (i - self._streak_step) * self.dt + 1e-12 < jc.dwell:
+            return False
+        if self._streak_r - r < jc.progress:
+            self._streak_step = -1
+            self._jam_r, self._jam_fa = r, fa
+            return True
+        self._streak_step, self._streak_r = i, r  # progress: a new dwell starts here
+        return False
+
+    def _event(self, kind: str, r: float | None, fa: float | None) -> None:
+        self.events.append({"t": self._t, "event": kind, "attempt": self.attempt,
+                            "remaining_depth": r, "axial_force": fa})
+
+    # ------------------------------------------------------------------ recovery
+    def _on_jam(self, t: float, out: Reference, f: np.ndarray, n: np.ndarray) -> None:
+        self._event("jam", self._jam_r, self._jam_fa)
+        rc = self.config.recovery
+        if rc.strategy != "retry":
+            return
+        if self.attempt >= rc.max_attempts:
+            self.phase = "gave_up"
+            self._event("gave_up", self._jam_r, self._jam_fa)
+            self._seg = ("hold", t, 0.0, out.pos - self.dp, out.pos - self.dp, self.search_th, self.search_th)
+            return
+        p_next, th_next = self._next_offset(f, n)
+        p_ref = out.pos - np.array(self.dp)  # the reference without the compliance offset (kept on top)
+        p_back = p_ref + rc.backoff * self.axis + (p_next - self.search_p)
+        T = quintic_duration(float(np.linalg.norm(p_back - p_ref)), rc.speed, RECOVERY_ACCEL)
+        self._seg = ("backoff", t, T, p_ref, p_back, self.search_th.copy(), th_next)
+        self.search_p, self.search_th = p_next, th_next
+        self.phase = "backoff"
+        self.attempt += 1
+        self._reached = False
+        self._event("backoff", self._jam_r, self._jam_fa)
+
+    def _next_offset(self, f: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rc = self.config.recovery
+        a = self.axis
+        k = self.attempt  # the retry about to start is number k (1, 2, ...)
+        lat, tilt, yaw = rc.lateral_step, math.radians(rc.tilt_step_deg), math.radians(rc.yaw_step_deg)
+        if rc.pattern == "wrench":
+            f_l = f - (f @ a) * a
+            n_l = n - (n @ a) * a
+            dp = lat * f_l / max(np.linalg.norm(f_l), 1e-9) if np.linalg.norm(f_l) > 1e-6 else np.zeros(3)
+            dth = tilt * n_l / max(np.linalg.norm(n_l), 1e-9) if np.linalg.norm(n_l) > 1e-9 else np.zeros(3)
+            dth = dth + yaw * math.copysign(1.0, float(n @ a)) * a
+            return self.search_p + dp, self.search_th + dth
+        # spiral: lateral and tilt on golden-angle spirals in the plane ⊥ a, yaw alternating
+        e1 = np.cross(a, [1.0, 0.0, 0.0])
+        if np.linalg.norm(e1) < 1e-6:
+            e1 = np.cross(a, [0.0, 1.0, 0.0])
+        e1 /= np.linalg.norm(e1)
+        e2 = np.cross(a, e1)
+        phi = k * GOLDEN_ANGLE
+        rad = math.sqrt(k)
+        p = lat * rad * (math.cos(phi) * e1 + math.sin(phi) * e2)
+        th = tilt * rad * (-math.sin(phi) * e1 + math.cos(phi) * e2)
+        th = th + yaw * (1 if k % 2 else -1) * math.ceil(k / 2) * a
+        return p, th
+
+    def _recovery_reference(self, t: float, out: Reference) -> None:
+        kind, t0, T, p0, p1, th0, th1 = self._seg
+        u = 1.0 if T <= 0.0 else (t - t0) / T
+        s, ds, dds = quintic_blend(u)
+        d = p1 - p0
+        out.pos[:] = p0 + s * d
+        if T > 0.0 and 0.0 < u < 1.0:
+            out.vel[:] = (ds / T) * d
+            out.acc[:] = (dds / (T * T)) * d
+        else:
+            out.vel[:] = 0.0
+            out.acc[:] = 0.0
+        th = th0 + s * (th1 - th0)
+        out.R[:] = so3_exp(th) @ self.R_goal
+        # ω of exp((θ0 + s Δθ)^): the exact left Jacobian is not needed for the small search rotations,
+        # whose rate is fed forward as ṡ Δθ (the impedance corrects the second-order remainder)
+        out.omega[:] = (ds / T) * (th1 - th0) if T > 0.0 and 0.0 < u < 1.0 else 0.0
+        out.alpha[:] = 0.0
+        if u >= 1.0 and kind == "backoff":
+            goal = self.p_goal + self.search_p
+            T_in = quintic_duration(float(np.linalg.norm(goal - p1)), self.config.recovery.speed, RECOVERY_ACCEL)
+            self._seg = ("reinsert", t, T_in, p1.copy(), goal, th1, th1)
+            self.phase = "reinsert"
+            self._event("reinsert", None, None)
+
+    def summary(self) -> dict[str, Any]:
+        """Run-level record for meta.json / summary.json."""
+        return {
+            "attempts": self.attempt,
+            "jams": sum(1 for e in self.events if e["event"] == "jam"),
+            "gave_up": self.phase == "gave_up",
+            "final_offset": {"dp": list(self.dp), "dth": list(self.dth)},
+            "search_offset": {"dp": self.search_p.tolist(), "dth": self.search_th.tolist()},
+        }

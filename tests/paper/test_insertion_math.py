@@ -1,0 +1,252 @@
+"""docs/theory/insertion.md: the keyed seat, the mating phase, the insertion supervisor's equations.
+
+The supervisor (controllers/insertion.py) is driven here step by step without a simulator: an inner planner
+that holds a fixed pose, a wrench state and a snapshot whose arrays the test writes. Each equation is
+compared with its closed form; the bounds are stated per test.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from controllers.insertion import (
+    GOLDEN_ANGLE,
+    ComplianceConfig,
+    GuardConfig,
+    InsertionConfig,
+    InsertionSupervisor,
+    JamConfig,
+    RecoveryConfig,
+)
+from planners.base import Planner, PlannerContext, Reference
+from planners.quintic import quintic_blend
+from sim.interfaces import R_D_EE_SEATED, rpy_to_matrix
+from telemetry.metrics import mating_phase_error, time_to_seat
+
+EPS = float(np.finfo(float).eps)
+T_C = 0.001
+
+
+class _Hold(Planner):
+    """A plan that holds the goal pose (duration ``T``, during which it moves at ``v`` along x)."""
+
+    def __init__(self, ctx: PlannerContext, T: float = 0.0, v: float = 0.0):
+        self.ctx, self.T, self.v = ctx, T, v
+
+    @property
+    def duration(self) -> float:
+        return self.T
+
+    def evaluate(self, t: float, out: Reference) -> None:
+        s = min(max(t, 0.0), self.T)
+        out.pos[:] = self.ctx.T_world_goal[:3, 3] + np.array([self.v * s, 0.0, 0.0])
+        out.vel[:] = [self.v if t < self.T else 0.0, 0.0, 0.0]
+        out.acc[:] = 0.0
+        out.R[:] = self.ctx.T_world_goal[:3, :3]
+        out.omega[:] = 0.0
+        out.alpha[:] = 0.0
+
+
+def _supervisor(config: InsertionConfig, T: float = 0.0, v: float = 0.0):
+    """(supervisor, wrench state, snapshot): the goal at z = 0.2 m with the tool axis −z (approach axis +z)."""
+    T_goal = np.eye(4)
+    T_goal[:3, :3] = R_D_EE_SEATED
+    T_goal[:3, 3] = [0.5, 0.0, 0.2]
+    ctx = PlannerContext(T_world_start=T_goal.copy(), T_world_goal=T_goal, approach_axis_world=np.array([0, 0, 1.0]))
+    sup = InsertionSupervisor(_Hold(ctx, T, v), config, T_C)
+    wrench = SimpleNamespace(ext_body=np.zeros(6))
+    snap = SimpleNamespace(T_world_ee=T_goal.copy())
+    sup.bind(wrench, snap)
+    return sup, wrench, snap
+
+
+def test_keyed_seat_depth_and_capture() -> None:
+    """The seated lug axis stands r_l / cos β above the V's apex (a circle of radius r_l touching two lines at
+    ±β through the apex), so the seat depth is s_l − z_v − r_l / cos β; the deck stands at z_v + w tan β.
+    Checked against the circle–line distance |(c − a)·n| = r_l for both faces (n the faces' unit normals),
+    to round-off of a few products of numbers ≲ 0.1 m (bound 1e2 ε · 0.1 m)."""
+    from tests.test_keyed import _pair, keyed_dict
+
+    _, dr = _pair(keyed_dict())
+    c, b, r = dr.config, dr.beta, dr.lug_radius
+    centre = np.array([0.0, dr.lug_seat_height])  # (tangential, height) of the seated lug's axis
+    apex = np.array([0.0, c.groove_height])
+    for side in (1.0, -1.0):
+        n = np.array([-side * math.sin(b), math.cos(b)])  # the face's normal, out of the slab into the V
+        assert abs((centre - apex) @ n - r) <= 1e2 * EPS * 0.1
+    assert dr.depth_total == pytest.approx(dr.tool_config.lug_height - c.groove_height - r / math.cos(b), abs=1e-16)
+    assert dr.top_height == pytest.approx(c.groove_height + c.groove_half_width * math.tan(b), abs=1e-16)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 6])
+def test_mating_phase_error_recovers_the_yaw_mod_the_period(n: int) -> None:
+    """A probe seated with lug 0 in groove 0 and then turned by ψ about the mating axis has the phase error
+    wrap(ψ) ∈ [−π/N, π/N) whatever the key and lug phases and the drogue's pose (exact up to the
+    atan2 of a rotated unit vector: bound 1e2 ε rad)."""
+    period = 2.0 * math.pi / n
+    rng = np.random.default_rng(n)
+    for _ in range(20):
+        R_D = rpy_to_matrix(rng.uniform(-1.0, 1.0, 3))
+        key, lug = rng.uniform(-math.pi, math.pi, 2)
+        psi = rng.uniform(-0.49, 0.49) * period + period * rng.integers(-3, 4)
+        R_seat = R_D @ R_D_EE_SEATED @ rpy_to_matrix(np.array([0.0, 0.0, -key - lug]))  # goal_in_target
+        R_ee = R_D @ rpy_to_matrix(np.array([0.0, 0.0, psi])) @ R_D.T @ R_seat  # turned by ψ about z_D
+        err = mating_phase_error(R_ee[None], R_D[None], period, key, lug)[0]
+        expected = (psi + period / 2.0) % period - period / 2.0
+        assert abs(err - expected) <= 1e2 * EPS
+
+
+def test_time_to_seat_is_the_start_of_the_final_seated_stretch() -> None:
+    t = np.arange(10) * 0.1
+    e = np.array([5, 0, 0, 3, 0.5, 0.2, 0.0, -0.5, 0.9, 0.1]) * 1e-3
+    assert time_to_seat(t, e, 1e-3) == t[4]
+    assert time_to_seat(t, np.r_[e[:-1], 2e-3], 1e-3) == math.inf  # not seated at the end
+    assert time_to_seat(t, np.zeros(10), 1e-3) == t[0]
+
+
+def test_compliance_moves_the_reference_by_the_admittance() -> None:
+    """With the filter off and a constant wrench (f ⊥ a and n ⊥ a, under the saturations and clips), the
+    offsets after k steps are δp = k T_c G_t f_⊥ and δθ = k T_c G_r n_⊥ (a sum of k equal increments: bound
+    k ε |δp|), the reference position is x_d + δp, R_d' = exp(δθ^) R_d and the fed-forward rates are the
+    offsets' rates; below f_on nothing moves. The lead bounds are set out of the way (the snapshot does not
+    follow the reference here)."""
+    cc = ComplianceConfig(enabled=True, lateral_gain=0.002, tilt_gain=0.5, filter_time=0.0, max_lead=1.0,
+                          max_lead_deg=90.0)
+    sup, wrench, snap = _supervisor(InsertionConfig(compliance=cc))
+    R = snap.T_world_ee[:3, :3]
+    f_w, n_w = np.array([1.5, -0.5, 0.0]), np.array([0.0, 0.1, 0.0])  # world axes, ⊥ the tool axis
+    wrench.ext_body[:3], wrench.ext_body[3:] = R.T @ f_w, R.T @ n_w
+    out = Reference()
+    k = 50
+    for i in range(k):
+        sup.evaluate(i * T_C, out)
+    dp, dth = np.array(sup.dp), np.array(sup.dth)
+    np.testing.assert_allclose(dp, k * T_C * cc.lateral_gain * f_w, rtol=0, atol=10 * k * EPS * np.abs(dp).max())
+    np.testing.assert_allclose(dth, k * T_C * cc.tilt_gain * n_w, rtol=0, atol=10 * k * EPS * np.abs(dth).max())
+    np.testing.assert_allclose(out.pos, snap.T_world_ee[:3, 3] + dp, atol=1e-15)
+    np.testing.assert_allclose(out.vel, cc.lateral_gain * f_w, rtol=1e-9)
+    from sim.lie import so3_exp
+
+    np.testing.assert_allclose(out.R, so3_exp(dth) @ R, atol=1e-15)
+    wrench.ext_body[:] = 0.0  # out of contact: the offsets are held, the rates are zero
+    sup.evaluate(k * T_C, out)
+    assert sup.dp == list(dp) and np.all(out.vel == 0.0)
+
+
+def test_wrench_filter_is_the_backward_euler_low_pass() -> None:
+    """τ_f dw̄/dt = w − w̄ by backward Euler: a step w = f_0 gives w̄_k = f_0 (1 − (τ_f / (τ_f + T_c))^k), hence
+    δp_k = T_c G_t Σ_{j≤k} w̄_j (the geometric sum, bound 1e2 k ε |δp|)."""
+    cc = ComplianceConfig(enabled=True, lateral_gain=0.002, tilt_gain=0.0, filter_time=0.02, contact_force=1e-9,
+                          max_lead=1.0)
+    sup, wrench, snap = _supervisor(InsertionConfig(compliance=cc))
+    f0 = 2.0
+    wrench.ext_body[:3] = snap.T_world_ee[:3, :3].T @ np.array([f0, 0.0, 0.0])
+    out = Reference()
+    k = 40
+    for i in range(k):
+        sup.evaluate(i * T_C, out)
+    q = cc.filter_time / (cc.filter_time + T_C)
+    wbar = f0 * (1.0 - q ** np.arange(1, k + 1))
+    expected = T_C * cc.lateral_gain * wbar.sum()
+    assert abs(sup.dp[0] - expected) <= 1e2 * k * EPS * abs(expected)
+
+
+def test_guard_clock_and_chain_rule() -> None:
+    """After the first contact τ̇ = κ and κ follows κ_c with κ̇ = (κ_c − κ)/τ_κ (explicit Euler, κ clipped to
+    [0, 1]); the reference's velocity is κ v_p(τ) (exact: one product). A plan at v = 10 mm/s, contact at
+    step 0 (κ is first integrated at step 1): κ before step j is κ_c + (1 − κ_c)(1 − T_c/τ_κ)^(j−1), j ≥ 1."""
+    gc = GuardConfig(enabled=True, speed_scale=0.3, ramp_time=0.05)
+    sup, wrench, snap = _supervisor(InsertionConfig(guard=gc), T=1.0, v=0.01)
+    wrench.ext_body[2] = 1.0  # ‖f‖ ≥ contact_force
+    out = Reference()
+    for j in range(30):
+        kappa_j = sup.kappa
+        expected = gc.speed_scale + (1 - gc.speed_scale) * (1 - T_C / gc.ramp_time) ** max(j - 1, 0)
+        assert kappa_j == pytest.approx(expected, rel=1e-12)
+        sup.evaluate(j * T_C, out)
+        assert out.vel[0] == 0.01 * kappa_j
+    assert sup.events[0]["event"] == "contact"
+
+
+def _stall(sup, wrench, snap, steps: int, fa: float, dz_per_step: float) -> list[int]:
+    """Drive ``steps`` steps with axial force f_a (along the approach axis +z, world) and the tip moving by
+    ``dz_per_step`` along z from 10 mm above the goal; return the steps that flagged a jam."""
+    out = Reference()
+    wrench.ext_body[:3] = snap.T_world_ee[:3, :3].T @ np.array([0.0, 0.0, fa])
+    z0 = snap.T_world_ee[2, 3] + 0.01
+    jams = []
+    for i in range(steps):
+        snap.T_world_ee[2, 3] = z0 + i * dz_per_step
+        sup.evaluate(i * T_C, out)
+        if sup.buf[8] > 0.5:
+            jams.append(i)
+    return jams
+
+
+def test_jam_detector_fires_on_a_stall_and_only_then() -> None:
+    """A jam is a dwell with f_a ≥ F at every step and less than ``progress`` of insertion: stalled at 6 N it
+    fires once per dwell (at step dwell / T_c); progressing at 5 mm/s (2 mm per dwell ≫ 0.5 mm), or stalled
+    at a force below F, or within ``seat_margin`` of the goal, it never fires."""
+    jc = JamConfig(enabled=True, force=4.0, progress=0.0005, dwell=0.4, seat_margin=0.004)
+    cfg = InsertionConfig(jam=jc)
+    n = int(round(jc.dwell / T_C))
+    sup, wrench, snap = _supervisor(cfg)
+    assert _stall(sup, wrench, snap, 2 * n + 5, fa=6.0, dz_per_step=0.0) == [n, 2 * n + 1]
+    assert [e["event"] for e in sup.events] == ["jam", "jam"]
+    sup, wrench, snap = _supervisor(cfg)
+    assert _stall(sup, wrench, snap, 3 * n, fa=6.0, dz_per_step=-5e-6) == []
+    sup, wrench, snap = _supervisor(cfg)
+    assert _stall(sup, wrench, snap, 3 * n, fa=3.9, dz_per_step=0.0) == []
+    sup, wrench, snap = _supervisor(cfg)
+    snap.T_world_ee[2, 3] -= 0.0075  # 2.5 mm above the goal: seated, not jammed
+    assert _stall(sup, wrench, snap, 3 * n, fa=6.0, dz_per_step=0.0) == []
+    assert sup.events[0]["event"] == "reached"
+
+
+def test_recovery_backs_off_by_the_quintic_and_counts_attempts() -> None:
+    """On a jam with ``retry`` the reference backs off along a by ``backoff`` on a rest-to-rest quintic
+    p(u) = p_0 + s(u)(p_1 − p_0) (checked at mid-segment to round-off), the attempt count rises, and after
+    ``max_attempts`` insertions the supervisor gives up (events jam, backoff, ..., gave_up)."""
+    jc = JamConfig(enabled=True, force=4.0, dwell=0.05)
+    rc = RecoveryConfig(strategy="retry", max_attempts=2, backoff=0.01, speed=0.02, lateral_step=0.0,
+                        tilt_step_deg=0.0)
+    sup, wrench, snap = _supervisor(InsertionConfig(jam=jc, recovery=rc))
+    n = int(round(jc.dwell / T_C))
+    _stall(sup, wrench, snap, n + 1, fa=6.0, dz_per_step=0.0)
+    assert sup.phase == "backoff" and sup.attempt == 2
+    kind, t0, T, p0, p1, _, _ = sup._seg
+    np.testing.assert_allclose(p1 - p0, [0.0, 0.0, rc.backoff], atol=1e-15)
+    out = Reference()
+    sup.evaluate(t0 + T / 2.0, out)
+    s, _, _ = quintic_blend(0.5)
+    np.testing.assert_allclose(out.pos, p0 + s * (p1 - p0), atol=1e-15)
+    sup.phase, sup._streak_step = "reinsert", -1  # as after the re-insertion: the next stall exhausts the attempts
+    _stall(sup, wrench, snap, n + 1, fa=6.0, dz_per_step=0.0)
+    assert sup.phase == "gave_up"
+    assert [e["event"] for e in sup.events] == ["jam", "backoff", "jam", "gave_up"]
+
+
+def test_spiral_search_is_a_vogel_spiral() -> None:
+    """Attempt k + 1's blind offset: lateral ``lateral_step``·√k at the angle k·(golden angle) in the plane ⊥ a,
+    the tilt on the same spiral turned by 90° (so ‖δθ‖ = tilt_step·√k), yaw ±yaw_step·⌈k/2⌉ alternating."""
+    rc = RecoveryConfig(strategy="retry", pattern="spiral", lateral_step=0.001, tilt_step_deg=1.0, yaw_step_deg=2.0)
+    sup, _, _ = _supervisor(InsertionConfig(jam=JamConfig(enabled=True), recovery=rc))
+    a = sup.axis
+    pts = []
+    for k in range(1, 7):
+        sup.attempt = k
+        p, th = sup._next_offset(np.zeros(3), np.zeros(3))
+        assert abs(p @ a) <= 1e-18 and np.linalg.norm(p) == pytest.approx(rc.lateral_step * math.sqrt(k), rel=1e-14)
+        th_lat = th - (th @ a) * a
+        assert np.linalg.norm(th_lat) == pytest.approx(math.radians(1.0) * math.sqrt(k), rel=1e-14)
+        assert abs(th_lat @ p) <= 1e-18  # turned by 90°
+        assert th @ a == pytest.approx((1 if k % 2 else -1) * math.ceil(k / 2) * math.radians(2.0), rel=1e-14)
+        pts.append(p)
+    ang = [math.atan2(*(np.cross(pts[0], q) @ a, pts[0] @ q)) for q in pts[1:]]
+    for k, phi in enumerate(ang, start=2):
+        expected = ((k - 1) * GOLDEN_ANGLE + math.pi) % (2 * math.pi) - math.pi
+        assert phi == pytest.approx(expected, abs=1e-12)
