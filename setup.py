@@ -32,7 +32,7 @@ def _extension(name: str, source: str, reference: tuple[str, ...]) -> Extension:
     headers = list(MANIFEST["SHARED_HEADERS"])
     references = ",".join(f"{p}={_sha256(p)}" for p in reference)
     return Extension(
-        name,
+        f"dockbench.{name}",  # installed as dockbench.sim._…, dockbench.controllers._… (package-dir: _packages)
         [source],
         depends=headers + list(reference),
         define_macros=[
@@ -44,4 +44,31 @@ def _extension(name: str, source: str, reference: tuple[str, ...]) -> Extension:
     )
 
 
-setup(ext_modules=[_extension(n, s, r) for n, (s, r) in MANIFEST["KERNELS"].items()])
+#: the repository's top-level folders that install as dockbench.<folder> (nothing else lands at the top level
+#: of site-packages); dockbench/ itself holds the public API
+SUBPACKAGES = ("sim", "controllers", "planners", "telemetry", "hand", "bridges", "experiments", "assets", "scenarios")
+
+
+def _packages() -> tuple[list[str], dict[str, str]]:
+    """Every package under the mapped folders (a folder with an __init__.py), and the folder of each top one."""
+    packages, package_dir = ["dockbench"], {"dockbench": "dockbench"}
+    for top in SUBPACKAGES:
+        package_dir[f"dockbench.{top}"] = top
+        for init in sorted((ROOT / top).rglob("__init__.py")):
+            rel = init.parent.relative_to(ROOT / top)
+            packages.append(".".join(("dockbench", top, *rel.parts)))
+    return packages, package_dir
+
+
+PACKAGES, PACKAGE_DIR = _packages()
+
+setup(
+    packages=PACKAGES,
+    package_dir=PACKAGE_DIR,
+    package_data={
+        "dockbench": ["py.typed"],
+        "dockbench.assets": ["**/*.xml", "**/*.yaml", "**/*.urdf", "**/*.stl", "**/*.obj", "**/*.png", "NOTICE"],
+        "dockbench.scenarios": ["**/*.yaml"],
+    },
+    ext_modules=[_extension(n, s, r) for n, (s, r) in MANIFEST["KERNELS"].items()],
+)

@@ -29,7 +29,7 @@ import math
 import struct
 from collections.abc import Sequence
 
-from sim.errors import DockbenchError
+from dockbench.sim.errors import DockbenchError
 
 ENCAPSULATION_CDR_LE = b"\x00\x01\x00\x00"
 """XCDR1 (plain CDR) little-endian encapsulation header: representation id 0x0001, options 0."""

@@ -42,10 +42,10 @@ import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from bridges.ros2 import QOS_DEFAULT, JointState, Transport, open_transport, wait_until
-from hand.bridge import HandBridge
-from hand.spec import N_CHANNELS, HandSpec
-from sim.errors import DockbenchError, HandCommandError, reports_errors
+from dockbench.bridges.ros2 import QOS_DEFAULT, JointState, Transport, open_transport, wait_until
+from dockbench.hand.bridge import HandBridge
+from dockbench.hand.spec import N_CHANNELS, HandSpec
+from dockbench.sim.errors import DockbenchError, HandCommandError, reports_errors
 
 log = logging.getLogger(__name__)
 
@@ -484,12 +484,12 @@ def measure_command_latency(
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bridges.g20_ros2 serve|bench``: a standalone headless bridge on topics, or the
+    """``python -m dockbench.bridges.g20_ros2 serve|bench``: a standalone headless bridge on topics, or the
     latency probe against one. The full CLI is ``experiments/g20_bridge.py --ros2``."""
-    from hand.bridge import BridgeConfig
-    from hand.spec import load_spec
+    from dockbench.hand.bridge import BridgeConfig
+    from dockbench.hand.spec import load_spec
 
-    p = argparse.ArgumentParser(prog="python -m bridges.g20_ros2", description=main.__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m dockbench.bridges.g20_ros2", description=main.__doc__.split("\n")[0])
     p.add_argument("what", choices=("serve", "bench"))
     p.add_argument("--backend", default="auto", help="auto, rclpy, cyclonedds (default auto)")
     p.add_argument("--mode", default="sdk", choices=[m.value for m in G20Mode])

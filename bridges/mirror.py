@@ -43,10 +43,9 @@ from typing import Any
 import mujoco
 import numpy as np
 import yaml
-
-from bridges.ros2 import QOS_DEFAULT, QOS_SENSOR_DATA, JointState, Subscription, Transport, validate_topic
-from sim.config import param, parse_config
-from sim.errors import DockbenchError, ModelError, ScenarioError
+from dockbench.bridges.ros2 import QOS_DEFAULT, QOS_SENSOR_DATA, JointState, Subscription, Transport, validate_topic
+from dockbench.sim.config import param, parse_config
+from dockbench.sim.errors import DockbenchError, ModelError, ScenarioError
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +145,7 @@ def load_mirror_config(path: str | Path | None = None) -> MirrorConfig:
     """
     if path is None:
         source = "assets/" + "/".join(DEFAULT_CONFIG_RESOURCE)
-        text = resources.files("assets").joinpath(*DEFAULT_CONFIG_RESOURCE).read_text(encoding="utf-8")
+        text = resources.files("dockbench.assets").joinpath(*DEFAULT_CONFIG_RESOURCE).read_text(encoding="utf-8")
     else:
         source = str(path)
         try:
@@ -170,7 +169,7 @@ def load_model(ref: str) -> mujoco.MjModel:
     path = Path(ref)
     with ExitStack() as stack:
         if not path.is_file():
-            res = resources.files("assets").joinpath(*Path(ref).parts)
+            res = resources.files("dockbench.assets").joinpath(*Path(ref).parts)
             if not res.is_file():
                 raise ModelError(f"model {ref!r} not found (neither a file nor a resource under assets/)")
             path = stack.enter_context(resources.as_file(res))

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from bridges.cdr import ENCAPSULATION_CDR_BE, ENCAPSULATION_CDR_LE, MAX_SEQUENCE, CdrError
+from dockbench.bridges.cdr import ENCAPSULATION_CDR_BE, ENCAPSULATION_CDR_LE, MAX_SEQUENCE, CdrError
 
 #: primitive name → (struct format, size = alignment [bytes], REP-2011 field type id)
 PRIMITIVES: dict[str, tuple[str, int, int]] = {

@@ -57,9 +57,9 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bridges import cdr
-from sim.errors import DockbenchError
-from sim.extras import install_hint
+from dockbench.bridges import cdr
+from dockbench.sim.errors import DockbenchError
+from dockbench.sim.extras import install_hint
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ class _StructCodec:
     """Endpoints of a :class:`bridges.msgs.Struct` type: messages are nested dicts."""
 
     def __init__(self, struct_type: Any) -> None:
-        from bridges import msgs
+        from dockbench.bridges import msgs
 
         self._msgs = msgs
         self.type = struct_type
@@ -303,7 +303,7 @@ def codec_for(msg_type: Any) -> Any:
     → dicts of that type."""
     if msg_type is None:
         return JOINT_STATE_CODEC
-    from bridges.msgs import Struct
+    from dockbench.bridges.msgs import Struct
 
     if not isinstance(msg_type, Struct):
         raise TransportError(f"msg_type must be a bridges.msgs.Struct (e.g. msgs.POSE_STAMPED) or None "

@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-
-from planners.base import Planner, Reference
-from sim import kernels
-from sim.dynamics import Snapshot
-from sim.registry import Registry
-from sim.wrench import WrenchState
+from dockbench.planners.base import Planner, Reference
+from dockbench.sim import kernels
+from dockbench.sim.dynamics import Snapshot
+from dockbench.sim.registry import Registry
+from dockbench.sim.wrench import WrenchState
 
 
 def _shallow(value: Any) -> Any:

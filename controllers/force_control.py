@@ -40,9 +40,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-
-from sim.config import param
-from sim.errors import ScenarioError
+from dockbench.sim.config import param
+from dockbench.sim.errors import ScenarioError
 
 
 @dataclass(frozen=True)

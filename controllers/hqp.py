@@ -121,11 +121,9 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import qpsolvers
-from scipy.linalg.lapack import dposv as _dposv
-
-from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
-from controllers.feedforward import DissipationFeedforward
-from controllers.force_control import (
+from dockbench.controllers.base import CONTROLLERS, Command, Controller, PlantInfo
+from dockbench.controllers.feedforward import DissipationFeedforward
+from dockbench.controllers.force_control import (
     SETPOINT_DIAG,
     AxialForceSetpoint,
     ForceFilter,
@@ -135,14 +133,15 @@ from controllers.force_control import (
     force_setpoint_param,
     state_values,
 )
-from controllers.observer import MomentumObserver
-from planners.base import Planner, Reference
-from sim import kernels
-from sim.config import param
-from sim.dynamics import Snapshot
-from sim.errors import ScenarioError
-from sim.lie import cross3, norm3, so3_log
-from sim.wrench import WrenchState
+from dockbench.controllers.observer import MomentumObserver
+from dockbench.planners.base import Planner, Reference
+from dockbench.sim import kernels
+from dockbench.sim.config import param
+from dockbench.sim.dynamics import Snapshot
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.lie import cross3, norm3, so3_log
+from dockbench.sim.wrench import WrenchState
+from scipy.linalg.lapack import dposv as _dposv
 
 #: QP backends this controller accepts (qpsolvers' names; daqp is called through its own API).
 QP_SOLVERS = ("daqp", "proxqp", "quadprog")

@@ -56,12 +56,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-
-from planners.base import Planner, Reference, Segment
-from planners.quintic import quintic_blend, quintic_duration
-from sim.config import param
-from sim.errors import ScenarioError
-from sim.lie import so3_exp, so3_log
+from dockbench.planners.base import Planner, Reference, Segment
+from dockbench.planners.quintic import quintic_blend, quintic_duration
+from dockbench.sim.config import param
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.lie import so3_exp, so3_log
 
 #: ``ins_phase`` codes: following the plan, backing off, re-inserting (then holding the goal), given up
 PHASES = {"plan": 0, "backoff": 1, "reinsert": 2, "gave_up": 3}

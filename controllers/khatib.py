@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
-
-from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
-from controllers.feedforward import DissipationFeedforward
-from controllers.force_control import (
+from dockbench.controllers.base import CONTROLLERS, Command, Controller, PlantInfo
+from dockbench.controllers.feedforward import DissipationFeedforward
+from dockbench.controllers.force_control import (
     SETPOINT_DIAG,
     AxialForceSetpoint,
     ForceFilter,
@@ -41,12 +40,12 @@ from controllers.force_control import (
     force_setpoint_param,
     state_values,
 )
-from planners.base import Planner, Reference
-from sim import kernels
-from sim.config import param
-from sim.dynamics import Snapshot
-from sim.lie import rotation_error_world
-from sim.wrench import WrenchState
+from dockbench.planners.base import Planner, Reference
+from dockbench.sim import kernels
+from dockbench.sim.config import param
+from dockbench.sim.dynamics import Snapshot
+from dockbench.sim.lie import rotation_error_world
+from dockbench.sim.wrench import WrenchState
 
 #: the compiled kernel's Cholesky pivots (squared) below this count as zero: Λ⁻¹ singular → it hands the step to
 #: the Python path, which solves by least squares there [1/kg-ish units]

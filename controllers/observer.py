@@ -42,12 +42,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from dockbench.controllers.base import PlantInfo
+from dockbench.sim.dynamics import Snapshot
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.wrench import WrenchState
 from scipy.linalg.lapack import dposv as _dposv
-
-from controllers.base import PlantInfo
-from sim.dynamics import Snapshot
-from sim.errors import ScenarioError
-from sim.wrench import WrenchState
 
 
 class MomentumObserver:

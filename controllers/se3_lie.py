@@ -57,17 +57,16 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
-
-from controllers.base import CONTROLLERS, Command, Controller, PlantInfo
-from controllers.feedforward import DissipationFeedforward
-from controllers.force_control import ForceFilter, force_filter_param, state_values
-from planners.base import Planner, Reference
-from planners.motion_reference import MotionReference
-from sim import kernels, lie
-from sim.config import param
-from sim.dynamics import Snapshot
-from sim.errors import ScenarioError
-from sim.wrench import WrenchState
+from dockbench.controllers.base import CONTROLLERS, Command, Controller, PlantInfo
+from dockbench.controllers.feedforward import DissipationFeedforward
+from dockbench.controllers.force_control import ForceFilter, force_filter_param, state_values
+from dockbench.planners.base import Planner, Reference
+from dockbench.planners.motion_reference import MotionReference
+from dockbench.sim import kernels, lie
+from dockbench.sim.config import param
+from dockbench.sim.dynamics import Snapshot
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.wrench import WrenchState
 
 Vec6 = tuple[float, float, float, float, float, float]
 Mat6 = tuple[tuple[float, ...], ...]

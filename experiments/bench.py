@@ -51,7 +51,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from telemetry.progress import Progress  # noqa: E402
+from dockbench.telemetry.progress import Progress  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SCENARIOS = [
@@ -93,25 +93,25 @@ def _live_observer(mode: str, tmp: Path):
         return None, lambda: None
     if mode == "null":
         return _NullObserver(), lambda: None
-    from telemetry.live import MailboxStream
+    from dockbench.telemetry.live import MailboxStream
 
     if mode == "ros2":
-        from bridges.ros2 import open_transport
+        from dockbench.bridges.ros2 import open_transport
 
         try:
             transport = open_transport("cyclonedds")
         except Exception:  # noqa: BLE001 - no cyclonedds: the in-process bus
             transport = open_transport("inprocess")
-        from telemetry.live import Ros2Sink
+        from dockbench.telemetry.live import Ros2Sink
 
         obs = MailboxStream(Ros2Sink(transport), rate_hz=50.0, policy="latest", max_rate_hz=50.0)
         return obs, transport.close
     if mode == "rerun":
-        from telemetry.live import RerunSink
+        from dockbench.telemetry.live import RerunSink
 
         return MailboxStream(RerunSink(str(tmp / "bench.rrd")), rate_hz=50.0, policy="all"), lambda: None
     if mode == "viewer":
-        from telemetry.viewer import RunViewer, offscreen_launcher
+        from dockbench.telemetry.viewer import RunViewer, offscreen_launcher
 
         v = RunViewer(speed=None, launch=offscreen_launcher(width=640, height=480))
         return v, v.close
@@ -124,9 +124,8 @@ def measure_once(scenario_path: str, live: str = "none") -> dict:
     import tempfile
 
     import mujoco
-
-    from sim.loop import build, contiguous_slice, kernel_paths, simulate
-    from sim.scenario import load_scenario
+    from dockbench.sim.loop import build, contiguous_slice, kernel_paths, simulate
+    from dockbench.sim.scenario import load_scenario
 
     sc = load_scenario(scenario_path)
     setup = build(sc)
@@ -179,11 +178,11 @@ def measure_once(scenario_path: str, live: str = "none") -> dict:
 
 
 def measure_hand_track_test() -> dict:
-    """The G20 bridge's track test (``python -m experiments.g20_bridge --track-test``: kinematic
+    """The G20 bridge's track test (``python -m dockbench.experiments.g20_bridge --track-test``: kinematic
     bridge at the hand model's timestep, slew and collision projection on, OPEN then half fist, checked at step 600),
     timed end to end; no physics, so no floor."""
-    from hand.bridge import BridgeConfig, HandBridge, run_track_test
-    from hand.spec import load_spec
+    from dockbench.hand.bridge import BridgeConfig, HandBridge, run_track_test
+    from dockbench.hand.spec import load_spec
 
     bridge = HandBridge.standalone(BridgeConfig(), load_spec(None))
     t0 = time.perf_counter()
@@ -347,7 +346,7 @@ def _med_range(stats: tuple[float, float, float], fmt: str) -> str:
 
 
 def format_table(results: list[dict]) -> str:
-    from sim.kernels import describe
+    from dockbench.sim.kernels import describe
 
     head = (
         "| scenario | runs | wall s | sim s | real-time factor | µs/step | physics | dynamics | controller "

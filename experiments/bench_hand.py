@@ -10,7 +10,7 @@ that ran the per-joint projection. Closures:
 
 Usage::
 
-    python -m experiments.bench_hand [--steps 1000] [--repeat 3]
+    python -m dockbench.experiments.bench_hand [--steps 1000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ import gc
 import time
 
 import numpy as np
-
-from hand.bridge import BridgeConfig, HandBridge
+from dockbench.hand.bridge import BridgeConfig, HandBridge
 
 CLOSURES = {"full": [0] * 20, "fist": "fist"}
 

@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # allow `python experiments/campaign.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.errors import DockbenchError  # noqa: E402
+from dockbench.sim.errors import DockbenchError  # noqa: E402
 
 
 def _fmt(x, spec=".3g") -> str:
@@ -101,10 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     import dataclasses
 
     import yaml
-
-    from sim.campaign import load_campaign, run_campaign
-    from sim.campaign.executors import make_executor
-    from sim.overrides import parse_assignment
+    from dockbench.sim.campaign import load_campaign, run_campaign
+    from dockbench.sim.campaign.executors import make_executor
+    from dockbench.sim.overrides import parse_assignment
 
     try:
         camp = load_campaign(args.campaign)
@@ -112,14 +111,14 @@ def main(argv: list[str] | None = None) -> int:
             extra = {}
             for item in args.set:
                 path, value = parse_assignment(item)
-                from sim.overrides import format_path
+                from dockbench.sim.overrides import format_path
 
                 extra[format_path(path)] = value
             camp = dataclasses.replace(camp, set={**(camp.set or {}), **extra})
         if args.telemetry:
             camp = dataclasses.replace(camp, telemetry=args.telemetry)
         if args.samples is not None or args.repeats is not None:
-            from sim.campaign.spec import campaign_from_dict
+            from dockbench.sim.campaign.spec import campaign_from_dict
 
             data = yaml.safe_load(camp.file.read_text())
             data.update({k: v for k, v in (("samples", args.samples), ("repeats", args.repeats)) if v is not None})

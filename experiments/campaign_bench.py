@@ -49,8 +49,8 @@ def _campaign_file(folder: Path, name: str, extra: dict) -> Path:
 
 def efficiency(trials: int, jobs: int, out: Path, telemetry: str = "failures") -> dict:
     """N repeats of the docking on ``jobs`` workers: wall, Σ loop, their ratio, overhead per trial."""
-    from sim.campaign import load_campaign, run_campaign
-    from sim.campaign.executors import make_executor
+    from dockbench.sim.campaign import load_campaign, run_campaign
+    from dockbench.sim.campaign.executors import make_executor
 
     path = _campaign_file(out, f"bench_{trials}", {"repeats": trials, "telemetry": telemetry})
     camp = load_campaign(path)
@@ -75,9 +75,8 @@ def efficiency(trials: int, jobs: int, out: Path, telemetry: str = "failures") -
 def fit(out: Path, per_length: int = 5) -> dict:
     """Fixed cost per trial and cost per simulated second (least squares over four run lengths)."""
     import numpy as np
-
-    from sim.campaign import load_campaign, run_campaign
-    from sim.campaign.executors import InlineExecutor
+    from dockbench.sim.campaign import load_campaign, run_campaign
+    from dockbench.sim.campaign.executors import InlineExecutor
 
     path = _campaign_file(out, "bench_fit", {
         "axes": [{"key": "sim.settle_time", "values": [0.5, 4.5, 8.5, 16.5], "name": "settle"}],

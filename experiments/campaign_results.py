@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.errors import DockbenchError  # noqa: E402
+from dockbench.sim.errors import DockbenchError  # noqa: E402
 
 
 def _rate(rows: list[dict[str, str]]) -> str:
@@ -45,8 +45,8 @@ def _num(x: str) -> float | None:
 
 def section(folder: Path) -> str:
     """The markdown section of the campaign in ``folder`` (its results.csv, summary.json, campaign.yaml)."""
-    from experiments.compare import _display
-    from sim.campaign.stats import quantiles, wilson_interval
+    from dockbench.experiments.compare import _display
+    from dockbench.sim.campaign.stats import quantiles, wilson_interval
 
     for f in ("results.csv", "summary.json", "campaign.yaml"):
         if not (folder / f).is_file():

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str] | None = None) -> int:
-    from telemetry.run import Run, first_difference
+    from dockbench.telemetry.run import Run, first_difference
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenarios", nargs="*",

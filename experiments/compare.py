@@ -35,9 +35,9 @@ from typing import Any
 if __package__ in (None, ""):  # allow `python experiments/compare.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.errors import DockbenchError, reports_errors  # noqa: E402
-from telemetry.log import atomic_write_text  # noqa: E402
-from telemetry.metrics import HEADLINE_METRICS  # noqa: E402
+from dockbench.sim.errors import DockbenchError, reports_errors  # noqa: E402
+from dockbench.telemetry.log import atomic_write_text  # noqa: E402
+from dockbench.telemetry.metrics import HEADLINE_METRICS  # noqa: E402
 
 #: The default columns (metric names of telemetry.metrics.METRICS), in table order.
 DEFAULT_METRICS: tuple[str, ...] = (
@@ -113,8 +113,8 @@ def find_run_dirs(paths: Sequence[str | Path], latest: bool = False) -> list[Pat
 
 def row_from_run(run_dir: str | Path) -> Row:
     """A table row from a run folder (metrics recomputed from its telemetry)."""
-    from telemetry.metrics import compute_metrics
-    from telemetry.run import Run
+    from dockbench.telemetry.metrics import compute_metrics
+    from dockbench.telemetry.run import Run
 
     run = Run.load(run_dir)
     sc = run.meta.get("scenario") or {}
@@ -135,9 +135,9 @@ def row_from_run(run_dir: str | Path) -> Row:
 
 def run_scenarios(files: Sequence[str | Path], out_root: str | Path) -> list[Path]:
     """Run each scenario file into ``out_root``; return the run folders (diverged runs included)."""
-    from sim.errors import SimulationDiverged
-    from sim.loop import run
-    from sim.scenario import load_scenario
+    from dockbench.sim.errors import SimulationDiverged
+    from dockbench.sim.loop import run
+    from dockbench.sim.scenario import load_scenario
 
     dirs = []
     for f in files:
@@ -155,7 +155,7 @@ def run_scenarios(files: Sequence[str | Path], out_root: str | Path) -> list[Pat
 
 
 def _unit(metric: str) -> str:
-    from telemetry.metrics import METRICS
+    from dockbench.telemetry.metrics import METRICS
 
     return METRICS[metric][0] if metric in METRICS else ""
 
@@ -214,7 +214,7 @@ def csv_table(rows: Sequence[Row], metrics: Sequence[str] = DEFAULT_METRICS) -> 
 
 def results_markdown(rows: Sequence[Row], metrics: Sequence[str], command: str) -> str:
     """The full docs/results.md page: how it was made, the table, the metric legend."""
-    from telemetry.metrics import METRICS
+    from dockbench.telemetry.metrics import METRICS
 
     lines = [
         "# Results",
@@ -268,7 +268,7 @@ def kept_sections(page: str) -> str:
 
 
 def _metric_list(arg: str | None) -> tuple[str, ...]:
-    from telemetry.metrics import METRICS
+    from dockbench.telemetry.metrics import METRICS
 
     if not arg:
         return DEFAULT_METRICS

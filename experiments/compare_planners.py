@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m experiments.compare_planners [--lateral 0.08] [--angle-deg 0] [--standoff 0.10]
+    python -m dockbench.experiments.compare_planners [--lateral 0.08] [--angle-deg 0] [--standoff 0.10]
 
 Scene: goal pose T3 = (R_goal, p_goal), approach axis a (world +z by default), pre-dock
 T2 = (R_goal, p_goal + standoff · a), start T1 = pre-dock shifted by ``lateral`` metres along the
@@ -19,10 +19,9 @@ import math
 import sys
 
 import numpy as np
-
-from planners import PLANNERS, PlannerContext
-from sim.config import parse_config
-from sim.lie import so3_exp
+from dockbench.planners import PLANNERS, PlannerContext
+from dockbench.sim.config import parse_config
+from dockbench.sim.lie import so3_exp
 
 
 def reference_scene(lateral: float = 0.08, angle_deg: float = 0.0, standoff: float = 0.10) -> PlannerContext:

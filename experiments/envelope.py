@@ -81,10 +81,9 @@ def case_key(c: dict[str, Any]) -> tuple:
 def run_case(c: dict[str, Any]) -> dict[str, Any]:
     """Run one case and return its record (the case plus verdict, failed gates and :data:`RECORDED` metrics)."""
     import yaml
-
-    from sim.errors import DockbenchError
-    from sim.loop import run
-    from sim.scenario import scenario_from_dict
+    from dockbench.sim.errors import DockbenchError
+    from dockbench.sim.loop import run
+    from dockbench.sim.scenario import scenario_from_dict
 
     d = yaml.safe_load(Path(c["scenario"]).read_text())
     rpy = [c["tilt_deg"] if c["tilt_axis"] == "x" else 0.0, c["tilt_deg"] if c["tilt_axis"] == "y" else 0.0,
@@ -367,7 +366,7 @@ def figure(records: list[dict[str, Any]], path: Path) -> None:
 
 def write_section(md: Path, text: str) -> None:
     """Replace the section between BEGIN and END in ``md`` (append it when absent)."""
-    from telemetry.log import atomic_write_text
+    from dockbench.telemetry.log import atomic_write_text
 
     page = md.read_text() if md.is_file() else ""
     if END in page and "<!-- BEGIN envelope" in page:

@@ -18,7 +18,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # allow `python experiments/export.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.errors import reports_errors  # noqa: E402
+from dockbench.sim.errors import reports_errors  # noqa: E402
 
 
 @reports_errors
@@ -34,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.mcap is None and args.rerun is None:
         print("error: nothing to do: give --mcap OUT and/or --rerun OUT.rrd", file=sys.stderr)
         return 1
-    from telemetry.export import write_mcap, write_rrd
-    from telemetry.run import Run
+    from dockbench.telemetry.export import write_mcap, write_rrd
+    from dockbench.telemetry.run import Run
 
     run = Run.load(args.run_dir)
     if args.mcap is not None:

@@ -52,8 +52,7 @@ def _cli(scenario: str, out: Path, duration: float) -> list[str]:
 def check_folder(folder: Path, *, expect_interrupted: bool) -> list[str]:
     """Problems with one run folder left by an interrupted (or finished) CLI run."""
     import numpy as np
-
-    from telemetry.run import Run
+    from dockbench.telemetry.run import Run
 
     out = []
     try:
@@ -166,10 +165,10 @@ def _umount(path: Path) -> None:
 DISK_CHILD = r"""
 import json, sys
 from pathlib import Path
-from sim.errors import DockbenchError
-from sim.loop import run
-from sim.scenario import load_scenario
-from telemetry.run import Run
+from dockbench.sim.errors import DockbenchError
+from dockbench.sim.loop import run
+from dockbench.sim.scenario import load_scenario
+from dockbench.telemetry.run import Run
 out, scenario, duration, chunk = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 fill_after = float(sys.argv[5])
 if fill_after >= 0:  # another process fills the disk while the run is going

@@ -79,8 +79,8 @@ def _leaf_paths(node: Any, prefix: tuple = ()) -> list[tuple]:
 
 def _schema_paths(d: dict) -> list[tuple]:
     """Key paths of the typed blocks' schemas (keys a file may leave out), for the scenario's types."""
-    from sim.config import walk_fields
-    from sim.scenario import (
+    from dockbench.sim.config import walk_fields
+    from dockbench.sim.scenario import (
         GateSpec,
         RobotConfig,
         SimConfig,
@@ -164,7 +164,7 @@ def _value(rng: random.Random, original: Any) -> Any:
 
 def mutate(d: dict, rng: random.Random, others: dict[str, dict]) -> tuple[dict, list[str]]:
     """1–3 random mutations of the scenario dict ``d`` (a copy); also returns their descriptions."""
-    from sim.scenario import _registries
+    from dockbench.sim.scenario import _registries
 
     d = copy.deepcopy(d)
     notes = []
@@ -220,7 +220,7 @@ def mutate(d: dict, rng: random.Random, others: dict[str, dict]) -> tuple[dict, 
 
 
 def _short(v: Any) -> str:
-    from sim.config import short_repr
+    from dockbench.sim.config import short_repr
 
     return short_repr(v)
 
@@ -292,10 +292,10 @@ class Outcome:
 
 def run_case(data: Any, out_root: Path, duration: float | None, label: str = "", check_folder: bool = True) -> Outcome:
     """Write ``data`` as a YAML scenario, load it, run it; classify the result (see the module docstring)."""
-    from sim.errors import DockbenchError, InternalError, ScenarioError, SimulationDiverged
-    from sim.loop import run
-    from sim.scenario import load_scenario
-    from telemetry.run import Run
+    from dockbench.sim.errors import DockbenchError, InternalError, ScenarioError, SimulationDiverged
+    from dockbench.sim.loop import run
+    from dockbench.sim.scenario import load_scenario
+    from dockbench.telemetry.run import Run
 
     t0 = time.perf_counter()
     out_root.mkdir(parents=True, exist_ok=True)

@@ -2,12 +2,12 @@
 
 A thin command line over :mod:`hand.bridge`. Examples::
 
-    python -m experiments.g20_bridge --track-test                  # track test (docs/theory/g20_hand.md §5), exit 0/1
-    python -m experiments.g20_bridge --track-test --pd-drive
-    python -m experiments.g20_bridge --preset half_fist --headless --max-steps 500 --record out.jsonl
-    python -m experiments.g20_bridge --commands cmds.jsonl --record states.jsonl --headless
-    MUJOCO_GL=egl python -m experiments.g20_bridge --preset fist --max-steps 800 --snapshot fist.png
-    python -m experiments.g20_bridge --ros2 --slew-rad 0.005 --phys-per-render 4 --colliders palm+distal \
+    python -m dockbench.experiments.g20_bridge --track-test  # track test (docs/theory/g20_hand.md §5), exit 0/1
+    python -m dockbench.experiments.g20_bridge --track-test --pd-drive
+    python -m dockbench.experiments.g20_bridge --preset half_fist --headless --max-steps 500 --record out.jsonl
+    python -m dockbench.experiments.g20_bridge --commands cmds.jsonl --record states.jsonl --headless
+    MUJOCO_GL=egl python -m dockbench.experiments.g20_bridge --preset fist --max-steps 800 --snapshot fist.png
+    python -m dockbench.experiments.g20_bridge --ros2 --slew-rad 0.005 --phys-per-render 4 --colliders palm+distal \
         --on-nonfinite open --sim-state-topic /sim/g20/state      # the Isaac variant's options
 
 The options of both seed bridges are accepted (docs/hand.md puts them side by side): the MuJoCo
@@ -41,8 +41,7 @@ from pathlib import Path  # noqa: E402
 
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
-
-from bridges.g20_ros2 import (  # noqa: E402
+from dockbench.bridges.g20_ros2 import (  # noqa: E402
     DEFAULT_CMD_TOPIC,
     DEFAULT_LEGACY_TOPIC,
     DEFAULT_NOMINAL_TOPIC,
@@ -50,8 +49,8 @@ from bridges.g20_ros2 import (  # noqa: E402
     G20Mode,
     run_g20_ros2,
 )
-from bridges.ros2 import open_transport  # noqa: E402
-from hand.bridge import (  # noqa: E402
+from dockbench.bridges.ros2 import open_transport  # noqa: E402
+from dockbench.hand.bridge import (  # noqa: E402
     ROOT_BODY,
     BridgeConfig,
     DriveMode,
@@ -60,8 +59,8 @@ from hand.bridge import (  # noqa: E402
     run_track_test,
     state_to_json,
 )
-from hand.spec import load_spec  # noqa: E402
-from sim.errors import DockbenchError  # noqa: E402
+from dockbench.hand.spec import load_spec  # noqa: E402
+from dockbench.sim.errors import DockbenchError  # noqa: E402
 
 CAMERA_LOOKAT_IN_HAND = (0.04, -0.04, 0.12)
 """Comparison camera look-at point in the hand frame (g20_root) [m]."""
@@ -84,7 +83,7 @@ DEFAULT_HEADLESS_STEPS = 1000
 REPLAY_TAIL_S = 1.0
 """A replay runs this long past the last command's time [s] (unless --max-steps says otherwise)."""
 
-log = logging.getLogger("experiments.g20_bridge")
+log = logging.getLogger("dockbench.experiments.g20_bridge")
 
 
 def build_parser() -> argparse.ArgumentParser:

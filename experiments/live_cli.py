@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sim.errors import DockbenchError
+from dockbench.sim.errors import DockbenchError
 
 PACE_CHECK_HZ = 100.0
 """--speed without --viewer: pacing checks per wall-clock second."""
@@ -19,7 +19,7 @@ class LiveSession:
     always does)."""
 
     def __init__(self, args: argparse.Namespace, scenario: Any, *, viewer_launch: Any = None) -> None:
-        from telemetry.live import MailboxStream, Observers, Pacer, RerunSink, Ros2Sink
+        from dockbench.telemetry.live import MailboxStream, Observers, Pacer, RerunSink, Ros2Sink
 
         self.members: list[Any] = []
         self.streams: dict[str, MailboxStream] = {}
@@ -29,7 +29,7 @@ class LiveSession:
         speed = getattr(args, "speed", None)
         rate = float(getattr(args, "live_rate_hz", 50.0))
         if getattr(args, "viewer", False):
-            from telemetry.viewer import RunViewer
+            from dockbench.telemetry.viewer import RunViewer
 
             self.viewer = RunViewer(speed=1.0 if speed is None else speed, launch=viewer_launch)
             self.members.append(self.viewer)
@@ -44,7 +44,7 @@ class LiveSession:
             self.streams["rerun"] = MailboxStream(sink, rate_hz=rate, policy="all" if to_file else "latest",
                                                   max_rate_hz=None if to_file else rate, name="dockbench-rerun")
         if getattr(args, "ros2", False):
-            from bridges.ros2 import open_transport
+            from dockbench.bridges.ros2 import open_transport
 
             self.transport = open_transport(getattr(args, "ros2_backend", "auto"))
             sink = Ros2Sink(self.transport, prefix=getattr(args, "ros2_prefix", None), stamp="wall")
@@ -65,7 +65,7 @@ class LiveSession:
 
     def report(self) -> None:
         """Print what the live options did (nothing when none was given)."""
-        from telemetry.live import stream_summary
+        from dockbench.telemetry.live import stream_summary
 
         if self.viewer is not None:
             pace = self.viewer.pacer

@@ -4,9 +4,9 @@ A thin command line over :mod:`bridges.mirror`. The model is loaded directly fro
 ``sensor_msgs/msg/JointState`` topic drives its joints by name; frames are validated whole; nothing is
 displayed until every group has sent a valid frame; a silent group holds its last valid pose. Examples::
 
-    python -m experiments.mirror                                   # passive viewer, default config
-    MUJOCO_GL=egl python -m experiments.mirror --offscreen --duration 10 --snapshot mirror.png
-    python -m experiments.mock_joint_states --play &               # a source without a robot
+    python -m dockbench.experiments.mirror                                   # passive viewer, default config
+    MUJOCO_GL=egl python -m dockbench.experiments.mirror --offscreen --duration 10 --snapshot mirror.png
+    python -m dockbench.experiments.mock_joint_states --play &               # a source without a robot
 
 Closing the viewer ends the display and this program only (publishers are not affected).
 Exit codes: 0 display ended normally, 1 error (bad config/model, no GL, or --wait-timeout expired: the
@@ -25,11 +25,11 @@ import dataclasses  # noqa: E402
 import logging  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from bridges.mirror import MirrorApp, load_mirror_config  # noqa: E402
-from bridges.ros2 import open_transport  # noqa: E402
-from sim.errors import DockbenchError, reports_errors  # noqa: E402
+from dockbench.bridges.mirror import MirrorApp, load_mirror_config  # noqa: E402
+from dockbench.bridges.ros2 import open_transport  # noqa: E402
+from dockbench.sim.errors import DockbenchError, reports_errors  # noqa: E402
 
-log = logging.getLogger("experiments.mirror")
+log = logging.getLogger("dockbench.experiments.mirror")
 
 
 def build_parser() -> argparse.ArgumentParser:

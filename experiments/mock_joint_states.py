@@ -19,8 +19,8 @@ stdin line                 command-topic ``name[]`` entry (``/xr_rm/mock/command
 
 Examples::
 
-    python -m experiments.mock_joint_states --play                 # both arms, trajectory running
-    python -m experiments.mock_joint_states --only left            # mirror waits for 'right'
+    python -m dockbench.experiments.mock_joint_states --play                 # both arms, trajectory running
+    python -m dockbench.experiments.mock_joint_states --only left            # mirror waits for 'right'
     ros2 topic pub --once /xr_rm/mock/command sensor_msgs/msg/JointState "{name: [reset_left]}"
 
 Exit codes: 0 ok, 1 error (the message, not a traceback, is printed).
@@ -44,12 +44,11 @@ from typing import Any
 
 import numpy as np
 import yaml
+from dockbench.bridges.mirror import MirrorConfig, load_mirror_config
+from dockbench.bridges.ros2 import JointState, Publisher, Transport, open_transport
+from dockbench.sim.errors import DockbenchError, ScenarioError, reports_errors
 
-from bridges.mirror import MirrorConfig, load_mirror_config
-from bridges.ros2 import JointState, Publisher, Transport, open_transport
-from sim.errors import DockbenchError, ScenarioError, reports_errors
-
-log = logging.getLogger("experiments.mock_joint_states")
+log = logging.getLogger("dockbench.experiments.mock_joint_states")
 
 DEFAULT_POSE_RESOURCE = ("robots", "dual_rm75", "mock_initial_pose.yaml")
 """Package resource (inside ``assets``) of the default initial pose and trajectory."""
@@ -126,7 +125,7 @@ def load_mock_plan(config: MirrorConfig, path: str | Path | None = None) -> Mock
     """
     if path is None:
         source = "assets/" + "/".join(DEFAULT_POSE_RESOURCE)
-        text = resources.files("assets").joinpath(*DEFAULT_POSE_RESOURCE).read_text(encoding="utf-8")
+        text = resources.files("dockbench.assets").joinpath(*DEFAULT_POSE_RESOURCE).read_text(encoding="utf-8")
     else:
         source = str(path)
         try:

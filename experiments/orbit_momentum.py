@@ -18,7 +18,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.errors import reports_errors  # noqa: E402
+from dockbench.sim.errors import reports_errors  # noqa: E402
 
 COMBOS = (("implicitfast", "newton"), ("rk4", "newton"), ("rk4", "pgs"))
 
@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dt", default="0.001,0.0005", help="comma-separated MuJoCo time steps [s]")
     p.add_argument("--md", help="also write the table as Markdown to this file")
     args = p.parse_args(argv)
-    from sim.loop import run
-    from sim.scenario import scenario_from_dict
+    from dockbench.sim.loop import run
+    from dockbench.sim.scenario import scenario_from_dict
 
     base = yaml.safe_load(Path(args.scenario).read_text())
     rows = ["| integrator | solver | dt [s] | momentum drift (rel.) | COM off its line [m] | verdict | real time |",

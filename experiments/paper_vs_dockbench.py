@@ -25,8 +25,7 @@ if __package__ in (None, ""):  # allow `python experiments/paper_vs_dockbench.py
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
-
-from telemetry.log import atomic_write_text  # noqa: E402
+from dockbench.telemetry.log import atomic_write_text  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PAPER = REPO / "scenarios" / "paper"
@@ -66,7 +65,7 @@ PAPER_FEEDFORWARD = {"feedforward": "torque", "force_filter": 0.0}
 
 
 def _load(stem: str, literal: bool) -> Any:
-    from sim.scenario import scenario_from_dict
+    from dockbench.sim.scenario import scenario_from_dict
 
     d = yaml.safe_load((PAPER / f"{stem}.yaml").read_text())
     if literal:
@@ -77,7 +76,7 @@ def _load(stem: str, literal: bool) -> Any:
 
 def _causes(result: Any) -> dict[str, float]:
     """When and how the peak axial force happened, from the run's telemetry alone."""
-    from telemetry.metrics import axial_force
+    from dockbench.telemetry.metrics import axial_force
 
     ch, meta = result.telemetry, result.meta
     t = ch["t"]
@@ -109,9 +108,8 @@ def effective_masses() -> dict[str, float]:
     a point, 1/(aᵀ J_v M⁻¹ J_vᵀ a), and of the 6-D task inertia, (Λ)_aa, each with and without the joints'
     armature [kg]."""
     import mujoco
-
-    from sim.ik import solve_ik
-    from sim.loop import build
+    from dockbench.sim.ik import solve_ik
+    from dockbench.sim.loop import build
 
     s = build(_load("paper_fr3_hqp", literal=False))
     m, data = s.asm.model, mujoco.MjData(s.asm.model)
@@ -146,7 +144,7 @@ def _fmt(x: Any, scale: float = 1.0) -> str:
 
 
 def section() -> str:
-    from sim.loop import run
+    from dockbench.sim.loop import run
 
     results = {}
     for stem, *_ in RUNS:

@@ -21,12 +21,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # allow `python experiments/plot_telemetry.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.errors import reports_errors  # noqa: E402
+from dockbench.sim.errors import reports_errors  # noqa: E402
 
 
 def plot_run(run_dir: str | Path, formats: str | Iterable[str] = ("png",)) -> list[Path]:
     """Write every figure of the run in each of ``formats`` into ``run_dir``; return the paths."""
-    from telemetry.plots import plot_run as _plot_run
+    from dockbench.telemetry.plots import plot_run as _plot_run
 
     return _plot_run(run_dir, formats)
 
@@ -41,13 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     if len(args.run_dir) == 1:
         if args.out is not None:
-            from telemetry.plots import plot_run as _plot_run
+            from dockbench.telemetry.plots import plot_run as _plot_run
 
             files = _plot_run(args.run_dir[0], args.format, out_dir=args.out)
         else:
             files = plot_run(args.run_dir[0], args.format)
     else:
-        from telemetry.plots import plot_compare
+        from dockbench.telemetry.plots import plot_compare
 
         files = plot_compare(args.run_dir, args.out or "compare", args.format)
     wall = time.perf_counter() - t0

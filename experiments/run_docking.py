@@ -42,8 +42,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # allow `python experiments/run_docking.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim import interrupts  # noqa: E402
-from sim.errors import DockbenchError, ScenarioError  # noqa: E402
+from dockbench.sim import interrupts  # noqa: E402
+from dockbench.sim.errors import DockbenchError, ScenarioError  # noqa: E402
 
 
 def _progress_bar(stream):
@@ -63,7 +63,7 @@ def _progress_bar(stream):
 def _kernel_note(meta: dict) -> str:
     """"  (compiled kernels)", "  (Python reference paths)" or the mix (sim/kernels.py), and what the kernel
     guard found when a kernel disagreed with its Python reference."""
-    from sim.kernels import describe
+    from dockbench.sim.kernels import describe
 
     paths = meta.get("kernels", {})
     if not paths:
@@ -92,7 +92,7 @@ def format_summary(result, scenario) -> str:
     )
     if result.status == "interrupted" and result.message:
         lines.append(f"           {result.message}")
-    from telemetry.metrics import HEADLINE_METRICS, METRICS
+    from dockbench.telemetry.metrics import HEADLINE_METRICS, METRICS
 
     keys = (*HEADLINE_METRICS, "tracking.pos_peak", "tracking.rot_rms_deg", "safety.saturation_ratio")
 
@@ -124,7 +124,7 @@ def _origin(key: str | None, sets: list[str]) -> str:
     """`` (the value comes from --set K=V)`` when an error's key path is one that ``--set`` gave."""
     if not key:
         return ""
-    from sim.overrides import format_path, parse_path
+    from dockbench.sim.overrides import format_path, parse_path
 
     for item in sets:
         path = item.partition("=")[0]
@@ -141,8 +141,8 @@ def _parse_duration(text: str | None) -> float | None:
     """``--duration`` as seconds, validated like ``sim.duration`` (finite, in range)."""
     if text is None:
         return None
-    from sim.config import check_value
-    from sim.scenario import SimConfig
+    from dockbench.sim.config import check_value
+    from dockbench.sim.scenario import SimConfig
 
     try:
         value = float(text)
@@ -227,9 +227,9 @@ def _main(argv: list[str] | None) -> int:
     args = ap.parse_args(argv)
 
     with interrupts.deferred():  # a signal inside an extension module's import would become an ImportError
-        from sim.loop import run
-        from sim.plugins import load_plugins
-        from sim.scenario import load_scenario_notes, resolve_scenario
+        from dockbench.sim.loop import run
+        from dockbench.sim.plugins import load_plugins
+        from dockbench.sim.scenario import load_scenario_notes, resolve_scenario
 
     progress = None
     try:
@@ -249,7 +249,7 @@ def _main(argv: list[str] | None) -> int:
         if cli_plugins:  # recorded with the scenario's own (meta.json), so that the run can be repeated
             scenario = scenario.replace(plugins=(*cli_plugins, *scenario.plugins))
         progress = None if args.no_progress or not sys.stderr.isatty() else _progress_bar(sys.stderr)
-        from experiments.live_cli import LiveSession, check_args
+        from dockbench.experiments.live_cli import LiveSession, check_args
 
         _check_numbers(args)
         check_args(args)
@@ -280,12 +280,12 @@ def _main(argv: list[str] | None) -> int:
     try:
         interrupts.arm()  # plotting and the video may be interrupted; the run folder is complete
         if args.plot and result.run_dir is not None:
-            from experiments.plot_telemetry import plot_run
+            from dockbench.experiments.plot_telemetry import plot_run
 
             files = plot_run(result.run_dir)
             print(f"figures    {len(files)} written to {result.run_dir}")
         if args.video and result.run_dir is not None:
-            from telemetry.video import render_run_video
+            from dockbench.telemetry.video import render_run_video
 
             path = render_run_video(result.run_dir, args.video)
             print(f"video      {path}")

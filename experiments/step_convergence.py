@@ -29,9 +29,8 @@ def measure(path: Path) -> dict:
     """{divisor: {verdict, peak, sampled, depth}} for one scenario file."""
     import numpy as np
     import yaml
-
-    from sim.loop import run
-    from sim.scenario import scenario_from_dict
+    from dockbench.sim.loop import run
+    from dockbench.sim.scenario import scenario_from_dict
 
     out = {}
     for div in DIVISORS:

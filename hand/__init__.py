@@ -7,7 +7,7 @@
 See ``docs/hand.md``.
 """
 
-from hand.bridge import (
+from dockbench.hand.bridge import (
     BridgeConfig,
     BridgeSnapshot,
     CommandResult,
@@ -18,14 +18,14 @@ from hand.bridge import (
     TrackTestResult,
     run_track_test,
 )
-from hand.mapping import (
+from dockbench.hand.mapping import (
     complete_mimic,
     range_to_arc,
     sdk_to_joint_positions,
     validate_joint_command,
     validate_sdk_values,
 )
-from hand.spec import HandSpec, load_model, load_spec
+from dockbench.hand.spec import HandSpec, load_model, load_spec
 
 __all__ = [
     "BridgeConfig",

@@ -46,10 +46,9 @@ from typing import Any
 
 import mujoco
 import numpy as np
-
-from hand.mapping import sdk_to_joint_positions, validate_joint_command, validate_sdk_values
-from hand.spec import HandSpec, load_model, load_spec
-from sim.errors import HandCommandError, ModelError, ScenarioError
+from dockbench.hand.mapping import sdk_to_joint_positions, validate_joint_command, validate_sdk_values
+from dockbench.hand.spec import HandSpec, load_model, load_spec
+from dockbench.sim.errors import HandCommandError, ModelError, ScenarioError
 
 log = logging.getLogger(__name__)
 
@@ -489,7 +488,7 @@ class HandBridge:
     def command_preset(self, name: str) -> CommandResult:
         """Set the goal to the SDK preset ``name`` of the spec (``open``, ``half_fist``, ...)."""
         if not isinstance(name, str) or name not in self.spec.presets:
-            from sim.config import short_repr
+            from dockbench.sim.config import short_repr
 
             return self._reject(
                 f"unknown preset {short_repr(name)}; known: {', '.join(sorted(self.spec.presets))}", "unknown_preset"
@@ -939,7 +938,7 @@ def parse_command_stream(lines: Any, source: str = "<stream>") -> tuple[list[Tim
         except OverflowError:  # a JSON integer too large for a float
             t_ok = False
         if not t_ok:
-            from sim.config import short_repr
+            from dockbench.sim.config import short_repr
 
             errors.append(f"{source}:{n}: missing or bad time 't': {short_repr(t)}")
             continue

@@ -58,13 +58,12 @@ from typing import Any
 
 import mujoco
 import numpy as np
-
-from hand.bridge import ACTUATOR_SUFFIX, BridgeConfig, HandBridge, StepResult
-from hand.mapping import sdk_to_joint_positions
-from hand.spec import HandSpec, default_model_xml, load_model, load_spec
-from sim.config import param
-from sim.errors import ModelError, ScenarioError
-from sim.interfaces import TOOLS, Tool, ToolRuntime, matrix_to_quat, rpy_to_matrix
+from dockbench.hand.bridge import ACTUATOR_SUFFIX, BridgeConfig, HandBridge, StepResult
+from dockbench.hand.mapping import sdk_to_joint_positions
+from dockbench.hand.spec import HandSpec, default_model_xml, load_model, load_spec
+from dockbench.sim.config import param
+from dockbench.sim.errors import ModelError, ScenarioError
+from dockbench.sim.interfaces import TOOLS, Tool, ToolRuntime, matrix_to_quat, rpy_to_matrix
 
 HAND_PREFIX = "hand/"
 """Name prefix of every hand element in the assembled model."""
@@ -426,7 +425,7 @@ class HandRuntime(ToolRuntime):
         """Keep the arm's Pinocchio model lumped at the applied hand pose (sim.dynamics.LumpedInertia):
         re-lumped now (the initial pose) and after every step whose written pose differs from the last
         one lumped, so that the next snapshot's M and h are the plant's."""
-        from sim.dynamics import LumpedInertia
+        from dockbench.sim.dynamics import LumpedInertia
 
         names = [dynamics.model.names[j] for j in range(1, dynamics.model.njoints)]
         self._lumped = LumpedInertia(self.model, dynamics.model, names)

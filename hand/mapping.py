@@ -35,9 +35,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-
-from hand.spec import N_CHANNELS, SDK_MAX_VALUE, HandSpec
-from sim.errors import HandCommandError
+from dockbench.hand.spec import N_CHANNELS, SDK_MAX_VALUE, HandSpec
+from dockbench.sim.errors import HandCommandError
 
 _NUMBER_TYPES = (int, float, np.integer, np.floating)
 
@@ -75,7 +74,7 @@ def _finite_float(v: Any, where: str, unit: str = "") -> float:
 
 
 def _short(v: Any) -> str:
-    from sim.config import short_repr
+    from dockbench.sim.config import short_repr
 
     return short_repr(v)
 

@@ -28,8 +28,7 @@ from types import MappingProxyType
 from typing import Any
 
 import yaml
-
-from sim.errors import ModelError
+from dockbench.sim.errors import ModelError
 
 DEFAULT_SPEC_RESOURCE = ("hands", "g20_left_spec.yaml")
 """Package resource (inside ``assets``) of the default G20 LEFT spec."""
@@ -319,7 +318,7 @@ def load_spec(path: str | Path | None = None) -> HandSpec:
         ModelError: unreadable file or invalid content (see :func:`parse_spec`).
     """
     if path is None:
-        res = resources.files("assets").joinpath(*DEFAULT_SPEC_RESOURCE)
+        res = resources.files("dockbench.assets").joinpath(*DEFAULT_SPEC_RESOURCE)
         source, text, base_dir = "assets/hands/g20_left_spec.yaml", res.read_text(encoding="utf-8"), None
     else:
         source, base_dir = str(path), Path(path).parent
@@ -336,7 +335,7 @@ def load_spec(path: str | Path | None = None) -> HandSpec:
 
 def default_model_xml() -> str:
     """The packaged G20 LEFT MJCF text (``assets/hands/g20_left.xml``)."""
-    return resources.files("assets").joinpath(*DEFAULT_MODEL_RESOURCE).read_text(encoding="utf-8")
+    return resources.files("dockbench.assets").joinpath(*DEFAULT_MODEL_RESOURCE).read_text(encoding="utf-8")
 
 
 def load_model(spec: HandSpec | None = None):
@@ -356,7 +355,7 @@ def load_model(spec: HandSpec | None = None):
     try:
         if local is not None and local.is_file():
             return mujoco.MjModel.from_xml_path(str(local))
-        res = resources.files("assets").joinpath("hands", name)
+        res = resources.files("dockbench.assets").joinpath("hands", name)
         return mujoco.MjModel.from_xml_string(res.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ModelError(f"{name}: cannot load hand model: {exc}") from None

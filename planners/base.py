@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-
-from sim.registry import Registry
+from dockbench.sim.registry import Registry
 
 
 class Reference:

@@ -43,10 +43,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from planners.base import PLANNERS, Planner, PlannerContext, Reference, Segment, constant_orientation
-from sim.config import param
-from sim.errors import ScenarioError
+from dockbench.planners.base import PLANNERS, Planner, PlannerContext, Reference, Segment, constant_orientation
+from dockbench.sim.config import param
+from dockbench.sim.errors import ScenarioError
 
 TWO_PI = 2.0 * math.pi
 

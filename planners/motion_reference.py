@@ -15,8 +15,7 @@
 from __future__ import annotations
 
 import numpy as np
-
-from planners.base import Planner, Reference
+from dockbench.planners.base import Planner, Reference
 
 
 class MotionReference:

@@ -11,9 +11,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from planners.base import PLANNERS, Planner, PlannerContext, Reference, constant_orientation
-from sim.config import param
+from dockbench.planners.base import PLANNERS, Planner, PlannerContext, Reference, constant_orientation
+from dockbench.sim.config import param
 
 #: max_u |s'(u)| of the quintic blend, at u = 1/2.
 QUINTIC_PEAK_VEL = 1.875

@@ -40,11 +40,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from planners.base import PLANNERS, Planner, PlannerContext, Reference, Segment
-from planners.two_phase import pre_dock_pose
-from sim.config import param
-from sim.lie import se3_exp, se3_inv, se3_log
+from dockbench.planners.base import PLANNERS, Planner, PlannerContext, Reference, Segment
+from dockbench.planners.two_phase import pre_dock_pose
+from dockbench.sim.config import param
+from dockbench.sim.lie import se3_exp, se3_inv, se3_log
 
 #: |ξ_j| at or below which a component is treated as zero in Theorem 1's min (no bound from it).
 XI_ZERO = 1e-12

@@ -21,11 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from planners.base import PLANNERS, Planner, PlannerContext, Reference, Segment, constant_orientation
-from planners.quintic import quintic_blend, quintic_duration
-from sim.config import param
-from sim.errors import ModelError
+from dockbench.planners.base import PLANNERS, Planner, PlannerContext, Reference, Segment, constant_orientation
+from dockbench.planners.quintic import quintic_blend, quintic_duration
+from dockbench.sim.config import param
+from dockbench.sim.errors import ModelError
 
 
 def approach_axis_unit(ctx: PlannerContext) -> np.ndarray:

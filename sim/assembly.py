@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 import pinocchio as pin
-
-from sim.dynamics import pinocchio_model_from_mujoco
-from sim.errors import ModelError, ScenarioError
-from sim.interfaces import TARGETS, TOOLS, Target, Tool, make_target
-from sim.mounts import BASE_JOINT, add_momentum_sensors, mount_free_floating_base, target_joint_addresses
-from sim.robots import RobotSpec, robot_for, robot_model_spec
-from sim.scenario import Scenario
+from dockbench.sim.dynamics import pinocchio_model_from_mujoco
+from dockbench.sim.errors import ModelError, ScenarioError
+from dockbench.sim.interfaces import TARGETS, TOOLS, Target, Tool, make_target
+from dockbench.sim.mounts import BASE_JOINT, add_momentum_sensors, mount_free_floating_base, target_joint_addresses
+from dockbench.sim.robots import RobotSpec, robot_for, robot_model_spec
+from dockbench.sim.scenario import Scenario
 
 _INTEGRATORS = {
     "euler": mujoco.mjtIntegrator.mjINT_EULER,

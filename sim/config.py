@@ -31,7 +31,7 @@ import typing
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal, Union, get_args, get_origin
 
-from sim.errors import ScenarioError
+from dockbench.sim.errors import ScenarioError
 
 _MISSING = dataclasses.MISSING
 

@@ -38,9 +38,8 @@ from typing import Any
 import mujoco
 import numpy as np
 import pinocchio as pin
-
-from sim import kernels
-from sim.errors import ModelError
+from dockbench.sim import kernels
+from dockbench.sim.errors import ModelError
 
 _mulMatMatT = mujoco.mju_mulMatMatT
 _cholFactor = mujoco.mju_cholFactor

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from urllib.parse import unquote, urlparse
 
-from sim.errors import DockbenchError
+from dockbench.sim.errors import DockbenchError
 
 DISTRIBUTION = "dockbench"
 

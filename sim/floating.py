@@ -18,11 +18,10 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pinocchio as pin
+from dockbench.sim import kernels
+from dockbench.sim.dynamics import Dynamics, Snapshot, manipulability
+from dockbench.sim.errors import ModelError
 from scipy.linalg.lapack import dposv as _dposv
-
-from sim import kernels
-from sim.dynamics import Dynamics, Snapshot, manipulability
-from sim.errors import ModelError
 
 _negQuat = mujoco.mju_negQuat
 _rotVecQuat = mujoco.mju_rotVecQuat

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pinocchio as pin
-
-from sim.errors import ModelError
-from sim.lie import so3_log
+from dockbench.sim.errors import ModelError
+from dockbench.sim.lie import so3_log
 
 
 def dls_step(J: np.ndarray, e: np.ndarray, damping: float) -> np.ndarray:

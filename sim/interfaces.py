@@ -40,12 +40,11 @@ from typing import Any, ClassVar, Literal
 
 import mujoco
 import numpy as np
-
-from sim.config import param
-from sim.errors import ScenarioError
-from sim.mounts import MountConfig, mount_target
-from sim.poses import PoseConfig, rpy_to_matrix  # noqa: F401 - re-exported: the targets' pose and its rotations
-from sim.registry import Registry
+from dockbench.sim.config import param
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.mounts import MountConfig, mount_target
+from dockbench.sim.poses import PoseConfig, rpy_to_matrix  # noqa: F401 - re-exported: the targets' pose and its rotations
+from dockbench.sim.registry import Registry
 
 R_D_EE_SEATED = np.diag([1.0, -1.0, -1.0])
 

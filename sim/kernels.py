@@ -74,9 +74,8 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
-
-from sim import _kernel_manifest as manifest
-from sim.errors import DockbenchError
+from dockbench.sim import _kernel_manifest as manifest
+from dockbench.sim.errors import DockbenchError
 
 ENV = "DOCKBENCH_KERNELS"
 MODES = ("auto", "compiled", "python")
@@ -221,7 +220,7 @@ def status(name: str) -> tuple[ModuleType | None, str]:
     the shared headers) and from the Python reference modules on disk, when they are there: an installed
     wheel carries only the build and the Python modules."""
     try:
-        module = importlib.import_module(name)
+        module = importlib.import_module(f"dockbench.{name}")  # manifest names are relative to the package
     except ImportError as exc:
         return None, f"{name} is not built ({exc})"
     src = source_path(name)

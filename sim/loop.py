@@ -35,28 +35,27 @@ from typing import Any, Protocol
 
 import mujoco
 import numpy as np
-
-from controllers.base import CONTROLLERS, Controller, PlantInfo
-from controllers.insertion import CHANNELS as INSERTION_CHANNELS
-from controllers.insertion import InsertionSupervisor
-from planners.base import PLANNERS, Planner, PlannerContext, Reference
-from sim import interrupts, kernels
-from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR, Assembly, assemble
-from sim.config import check_value
-from sim.dynamics import Dynamics
-from sim.errors import InternalError, ModelError, RunFolderError, ScenarioError, SimulationDiverged
-from sim.ik import solve_ik
-from sim.interfaces import ToolRuntime, rpy_to_matrix
-from sim.lie import mat2quat_batch
-from sim.mounts import initial_target_state
-from sim.orbit import OrbitTelemetry, TargetTracking
-from sim.scenario import MAX_DURATION, Scenario, SimConfig, folder_name
-from sim.uncertainty import UncertaintyRuntime, belief_transform, make_runtime
-from sim.wrench import PEAK_CHANNELS, SubstepContact, WrenchPipeline
-from telemetry.gates import detect_instability, evaluate_gates
-from telemetry.log import CHUNK_ROWS, Telemetry, TelemetryWriteError, atomic_write_text
-from telemetry.metrics import compute_metrics
-from telemetry.run import RunFolder, write_json
+from dockbench.controllers.base import CONTROLLERS, Controller, PlantInfo
+from dockbench.controllers.insertion import CHANNELS as INSERTION_CHANNELS
+from dockbench.controllers.insertion import InsertionSupervisor
+from dockbench.planners.base import PLANNERS, Planner, PlannerContext, Reference
+from dockbench.sim import interrupts, kernels
+from dockbench.sim.assembly import FORCE_SENSOR, TORQUE_SENSOR, Assembly, assemble
+from dockbench.sim.config import check_value
+from dockbench.sim.dynamics import Dynamics
+from dockbench.sim.errors import InternalError, ModelError, RunFolderError, ScenarioError, SimulationDiverged
+from dockbench.sim.ik import solve_ik
+from dockbench.sim.interfaces import ToolRuntime, rpy_to_matrix
+from dockbench.sim.lie import mat2quat_batch
+from dockbench.sim.mounts import initial_target_state
+from dockbench.sim.orbit import OrbitTelemetry, TargetTracking
+from dockbench.sim.scenario import MAX_DURATION, Scenario, SimConfig, folder_name
+from dockbench.sim.uncertainty import UncertaintyRuntime, belief_transform, make_runtime
+from dockbench.sim.wrench import PEAK_CHANNELS, SubstepContact, WrenchPipeline
+from dockbench.telemetry.gates import detect_instability, evaluate_gates
+from dockbench.telemetry.log import CHUNK_ROWS, Telemetry, TelemetryWriteError, atomic_write_text
+from dockbench.telemetry.metrics import compute_metrics
+from dockbench.telemetry.run import RunFolder, write_json
 
 
 @dataclass
@@ -299,7 +298,7 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
         world_drift=controller.needs_world_drift,
     )
     if asm.floating_base:  # the base-eliminated snapshot (sim/floating.py), base state read from MjData
-        from sim.floating import FloatingBaseDynamics  # scipy's LAPACK: imported when a scenario needs it
+        from dockbench.sim.floating import FloatingBaseDynamics  # scipy's LAPACK: imported when a scenario needs it
 
         fids = asm.floating_frame_ids
         dyn = FloatingBaseDynamics(asm.pin_floating, fids[asm.tool.ee_site], fids[asm.tool.sensor_site], **dyn_flags)
@@ -573,8 +572,8 @@ def simulate(
     use_truth = sc.wrench.force_source == "truth"
     observer = None
     if sc.wrench.force_source == "observer":  # sensorless: the momentum observer's estimate (docs/theory/hqp.md)
-        from controllers.observer import MomentumObserver
-        from sim.wrench import WrenchState
+        from dockbench.controllers.observer import MomentumObserver
+        from dockbench.sim.wrench import WrenchState
 
         observer = MomentumObserver(setup.plant, sc.wrench.observer_gain)
         w_obs = WrenchState()  # keeps wp.state (the F/T reading) intact for telemetry

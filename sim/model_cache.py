@@ -21,9 +21,9 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-from sim.assembly import Assembly, assemble
-from sim.interfaces import TARGETS, TOOLS, Tool
-from sim.scenario import Scenario
+from dockbench.sim.assembly import Assembly, assemble
+from dockbench.sim.interfaces import TARGETS, TOOLS, Tool
+from dockbench.sim.scenario import Scenario
 
 #: ``sim`` keys that do not reach the compiled model
 _NOT_MODEL = ("seed", "duration", "settle_time", "control_period")

@@ -35,10 +35,9 @@ from typing import Any, Literal
 
 import mujoco
 import numpy as np
-
-from sim.config import param
-from sim.errors import ScenarioError
-from sim.poses import PoseConfig
+from dockbench.sim.config import param
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.poses import PoseConfig
 
 #: name of the free joint a free-floating base gets, and of the bus body it carries
 BASE_JOINT = "base_free"

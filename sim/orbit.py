@@ -30,8 +30,7 @@ from typing import Any
 
 import mujoco
 import numpy as np
-
-from planners.base import Planner, Reference
+from dockbench.planners.base import Planner, Reference
 
 _quat2Mat = mujoco.mju_quat2Mat
 
@@ -283,7 +282,7 @@ class OrbitTelemetry:
         n = tel.n if n is None else n
         if n == 0:
             return
-        from telemetry.metrics import quat_to_matrix
+        from dockbench.telemetry.metrics import quat_to_matrix
 
         m = self.m
         A = tel.arrays

@@ -38,8 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
-
-from sim.errors import ScenarioError
+from dockbench.sim.errors import ScenarioError
 
 #: top-level blocks chosen from a registry by their ``type`` key
 TYPED_BLOCKS = ("tool", "target", "planner", "controller")
@@ -119,7 +118,7 @@ def parse_assignment(text: str) -> tuple[Path, Any]:
 # ----------------------------------------------------------------------------------------- schema
 def _config_class(data: Mapping[str, Any], top: str) -> type | None:
     """The config class of the top-level block ``top`` of ``data`` (typed blocks by their current type)."""
-    from sim import scenario as sc
+    from dockbench.sim import scenario as sc
 
     fixed = {
         "robot": sc.RobotConfig, "sim": sc.SimConfig, "start": sc.StartConfig, "wrench": sc.WrenchConfig,
@@ -143,7 +142,7 @@ def _config_class(data: Mapping[str, Any], top: str) -> type | None:
 
 def _field_type(cls: type, name: str) -> tuple[Any, Any]:
     """(type hint, default value as plain data) of field ``name`` of the dataclass ``cls``."""
-    from sim.config import _is_optional, config_to_dict
+    from dockbench.sim.config import _is_optional, config_to_dict
 
     for f in dataclasses.fields(cls):
         if f.name == name:
@@ -192,7 +191,7 @@ def schema_default(data: Mapping[str, Any], path: Path) -> Any:
 def _type_change(kind: str, old: Mapping[str, Any], new_type: Any, notes: list[str]) -> dict[str, Any]:
     """The block ``old`` (a typed block of kind ``kind``) with its type set to ``new_type``: keys the new
     type also has are kept, the others dropped (and reported in ``notes``)."""
-    from sim.scenario import _registries
+    from dockbench.sim.scenario import _registries
 
     old_type = old.get("type", "probe" if kind == "tool" else None)
     if new_type == old_type:
@@ -289,7 +288,7 @@ def _merge(base: Any, over: Any, notes: list[str], top: str | None = None) -> An
 
 def _plain(value: Any) -> Any:
     """Config records, typed blocks and tuples as plain YAML data."""
-    from sim.config import config_to_dict
+    from dockbench.sim.config import config_to_dict
 
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if hasattr(value, "type") and hasattr(value, "config") and len(dataclasses.fields(value)) == 2:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from sim.errors import ScenarioError
+from dockbench.sim.errors import ScenarioError
 
 #: the entry-point group installed plugins declare
 ENTRY_POINT_GROUP = "dockbench.plugins"

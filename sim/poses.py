@@ -6,8 +6,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from sim.config import param
+from dockbench.sim.config import param
 
 
 def rpy_to_matrix(rpy: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from sim.errors import ScenarioError
+from dockbench.sim.errors import ScenarioError
 
 T = TypeVar("T")
 
@@ -53,7 +53,7 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except (KeyError, TypeError):  # TypeError: an unhashable name
-            from sim.config import short_repr
+            from dockbench.sim.config import short_repr
 
             raise ScenarioError(
                 f"unknown {self.kind} type {short_repr(name)}; known: {', '.join(self.names())}",

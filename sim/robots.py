@@ -24,8 +24,7 @@ from typing import Any
 import mujoco
 import numpy as np
 import yaml
-
-from sim.errors import ScenarioError
+from dockbench.sim.errors import ScenarioError
 
 
 @dataclass(frozen=True)
@@ -53,12 +52,12 @@ class RobotSpec:
         """The robot's model file (absolute path)."""
         if self.model_file:
             return self.model_file
-        return str(resources.files("assets").joinpath(self.model_resource))
+        return str(resources.files("dockbench.assets").joinpath(self.model_resource))
 
 
 @lru_cache(maxsize=1)
 def _catalogue() -> dict[str, RobotSpec]:
-    text = resources.files("assets").joinpath("robots/limits.yaml").read_text()
+    text = resources.files("dockbench.assets").joinpath("robots/limits.yaml").read_text()
     raw = yaml.safe_load(text)
     out = {}
     for name, r in raw.items():

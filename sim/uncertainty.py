@@ -42,8 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-
-from sim.config import param
+from dockbench.sim.config import param
 
 #: the random streams of one run (spawn keys of ``SeedSequence(sim.seed)``)
 STREAM_FT_NOISE = 1
@@ -171,7 +170,7 @@ class UncertaintyRuntime:
         ``comp6`` (``WrenchPipeline.comp[0:6]``), and fill the delay lines with the first values (the
         wrench state buffer ``w_state`` is read at the first :meth:`delay_wrench`; ``tau0``: the torque
         the plant holds before the first command)."""
-        from sim.wrench import WrenchState
+        from dockbench.sim.wrench import WrenchState
 
         self._comp6 = comp6
         if self.noisy:
@@ -232,7 +231,7 @@ class UncertaintyRuntime:
 
 def belief_transform(dp: np.ndarray, dr_deg: np.ndarray) -> np.ndarray:
     """T_δ (4, 4) from δp [m] and δr (roll, pitch, yaw) [deg] (R = Rz Ry Rx)."""
-    from sim.interfaces import rpy_to_matrix
+    from dockbench.sim.interfaces import rpy_to_matrix
 
     T = np.eye(4)
     T[:3, :3] = rpy_to_matrix(np.radians(dr_deg))

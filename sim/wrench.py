@@ -51,9 +51,8 @@ import math
 
 import mujoco
 import numpy as np
-
-from sim import kernels
-from sim.errors import ModelError
+from dockbench.sim import kernels
+from dockbench.sim.errors import ModelError
 
 
 class WrenchState:

@@ -22,9 +22,8 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-
-from sim.campaign.spec import Axis, Campaign  # noqa: E402
-from sim.campaign.stats import wilson_interval  # noqa: E402
+from dockbench.sim.campaign.spec import Axis, Campaign  # noqa: E402
+from dockbench.sim.campaign.stats import wilson_interval  # noqa: E402
 
 DEFAULT_METRIC = "contact.peak_force_truth"
 

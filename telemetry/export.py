@@ -62,14 +62,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from bridges import msgs
-from bridges.msgs import BatchEncoder, Field, Struct
-from sim.errors import DockbenchError
-from sim.extras import require
-from telemetry.log import atomic_path
-from telemetry.metrics import quat_to_matrix
-from telemetry.run import Run
+from dockbench.bridges import msgs
+from dockbench.bridges.msgs import BatchEncoder, Field, Struct
+from dockbench.sim.errors import DockbenchError
+from dockbench.sim.extras import require
+from dockbench.telemetry.log import atomic_path
+from dockbench.telemetry.metrics import quat_to_matrix
+from dockbench.telemetry.run import Run
 
 PREFIX = "/dockbench"
 """Default topic prefix."""
@@ -246,7 +245,7 @@ def ros_topics(
 
 def tf_static(meta: Mapping[str, Any], t0: float = 0.0) -> TopicBatch | None:
     """``/tf_static`` with the true and the believed target frames (None without a target)."""
-    from sim.lie import mat2quat_batch
+    from dockbench.sim.lie import mat2quat_batch
 
     frames = [(name, meta.get(key)) for name, key in (("target", "T_world_target"),
                                                         ("target_believed", "T_world_target_believed"))]
@@ -347,7 +346,7 @@ def write_mcap(run: Run | str | Path, out: str | Path, *, every: int = 1, prefix
 
 
 def _jsonable(obj: Any) -> Any:
-    from telemetry.run import _jsonable as j
+    from dockbench.telemetry.run import _jsonable as j
 
     return j(obj)
 
@@ -380,7 +379,7 @@ def rerun_static(rec: Any, meta: Mapping[str, Any], units: Mapping[str, str], ch
                  ch: Mapping[str, np.ndarray] | None = None) -> None:
     """Log what does not change: target frames, series names (with units), the whole path when known."""
     rr = require("rerun", "rerun", "Rerun export")
-    from sim.lie import mat2quat_batch
+    from dockbench.sim.lie import mat2quat_batch
 
     rec.log("world", rr.ViewCoordinates.RIGHT_HAND_Z_UP, static=True)
     for name, key in (("target", "T_world_target"), ("target_believed", "T_world_target_believed")):
@@ -434,7 +433,7 @@ def rerun_columns(rec: Any, ch: Mapping[str, np.ndarray], names: Sequence[str]) 
 
 def telemetry_channels(ch: Mapping[str, np.ndarray]) -> list[tuple[str, int]]:
     """(name, width) of every numeric channel, in :data:`telemetry.log.CHANNELS` order then the rest."""
-    from telemetry.run import _canonical_order
+    from dockbench.telemetry.run import _canonical_order
 
     out = []
     for name in _canonical_order(set(ch)):

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sim.errors import ScenarioError
+from dockbench.sim.errors import ScenarioError
 
 Verdict = Literal["PASS", "FAIL", "INCOMPLETE"]
 VERDICTS: tuple[str, ...] = ("PASS", "FAIL", "INCOMPLETE")
@@ -129,7 +129,7 @@ class GateResult:
 
 def check_metric_name(name: str) -> None:
     """Raise :class:`ScenarioError` listing the known metric names if ``name`` is not one."""
-    from telemetry.metrics import METRICS
+    from dockbench.telemetry.metrics import METRICS
 
     if name not in METRICS:
         raise ScenarioError(f"unknown metric {name!r}; known: {', '.join(sorted(METRICS))}", key="metric")
@@ -256,7 +256,7 @@ def evaluate_gates(
         (overall verdict, per-gate results). Each gate of an incomplete run is INCOMPLETE; its
         ``reason`` still says what the value would have scored.
     """
-    from telemetry.metrics import compute_metrics
+    from dockbench.telemetry.metrics import compute_metrics
 
     windowed: dict[float, dict[str, Any]] = {}
     results = []
@@ -291,8 +291,8 @@ def score_run(run_dir: str | Path, gates: Any = None) -> tuple[Verdict, list[Gat
         run_dir: the run folder.
         gates: gate specs; default the gates of the scenario recorded in meta.json.
     """
-    from telemetry.metrics import compute_metrics
-    from telemetry.run import Run
+    from dockbench.telemetry.metrics import compute_metrics
+    from dockbench.telemetry.run import Run
 
     run = Run.load(run_dir)
     if gates is None:

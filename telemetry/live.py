@@ -32,9 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-
-from sim.errors import DockbenchError
-from sim.lie import mat2quat_batch
+from dockbench.sim.errors import DockbenchError
+from dockbench.sim.lie import mat2quat_batch
 
 log = logging.getLogger(__name__)
 
@@ -371,13 +370,13 @@ class RerunSink:
     """
 
     def __init__(self, target: str | None = None, *, recording: Any = None, application_id: str = "dockbench") -> None:
-        from sim.extras import require
+        from dockbench.sim.extras import require
 
         self.rr = require("rerun", "rerun", "Live Rerun streaming (--rerun)")
         self.target, self.rec, self.application_id = target, recording, application_id
 
     def open(self, setup: Any, layout: RowLayout) -> None:
-        from telemetry.export import rerun_static
+        from dockbench.telemetry.export import rerun_static
 
         rr = self.rr
         if self.rec is None:
@@ -390,7 +389,7 @@ class RerunSink:
             else:
                 self.rec.connect_grpc(str(tgt))
         self.layout = layout
-        from telemetry.log import CHANNELS
+        from dockbench.telemetry.log import CHANNELS
 
         units = {k: v[2] for k, v in CHANNELS.items()}
         self.names = [n for n in layout.slices if n not in ("T_world_ee", "R_world_ee_des")]
@@ -403,7 +402,7 @@ class RerunSink:
         self.publish_batch(np.array([i]), np.array([t]), row[None, :])
 
     def publish_batch(self, steps: np.ndarray, times: np.ndarray, rows: np.ndarray) -> None:
-        from telemetry.export import rerun_columns
+        from dockbench.telemetry.export import rerun_columns
 
         ch = self.layout.channels(rows)
         ch["t"] = np.asarray(times, dtype=float)
@@ -438,7 +437,7 @@ class Ros2Sink:
 
     def __init__(self, transport: Any, *, prefix: str | None = None, topics: Sequence[str] = ROS2_LIVE_TOPICS,
                  stamp: str = "wall", qos: Any = None) -> None:
-        from telemetry.export import PREFIX
+        from dockbench.telemetry.export import PREFIX
 
         if stamp not in ("wall", "sim"):
             raise DockbenchError(f"stamp {stamp!r}; allowed: wall, sim")
@@ -447,7 +446,7 @@ class Ros2Sink:
         self.published: dict[str, int] = {}
 
     def open(self, setup: Any, layout: RowLayout) -> None:
-        from bridges.ros2 import QOS_DEFAULT
+        from dockbench.bridges.ros2 import QOS_DEFAULT
 
         self.layout, self.meta = layout, live_meta(setup)
         self.offset = time.time() if self.stamp == "wall" else 0.0
@@ -460,7 +459,7 @@ class Ros2Sink:
                      for b in probe}
 
     def _batches(self, rows: np.ndarray, t: float) -> list[Any]:
-        from telemetry.export import ros_topics
+        from dockbench.telemetry.export import ros_topics
 
         ch = self.layout.channels(rows)
         ch["t"] = np.array([t])
@@ -479,7 +478,7 @@ class Ros2Sink:
         less Python per sample: one quaternion call for both rotations); None for other topic sets."""
         if self.topics != ROS2_LIVE_TOPICS:
             return None
-        from bridges.msgs import stamp_columns
+        from dockbench.bridges.msgs import stamp_columns
 
         sl = self.layout.slices
         T = row[sl["T_world_ee"]].reshape(4, 4)

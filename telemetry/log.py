@@ -261,7 +261,7 @@ class Telemetry:
             TelemetryWriteError: the part could not be written (the block is kept: nothing recorded
                 is lost by the failed write itself).
         """
-        from sim.interrupts import deferred
+        from dockbench.sim.interrupts import deferred
 
         rows = i - self.base
         with deferred():  # a signal now raises after the part is written and counted, never between
@@ -306,7 +306,7 @@ class Telemetry:
         if rows > 0 and self._derive is not None and not self._parts:
             self._derive(self, rows)
         if self._parts and rows > 0:
-            from sim.interrupts import deferred
+            from dockbench.sim.interrupts import deferred
 
             with deferred():
                 self._write_part(rows)

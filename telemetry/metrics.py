@@ -77,8 +77,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from telemetry.gates import SEAT_TOLERANCE
+from dockbench.telemetry.gates import SEAT_TOLERANCE
 
 #: metric name → (unit, meaning). Gate specs are checked against these names at scenario load.
 METRICS: dict[str, tuple[str, str]] = {
@@ -457,7 +456,7 @@ def compute_metrics(
     out["safety.joint_vel_use"] = _use_percent(np.abs(ch["v"]), np.asarray(meta["v_max"], dtype=float))
     out["safety.min_manipulability"] = float(np.min(ch["manipulability"]))
     out["safety.saturation_ratio"] = float(100.0 * np.mean(ch["saturated"]))
-    from telemetry.gates import saturation_window_share
+    from dockbench.telemetry.gates import saturation_window_share
 
     out["safety.max_saturation_window"] = saturation_window_share(ch["saturated"], t)[0]
 
@@ -500,7 +499,7 @@ def compute_metrics(
 
     # ---- hand (runs with the G20 hand's telemetry channels; definitions in hand.effector)
     if "hand_goal" in ch and "hand_applied" in ch:
-        from hand.effector import hand_metrics
+        from dockbench.hand.effector import hand_metrics
 
         out.update(hand_metrics(ch))
     return out
@@ -555,7 +554,7 @@ def orbit_metrics(ch: dict[str, np.ndarray], meta: dict[str, Any], w_mask: np.nd
 
 def metrics_from_run(run_dir: str | Path, window: float = DEFAULT_WINDOW) -> dict[str, Any]:
     """:func:`compute_metrics` on a run folder alone (telemetry.npz + meta.json via ``Run.load``)."""
-    from telemetry.run import Run
+    from dockbench.telemetry.run import Run
 
     run = Run.load(run_dir)
     return compute_metrics(run.channels, run.meta, window=window)

@@ -51,15 +51,9 @@ matplotlib.use("Agg")  # headless; must precede pyplot
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.colors import to_rgb  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from sim.errors import DockbenchError  # noqa: E402
-from telemetry.log import atomic_path  # noqa: E402
-from telemetry.metrics import (  # noqa: E402
+from dockbench.sim.errors import DockbenchError  # noqa: E402
+from dockbench.telemetry.log import atomic_path  # noqa: E402
+from dockbench.telemetry.metrics import (  # noqa: E402
     MATING_TARGETS,
     axial_force,
     is_mating_target,
@@ -68,8 +62,13 @@ from telemetry.metrics import (  # noqa: E402
     quat_to_matrix,
     target_frames,
 )
-from telemetry.progress import Progress  # noqa: E402
-from telemetry.run import Run  # noqa: E402
+from dockbench.telemetry.progress import Progress  # noqa: E402
+from dockbench.telemetry.run import Run  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 #: Figure names, in the order :func:`plot_run` writes them (those the run has channels for:
 #: :func:`figures_for`).
@@ -361,7 +360,7 @@ _WINDOW = dict(color="0.5", alpha=0.12, lw=0, zorder=0)
 def fig_docking(run: Run) -> Figure:
     """Depth, lateral offset [mm] and tilt [deg] over time with the gate bounds (dashed), the final
     window the gate averages over (grey) and the window mean with its verdict."""
-    from telemetry.metrics import DEFAULT_WINDOW, final_window_mask
+    from dockbench.telemetry.metrics import DEFAULT_WINDOW, final_window_mask
 
     ch, t = run.channels, run.t
     if not has_docking(run):
@@ -482,7 +481,7 @@ def _hand_active_columns(names: Sequence[str]) -> list[int]:
     Taken from the packaged hand spec (the one ``hand.effector`` uses); all columns when the recorded
     names are not the spec's."""
     try:
-        from hand.spec import load_spec
+        from dockbench.hand.spec import load_spec
 
         active = set(load_spec().active_names)
     except (ImportError, OSError, DockbenchError):  # the spec only selects a subset: never fatal
@@ -635,7 +634,7 @@ def fig_orbit(run: Run) -> Figure:
     """The floating bodies (sim/orbit.py, docs/metrics.md "Orbit"): the base's attitude disturbance and
     drift, the target's speed and rate, the relative change of the total momentum and the centre of mass's
     distance from its straight line (log scale; isolated systems only), each with its gate bound."""
-    from telemetry.metrics import _angle_from_first, is_isolated
+    from dockbench.telemetry.metrics import _angle_from_first, is_isolated
 
     ch, t, meta = run.channels, run.t, run.meta
     gates = {g.get("metric"): g for g in _gates(run)}

@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from sim.errors import DockbenchError
-from telemetry.log import CHANNELS, atomic_write_text, load_npz, load_parts, part_files
+from dockbench.sim.errors import DockbenchError
+from dockbench.telemetry.log import CHANNELS, atomic_write_text, load_npz, load_parts, part_files
 
 MANIFEST = "manifest.json"
 PARTIAL_SUFFIX = ".partial"
@@ -309,7 +308,7 @@ class Run:
     def complete(self) -> bool:
         """True when the folder is complete (not :attr:`partial`) and the run finished normally and
         covered the whole planner duration."""
-        from telemetry.gates import run_is_complete
+        from dockbench.telemetry.gates import run_is_complete
 
         if self.partial or len(self.t) == 0:
             return False
@@ -334,8 +333,8 @@ class Run:
             DockbenchError: an unknown channel; pandas not installed (the message gives the install
                 command of the ``notebook`` extra).
         """
-        from sim.extras import require
-        from telemetry.export import channel_labels
+        from dockbench.sim.extras import require
+        from dockbench.telemetry.export import channel_labels
 
         pd = require("pandas", "notebook", "Run.to_frame()")
         names = _canonical_order(set(self.channels)) if channels is None else list(channels)

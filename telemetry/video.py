@@ -26,11 +26,10 @@ from typing import Any
 
 import mujoco
 import numpy as np
-
-from sim.errors import DockbenchError
-from sim.extras import install_hint
-from telemetry.progress import Progress
-from telemetry.run import Run
+from dockbench.sim.errors import DockbenchError
+from dockbench.sim.extras import install_hint
+from dockbench.telemetry.progress import Progress
+from dockbench.telemetry.run import Run
 
 #: Video containers this module writes → what it needs.
 ENCODERS: dict[str, str] = {".mp4": "imageio + imageio-ffmpeg (the video extra)", ".gif": "Pillow"}
@@ -281,7 +280,7 @@ def _hand_replay(model: mujoco.MjModel, run: Run) -> tuple[np.ndarray, np.ndarra
 def _floating_replay(model: mujoco.MjModel, run: Run) -> list[tuple[int, np.ndarray]]:
     """(first qpos address, (N, k) joint states) of a free-floating base (``base_pos``, ``base_quat``: its
     free joint's qpos) and of a moving target (``target_qpos``) when the run recorded them (sim/orbit.py)."""
-    from sim.mounts import BASE_JOINT
+    from dockbench.sim.mounts import BASE_JOINT
 
     out = []
     ch = run.channels

@@ -28,9 +28,8 @@ from typing import Any
 
 import mujoco
 import numpy as np
-
-from sim.errors import DockbenchError
-from telemetry.live import Pacer, RowLayout, every_steps
+from dockbench.sim.errors import DockbenchError
+from dockbench.telemetry.live import Pacer, RowLayout, every_steps
 
 DEFAULT_FPS = 60.0
 """Frames per wall-clock second the viewer is synced at."""

@@ -120,9 +120,8 @@ def planner_context():
     """A fixed start → goal pair (goal rotated by (0.1, −0.2, 0.3) rad, approach along +z) for the
     planner fast-path tests."""
     import numpy as np
-
-    from planners.base import PlannerContext
-    from sim.lie import so3_exp
+    from dockbench.planners.base import PlannerContext
+    from dockbench.sim.lie import so3_exp
 
     T_goal = np.eye(4)
     T_goal[:3, :3] = so3_exp(np.array([0.1, -0.2, 0.3]))
@@ -136,8 +135,8 @@ def random_reference(rng, snap, out=None, rot_scale: float = 0.2):
     """A world reference near the snapshot's EE pose (position within 2 cm, orientation rotated by a
     random vector of scale ``rot_scale`` rad, small velocities and accelerations), written into ``out``
     (a new :class:`planners.base.Reference` if None) and returned."""
-    from planners.base import Reference
-    from sim.lie import so3_exp
+    from dockbench.planners.base import Reference
+    from dockbench.sim.lie import so3_exp
 
     ref = Reference() if out is None else out
     ref.pos[:] = snap.p_ee_in_world + rng.uniform(-0.02, 0.02, 3)

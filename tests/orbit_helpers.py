@@ -22,7 +22,7 @@ def with_gravity(setup: Any, gravity: tuple[float, float, float]) -> Any:
     """The same scenario built again with ``sim.gravity`` set, bypassing the loader's check (which refuses
     gravity with a free-floating base: the model-level tests want it on): ``dataclasses.replace``, not the
     validating ``Scenario.replace``."""
-    from sim.loop import build
+    from dockbench.sim.loop import build
 
     sc = setup.scenario
     return build(dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, gravity=tuple(gravity))))

@@ -14,7 +14,7 @@ of magnitude above it.
 
 from __future__ import annotations
 
-from sim import kernels
+from dockbench.sim import kernels
 
 
 def assert_within_bound(

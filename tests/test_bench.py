@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from dockbench.experiments.bench import HAND_TRACK_TEST, format_table, measure_hand_track_test, measure_once
 
-from experiments.bench import HAND_TRACK_TEST, format_table, measure_hand_track_test, measure_once
 from tests.helpers import scenario_dict
 
 
@@ -26,7 +26,7 @@ def test_measure_once_reports_split_and_floor(tmp_path: Path) -> None:
 
 
 def test_kernels_option_reaches_the_workers_and_the_table(tmp_path: Path) -> None:
-    from experiments.bench import run_bench
+    from dockbench.experiments.bench import run_bench
 
     d = scenario_dict("iiwa14_docking")
     d["sim"]["duration"] = 0.05
@@ -49,7 +49,7 @@ def test_hand_track_test_entry_and_table() -> None:
 
 
 def test_kernel_check_periods_are_measured_interleaved_and_compared(tmp_path: Path) -> None:
-    from experiments.bench import guard_ratios, run_bench
+    from dockbench.experiments.bench import guard_ratios, run_bench
 
     d = scenario_dict("iiwa14_docking")
     d["sim"]["duration"] = 0.05

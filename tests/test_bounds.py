@@ -13,14 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
-from controllers.insertion import InsertionConfig
-from experiments.run_docking import main as cli_main
-from sim import loop
-from sim.config import MAX_LIST_LENGTH, check_value, parse_config, short_repr, walk_fields
-from sim.errors import ScenarioError
-from sim.loop import build, check_budget, run
-from sim.scenario import (
+from dockbench.controllers.insertion import InsertionConfig
+from dockbench.experiments.run_docking import main as cli_main
+from dockbench.sim import loop
+from dockbench.sim.config import MAX_LIST_LENGTH, check_value, parse_config, short_repr, walk_fields
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.loop import build, check_budget, run
+from dockbench.sim.scenario import (
     GateSpec,
     RobotConfig,
     SimConfig,
@@ -32,6 +31,7 @@ from sim.scenario import (
     load_scenario,
     scenario_from_dict,
 )
+
 from tests.helpers import SCENARIOS, scenario_dict
 
 
@@ -208,8 +208,7 @@ def test_mujoco_compile_errors_name_the_block_that_built_the_geometry(tmp_path: 
     """A raw compiler message ('size 1 must be positive in geom') is translated to the scenario block
     whose keys produced the element (here the plate's box)."""
     import mujoco
-
-    from sim.interfaces import Plate
+    from dockbench.sim.interfaces import Plate
 
     original = Plate.build
 

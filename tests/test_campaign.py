@@ -13,17 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from dockbench.sim.campaign import load_campaign, run_campaign
+from dockbench.sim.campaign.executors import InlineExecutor, make_executor
+from dockbench.sim.campaign.runner import VOLATILE_COLUMNS
+from dockbench.sim.campaign.spec import trial_seed
+from dockbench.sim.campaign.stats import wilson_interval
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.loop import build, simulate
+from dockbench.sim.model_cache import AssemblyCache, model_key
+from dockbench.sim.scenario import load_scenario
+from dockbench.telemetry.run import Run, first_difference
 
-from sim.campaign import load_campaign, run_campaign
-from sim.campaign.executors import InlineExecutor, make_executor
-from sim.campaign.runner import VOLATILE_COLUMNS
-from sim.campaign.spec import trial_seed
-from sim.campaign.stats import wilson_interval
-from sim.errors import ScenarioError
-from sim.loop import build, simulate
-from sim.model_cache import AssemblyCache, model_key
-from sim.scenario import load_scenario
-from telemetry.run import Run, first_difference
 from tests.helpers import SCENARIOS
 
 #: a one-second docking (fast approach, no gates: a complete run passes) with F/T noise, so the trials'
@@ -183,7 +183,7 @@ def test_a_campaign_writes_its_table_summary_and_trial_folders_and_resumes(tmp_p
 def test_trial_folders_of_an_earlier_version_are_counted_as_stale(tmp_path) -> None:
     """Changing an axis' values renames cells: the old cells' finished trial folders are not in results.csv
     and the summary (and the CLI's report) count them as stale; ``fresh`` removes them."""
-    from experiments.campaign import format_report
+    from dockbench.experiments.campaign import format_report
 
     one = load_campaign(_campaign(tmp_path, samples=1, repeats=1, telemetry="none"))
     run_campaign(one, tmp_path / "out", InlineExecutor(), progress=None, figures=False)
@@ -204,9 +204,9 @@ def test_a_bug_inside_a_trials_loop_is_a_failed_trial_with_its_traceback(tmp_pat
     """An exception inside one trial's control loop (sim.loop: status ``error``, InternalError with the
     result) is that trial's row (status error, INCOMPLETE, the message naming the step) with error.txt and the
     telemetry up to the failing step; the other trial and the campaign go on."""
-    import sim.loop
+    from dockbench.sim import loop as sim_loop
 
-    real_build = sim.loop.build
+    real_build = sim_loop.build
 
     def build_with_a_bug(scenario, assembly=None):
         s = real_build(scenario, assembly=assembly)
@@ -222,7 +222,7 @@ def test_a_bug_inside_a_trials_loop_is_a_failed_trial_with_its_traceback(tmp_pat
             s.controller.compute = buggy
         return s
 
-    monkeypatch.setattr(sim.loop, "build", build_with_a_bug)
+    monkeypatch.setattr(sim_loop, "build", build_with_a_bug)
     camp = load_campaign(_campaign(tmp_path, samples=1, repeats=1, telemetry="failures"))
     rep = run_campaign(camp, tmp_path / "out", InlineExecutor(), progress=None, figures=False)
     rows = {r["k"]: r for r in _table(rep)}
@@ -261,7 +261,7 @@ def test_the_telemetry_policy_and_budget(tmp_path, monkeypatch) -> None:
     # once a trial's telemetry did not fit, later trials are not asked to compress theirs (inline: one
     # trial at a time, so only the first is compressed and dropped); a "failures" policy labels only the
     # failures over budget
-    import sim.campaign.trial as trial_mod
+    import dockbench.sim.campaign.trial as trial_mod
 
     encoded = []
     real_encode = trial_mod.encode_npz
@@ -281,7 +281,7 @@ class _Reversed(InlineExecutor):
     """Runs the tasks last first (the driver must not depend on the order)."""
 
     def run(self, tasks, fn=None):
-        from sim.campaign.trial import run_trial
+        from dockbench.sim.campaign.trial import run_trial
 
         for task in reversed(list(tasks)):
             yield run_trial(task)
@@ -368,7 +368,7 @@ def test_figures_for_two_one_and_no_grid_axes(tmp_path) -> None:
 
 
 def test_the_cli(tmp_path, capsys) -> None:
-    from experiments import campaign as cli
+    from dockbench.experiments import campaign as cli
 
     path = _campaign(tmp_path, samples=1, repeats=1, telemetry="none")
     assert cli.main([str(path), "--dry-run"]) == 0
@@ -390,7 +390,7 @@ def test_the_shipped_campaigns_load() -> None:
         camp = load_campaign(path)
         assert camp.n_trials >= 1
         t = camp.trials()[0]
-        from sim.scenario import scenario_from_dict
+        from dockbench.sim.scenario import scenario_from_dict
 
         scenario_from_dict(t.scenario_data(yaml.safe_load(t.base.read_text())), file=str(t.base))
     env = load_campaign(SCENARIOS / "campaigns" / "misalignment_envelope.yaml")
@@ -398,8 +398,8 @@ def test_the_shipped_campaigns_load() -> None:
 
 
 def test_the_results_section_for_docs(tmp_path) -> None:
-    from experiments.campaign_results import section, write_section
-    from experiments.compare import kept_sections
+    from dockbench.experiments.campaign_results import section, write_section
+    from dockbench.experiments.compare import kept_sections
 
     path = _campaign(tmp_path, name="sect", samples=1, repeats=1, telemetry="none",
                      variants={"soft": {"set": {"controller.k": 200}}, "stiff": {}},

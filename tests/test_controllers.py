@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from dockbench.controllers.base import CONTROLLERS, Command
+from dockbench.controllers.hqp import HQPConfig, HQPController, HQPProblem
+from dockbench.controllers.observer import MomentumObserver
+from dockbench.controllers.se3_lie import SE3LieConfig, SE3LieController
+from dockbench.planners.base import Reference
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.loop import build, run
+from dockbench.sim.robots import get_robot
+from dockbench.sim.scenario import load_scenario, scenario_from_dict
+from dockbench.sim.wrench import WrenchState
 
-import controllers
-from controllers.base import CONTROLLERS, Command
-from controllers.hqp import HQPConfig, HQPController, HQPProblem
-from controllers.observer import MomentumObserver
-from controllers.se3_lie import SE3LieConfig, SE3LieController
-from planners.base import Reference
-from sim.errors import ScenarioError
-from sim.loop import build, run
-from sim.robots import get_robot
-from sim.scenario import load_scenario, scenario_from_dict
-from sim.wrench import WrenchState
+from dockbench import controllers
 from tests.helpers import EPS, SCENARIOS, assert_within
 
 NEW_SCENARIOS = (

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dockbench.sim.loop import run
+from dockbench.sim.scenario import load_scenario, scenario_from_dict
+from dockbench.telemetry.run import Run, first_difference
 
-from sim.loop import run
-from sim.scenario import load_scenario, scenario_from_dict
-from telemetry.run import Run, first_difference
 from tests import conftest
 from tests.helpers import SCENARIOS, scenario_dict
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from dockbench.sim.loop import run
+from dockbench.sim.scenario import load_scenario, scenario_from_dict
 
-from sim.loop import run
-from sim.scenario import load_scenario, scenario_from_dict
 from tests.helpers import SCENARIOS, scenario_dict
 
 
@@ -80,8 +80,7 @@ def test_probe_nose_geometry_and_docking(nose: str) -> None:
     cone: one convex mesh (L = L_shaft + tip_length). The default scenario docks with either."""
     import mujoco
     import numpy as np
-
-    from sim.loop import build
+    from dockbench.sim.loop import build
 
     d = scenario_dict("iiwa14_docking")
     d["tool"]["nose"] = nose

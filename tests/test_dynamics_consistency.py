@@ -7,10 +7,10 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+from dockbench.sim.dynamics import Dynamics
+from dockbench.sim.loop import build
+from dockbench.sim.scenario import scenario_from_dict
 
-from sim.dynamics import Dynamics
-from sim.loop import build
-from sim.scenario import scenario_from_dict
 from tests.helpers import TOL, scenario_dict
 from tests.user_robot_helpers import robot_block, write_arm
 

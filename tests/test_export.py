@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tomllib
+from dockbench.bridges import msgs, ros2
+from dockbench.bridges.cdr import CdrError
+from dockbench.sim.errors import DockbenchError
+from dockbench.sim.extras import EXTRAS, MissingExtra, install_hint, require
+from dockbench.sim.loop import run
+from dockbench.sim.scenario import load_scenario
+from dockbench.telemetry import export
+from dockbench.telemetry.metrics import quat_to_matrix
+from dockbench.telemetry.run import Run
 
-from bridges import msgs, ros2
-from bridges.cdr import CdrError
-from sim.errors import DockbenchError
-from sim.extras import EXTRAS, MissingExtra, install_hint, require
-from sim.loop import run
-from sim.scenario import load_scenario
-from telemetry import export
-from telemetry.metrics import quat_to_matrix
-from telemetry.run import Run
 from tests.helpers import REPO, SCENARIOS
 
 DURATION = 5.5  # [s] into the contact phase of the default docking scenario (first contact at 4.7 s)
@@ -219,7 +219,7 @@ def test_world_aligned_wrench_is_a_rotation():
 
 def test_mcap_every_and_cli(run_dir, tmp_path, capsys):
     pytest.importorskip("mcap.reader", reason="mcap not installed (extra: mcap)")
-    from experiments.export import main
+    from dockbench.experiments.export import main
 
     out = tmp_path / "every10.mcap"
     assert main([str(run_dir), "--mcap", str(out), "--every", "10", "--compression", "lz4"]) == 0
@@ -304,7 +304,7 @@ def test_rerun_recording_holds_every_channel(loaded, run_dir, tmp_path):
 
 def test_rerun_cli(run_dir, tmp_path, capsys):
     pytest.importorskip("rerun", reason="rerun-sdk not installed (extra: rerun)")
-    from experiments.export import main
+    from dockbench.experiments.export import main
 
     assert main([str(run_dir), "--rerun", str(tmp_path / "r.rrd"), "--every", "50"]) == 0
     assert "rerun  " in capsys.readouterr().out
@@ -329,7 +329,7 @@ def test_install_hint_follows_the_installation(monkeypatch, tmp_path):
     an installed distribution it follows PEP 610's direct_url.json."""
     import importlib.metadata as md
 
-    from sim import extras
+    from dockbench.sim import extras
 
     assert extras._source_checkout() == Path(extras.__file__).resolve().parent.parent
     monkeypatch.chdir(extras._source_checkout())
@@ -374,7 +374,7 @@ def test_extras_table_matches_pyproject():
 
 
 def test_export_refuses_an_empty_run(tmp_path):
-    from telemetry.run import write_json
+    from dockbench.telemetry.run import write_json
 
     folder = tmp_path / "empty"
     folder.mkdir()

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from dockbench.planners import PLANNERS, MotionReference, PlannerContext, Reference
+from dockbench.sim.config import parse_config
+from dockbench.sim.lie import so3_exp
+from dockbench.sim.loop import build, simulate
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.sim.wrench import cross3
 
-from planners import PLANNERS, MotionReference, PlannerContext, Reference
-from sim.config import parse_config
-from sim.lie import so3_exp
-from sim.loop import build, simulate
-from sim.scenario import scenario_from_dict
-from sim.wrench import cross3
 from tests.helpers import planner_context, press_scenario
 
 #: relative round-off allowed between the float and the array forms of the short sums (3-term dot products,
@@ -111,7 +111,7 @@ def _ctx() -> PlannerContext:
 def test_quintic_float_form_equals_array_form() -> None:
     cls = PLANNERS.get("quintic")
     p = cls(parse_config(cls.Config, {}), _ctx())
-    from planners.quintic import quintic_blend
+    from dockbench.planners.quintic import quintic_blend
 
     out = Reference()
     T = p.duration

@@ -23,10 +23,10 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+from dockbench.sim.floating import FloatingBaseDynamics
+from dockbench.sim.loop import build
+from dockbench.sim.scenario import scenario_from_dict
 
-from sim.floating import FloatingBaseDynamics
-from sim.loop import build
-from sim.scenario import scenario_from_dict
 from tests.helpers import TOL
 from tests.orbit_helpers import orbit_dict, with_gravity
 from tests.user_robot_helpers import robot_block, write_arm

@@ -9,8 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from experiments.fuzz_scenarios import adversarial_cases, mutation_cases, run_case
+from dockbench.experiments.fuzz_scenarios import adversarial_cases, mutation_cases, run_case
 
 N_MUTATIONS = 300
 SEED = 23

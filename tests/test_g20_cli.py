@@ -6,16 +6,16 @@ from __future__ import annotations
 import contextlib
 import json
 
+import dockbench.experiments.g20_bridge as cli
 import mujoco
 import numpy as np
 import pytest
+from dockbench.bridges.g20_ros2 import G20RosNode
+from dockbench.bridges.ros2 import InProcessBus, InProcessTransport, JointState
+from dockbench.hand.bridge import BridgeConfig, HandBridge
+from dockbench.hand.spec import load_spec
+from dockbench.sim.errors import DockbenchError
 
-import experiments.g20_bridge as cli
-from bridges.g20_ros2 import G20RosNode
-from bridges.ros2 import InProcessBus, InProcessTransport, JointState
-from hand.bridge import BridgeConfig, HandBridge
-from hand.spec import load_spec
-from sim.errors import DockbenchError
 from tests.test_g20_ros2 import expected_goal_vector
 
 

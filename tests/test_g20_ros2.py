@@ -12,8 +12,7 @@ import time
 
 import numpy as np
 import pytest
-
-from bridges.g20_ros2 import (
+from dockbench.bridges.g20_ros2 import (
     DEFAULT_CMD_TOPIC,
     DEFAULT_LEGACY_TOPIC,
     DEFAULT_NOMINAL_TOPIC,
@@ -23,11 +22,12 @@ from bridges.g20_ros2 import (
     run_g20_ros2,
     sdk_channel_names,
 )
-from bridges.ros2 import InProcessBus, InProcessTransport, JointState, open_transport, wait_until
-from hand.bridge import BridgeConfig, HandBridge
-from hand.mapping import sdk_to_joint_positions
-from hand.spec import load_spec
-from sim.errors import DockbenchError
+from dockbench.bridges.ros2 import InProcessBus, InProcessTransport, JointState, open_transport, wait_until
+from dockbench.hand.bridge import BridgeConfig, HandBridge
+from dockbench.hand.mapping import sdk_to_joint_positions
+from dockbench.hand.spec import load_spec
+from dockbench.sim.errors import DockbenchError
+
 from tests.helpers import REPO
 
 HALF_FIST_TOL = 0.02  # [rad] the acceptance bound
@@ -141,7 +141,7 @@ def test_bad_messages_are_rejected_whole_counted_and_logged_once(spec, caplog, m
     bridge = make_bridge(spec)
     node = G20RosNode(bridge, InProcessTransport(bus=InProcessBus()), mode=mode)
     before = bridge.snapshot()
-    with caplog.at_level(logging.WARNING, logger="bridges.g20_ros2"):
+    with caplog.at_level(logging.WARNING, logger="dockbench.bridges.g20_ros2"):
         for _ in range(3):
             node.on_command(msg)
     after = bridge.snapshot()
@@ -150,7 +150,7 @@ def test_bad_messages_are_rejected_whole_counted_and_logged_once(spec, caplog, m
     stats = node.stats()
     assert (stats.received, stats.accepted, stats.rejected) == (3, 0, 3)
     assert dict(stats.rejected_by_reason) == {kind: 3}
-    warnings = [r for r in caplog.records if r.name == "bridges.g20_ros2"]
+    warnings = [r for r in caplog.records if r.name == "dockbench.bridges.g20_ros2"]
     assert len(warnings) == 1 and f"({kind})" in warnings[0].getMessage()
 
 
@@ -210,7 +210,7 @@ def test_command_to_state_latency_over_cyclonedds_between_processes(spec):
     domain = 100 + (os.getpid() + 37) % 100
     env.update(ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
                PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""))
-    server = subprocess.Popen([sys.executable, "-m", "bridges.g20_ros2", "serve", "--backend", "cyclonedds",
+    server = subprocess.Popen([sys.executable, "-m", "dockbench.bridges.g20_ros2", "serve", "--backend", "cyclonedds",
                                "--duration", "40"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.telemetry.gates import Gate, evaluate_gates, run_is_complete, score_run
+from dockbench.telemetry.metrics import METRICS, compute_metrics
 
-from sim.errors import ScenarioError
-from sim.scenario import scenario_from_dict
-from telemetry.gates import Gate, evaluate_gates, run_is_complete, score_run
-from telemetry.metrics import METRICS, compute_metrics
 from tests.helpers import scenario_dict, scenario_files
 from tests.test_metrics import F_STEADY, N, synthetic, write_synthetic_run
 
@@ -120,7 +120,7 @@ def test_run_is_complete() -> None:
 
 
 def test_real_run_shorter_than_its_planner_is_incomplete(tmp_path: Path) -> None:
-    from sim.loop import run
+    from dockbench.sim.loop import run
 
     d = scenario_dict("iiwa14_docking")
     d["sim"]["duration"] = 1.0
@@ -173,7 +173,7 @@ def test_seat_gate_takes_its_bounds_from_the_target_geometry() -> None:
 def test_shipped_docking_scenarios_gate_on_the_seat() -> None:
     """Every shipped docking scenario uses the seat gate (no absolute depth bound that passes a probe
     stopped short of the seat)."""
-    from sim.scenario import load_scenario
+    from dockbench.sim.scenario import load_scenario
 
     docking = [f for f in scenario_files() if "docking" in f.stem]
     assert len(docking) >= 22
@@ -184,7 +184,7 @@ def test_shipped_docking_scenarios_gate_on_the_seat() -> None:
 
 # ------------------------------------------------------------------------------ instability
 def test_instability_detector_sustained_saturation_and_velocity_runaway() -> None:
-    from telemetry.gates import detect_instability
+    from dockbench.telemetry.gates import detect_instability
 
     ch, meta = synthetic()
     assert detect_instability(ch, meta) is None  # every other step saturated for 2 s: not sustained

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from dockbench.sim.loop import run
+from dockbench.sim.scenario import scenario_from_dict
 
-from sim.loop import run
-from sim.scenario import scenario_from_dict
 from tests.helpers import SCENARIOS, scenario_dict
 
 pytestmark = pytest.mark.slow
@@ -132,9 +132,8 @@ def test_unstable_controller_is_reported_unstable_with_exit_code_2(tmp_path: Pat
     marked ``unstable`` (verdict FAIL, the message says why), the CLI exits 2 and prints the message,
     and re-scoring its folder gives FAIL again."""
     import yaml
-
-    from experiments.run_docking import main
-    from telemetry.gates import score_run
+    from dockbench.experiments.run_docking import main
+    from dockbench.telemetry.gates import score_run
 
     # the original law (torque-keyed feedforward, no force filter) with m = 0.5 kg
     d = _changed("fr3_docking", {"controller.m": 0.5, "controller.feedforward": "torque",

@@ -9,12 +9,11 @@ import threading
 import mujoco
 import numpy as np
 import pytest
-
-from experiments import g20_bridge
-from hand.bridge import BridgeConfig, DriveMode, HandBridge, parse_command_stream, run_track_test
-from hand.mapping import sdk_to_joint_positions
-from hand.spec import default_model_xml, load_spec
-from sim.errors import ModelError
+from dockbench.experiments import g20_bridge
+from dockbench.hand.bridge import BridgeConfig, DriveMode, HandBridge, parse_command_stream, run_track_test
+from dockbench.hand.mapping import sdk_to_joint_positions
+from dockbench.hand.spec import default_model_xml, load_spec
+from dockbench.sim.errors import ModelError
 
 PEN_TOL = 5e-4  # [m] penetration tolerance of docs/theory/g20_hand.md §4
 EXACT = 1e-9  # [rad] kinematic mode writes exact values
@@ -233,7 +232,7 @@ def test_rejected_commands_keep_the_pose(spec, caplog):
     for _ in range(50):
         b.step()
     before = b.snapshot()
-    with caplog.at_level(logging.WARNING, logger="hand.bridge"):
+    with caplog.at_level(logging.WARNING, logger="dockbench.hand.bridge"):
         for cmd in BAD_COMMANDS:
             res = b.command(cmd)
             assert not res.accepted and res.reason, cmd
@@ -332,7 +331,7 @@ def test_thread_safety_command_thread_hammering(spec):
             errors.append(exc)
 
     threads = [threading.Thread(target=commander), threading.Thread(target=reader)]
-    logging.getLogger("hand.bridge").disabled = True
+    logging.getLogger("dockbench.hand.bridge").disabled = True
     try:
         for t in threads:
             t.start()
@@ -347,7 +346,7 @@ def test_thread_safety_command_thread_hammering(spec):
         stop.set()
         for t in threads:
             t.join(timeout=10)
-        logging.getLogger("hand.bridge").disabled = False
+        logging.getLogger("dockbench.hand.bridge").disabled = False
     assert not errors, errors[:3]
     assert counts["sent"] >= 200
     assert b.rejected_count == counts["bad"]
@@ -363,7 +362,7 @@ def test_model_ratio_mismatch_is_a_model_error(spec, tmp_path):
 
     import yaml
 
-    raw = yaml.safe_load(resources.files("assets").joinpath("hands", "g20_left_spec.yaml").read_text())
+    raw = yaml.safe_load(resources.files("dockbench.assets").joinpath("hands", "g20_left_spec.yaml").read_text())
     raw["joints"][4]["mimic"]["ratio"] = 1.0  # thumb_ip
     path = tmp_path / "other.yaml"
     path.write_text(yaml.safe_dump(raw))

@@ -21,14 +21,14 @@ import mujoco
 import numpy as np
 import pinocchio as pin
 import pytest
+from dockbench.hand.bridge import BridgeConfig, HandBridge
+from dockbench.hand.effector import HAND_PREFIX, hand_metrics
+from dockbench.hand.mapping import sdk_to_joint_positions
+from dockbench.hand.spec import load_spec
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.loop import build, run, simulate
+from dockbench.sim.scenario import load_scenario, scenario_from_dict
 
-from hand.bridge import BridgeConfig, HandBridge
-from hand.effector import HAND_PREFIX, hand_metrics
-from hand.mapping import sdk_to_joint_positions
-from hand.spec import load_spec
-from sim.errors import ScenarioError
-from sim.loop import build, run, simulate
-from sim.scenario import load_scenario, scenario_from_dict
 from tests.helpers import SCENARIOS, TOL, scenario_dict
 
 #: the brief's hand gates (docs/theory/g20_hand.md §5 track test tolerance; bridge penetration tolerance)
@@ -129,7 +129,7 @@ def test_arm_model_follows_the_hand_pose(name: str, preset: str) -> None:
         np.testing.assert_allclose(snap.h, h_mj, rtol=0, atol=TOL["bias_rel"] * max(np.abs(h_mj).max(), 1.0))
     assert s.runtime.summary()["relumps"] == 1
     # what the model lumped once at OPEN gives at this pose (the old behaviour)
-    from sim.dynamics import pinocchio_model_from_mujoco
+    from dockbench.sim.dynamics import pinocchio_model_from_mujoco
 
     at_open, _ = pinocchio_model_from_mujoco(m, asm.robot.joint_names, (), qpos_ref=asm.tool.lumping_qpos(m))
     M_open = pin.crba(at_open, at_open.createData(), q)
@@ -359,7 +359,7 @@ def test_joint_command_and_run_folder_channels(tmp_path) -> None:
     d = _dict(schedule=[{"t": 0.0, "joints": {"index_pip": 0.8, "thumb_cmc_yaw": 0.5}}])
     d["sim"]["duration"] = 0.4
     r = run(scenario_from_dict(d), out_root=tmp_path)
-    from telemetry.run import Run
+    from dockbench.telemetry.run import Run
 
     loaded = Run.load(r.run_dir)
     names = loaded.meta["tool_summary"]["joint_names"]

@@ -11,8 +11,7 @@ import math
 import numpy as np
 import pytest
 import yaml
-
-from hand.mapping import (
+from dockbench.hand.mapping import (
     arc_to_range,
     complete_mimic,
     joint_positions_to_sdk,
@@ -21,8 +20,8 @@ from hand.mapping import (
     validate_joint_command,
     validate_sdk_values,
 )
-from hand.spec import load_spec, parse_spec
-from sim.errors import HandCommandError, ModelError
+from dockbench.hand.spec import load_spec, parse_spec
+from dockbench.sim.errors import HandCommandError, ModelError
 
 ATOL = 1e-6  # [rad] hand-computed values are given to 6+ digits
 
@@ -241,7 +240,7 @@ def test_round_trip_joint_to_sdk(spec):
 def _raw_spec() -> dict:
     from importlib import resources
 
-    return yaml.safe_load(resources.files("assets").joinpath("hands", "g20_left_spec.yaml").read_text())
+    return yaml.safe_load(resources.files("dockbench.assets").joinpath("hands", "g20_left_spec.yaml").read_text())
 
 
 def test_spec_loader_rejects_bad_files(tmp_path):

@@ -7,9 +7,8 @@ import re
 import mujoco
 import numpy as np
 import pytest
-
-from hand.mapping import sdk_to_joint_positions
-from hand.spec import default_model_xml, load_model, load_spec
+from dockbench.hand.mapping import sdk_to_joint_positions
+from dockbench.hand.spec import default_model_xml, load_model, load_spec
 
 ATOL_EXACT = 1e-9  # [rad] / [m] numbers that must match to rounding
 FINGERS = ("index", "middle", "ring", "pinky")

@@ -21,9 +21,8 @@ import dataclasses
 import numpy as np
 import pytest
 import qpsolvers
-
-from controllers.feedforward import DissipationFeedforward
-from controllers.hqp import (
+from dockbench.controllers.feedforward import DissipationFeedforward
+from dockbench.controllers.hqp import (
     STATUS_CLOSED_FORM,
     STATUS_QP,
     HQPConfig,
@@ -31,11 +30,12 @@ from controllers.hqp import (
     ManipulabilityGradient,
     manipulability_gradient,
 )
-from planners.base import Reference
-from sim import kernels
-from sim.loop import build, simulate
-from sim.scenario import scenario_from_dict
-from sim.wrench import WrenchState
+from dockbench.planners.base import Reference
+from dockbench.sim import kernels
+from dockbench.sim.loop import build, simulate
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.sim.wrench import WrenchState
+
 from tests.helpers import plain_scenario_dict
 from tests.paper.test_hqp import _free_space, _random_states, _ref_near, _reference_problem
 from tests.roundoff import assert_within_bound

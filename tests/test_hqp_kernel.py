@@ -35,14 +35,14 @@ import weakref
 
 import numpy as np
 import pytest
+from dockbench.controllers.force_control import ForceSetpointConfig
+from dockbench.controllers.hqp import SETPOINT_DIAG, STATUS_CLOSED_FORM, STATUS_QP, HQPConfig, HQPController
+from dockbench.planners.base import Reference
+from dockbench.sim import kernels, lie
+from dockbench.sim.loop import build, run, simulate
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.sim.wrench import WrenchState
 
-from controllers.force_control import ForceSetpointConfig
-from controllers.hqp import SETPOINT_DIAG, STATUS_CLOSED_FORM, STATUS_QP, HQPConfig, HQPController
-from planners.base import Reference
-from sim import kernels, lie
-from sim.loop import build, run, simulate
-from sim.scenario import scenario_from_dict
-from sim.wrench import WrenchState
 from tests.helpers import scenario_dict
 from tests.roundoff import assert_within_bound
 
@@ -211,7 +211,7 @@ def test_jacobi_eigendecomposition_agrees_with_lapack() -> None:
 
 
 def test_manipulability_gradient_port_agrees_with_the_evaluator() -> None:
-    from controllers.hqp import ManipulabilityGradient
+    from dockbench.controllers.hqp import ManipulabilityGradient
 
     rng = np.random.default_rng(SEED + 1)
     for nv in (6, 7, 9):

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
+from dockbench.sim.errors import ModelError
+from dockbench.sim.ik import solve_ik
+from dockbench.sim.loop import build
+from dockbench.sim.scenario import scenario_from_dict
 
-from sim.errors import ModelError
-from sim.ik import solve_ik
-from sim.loop import build
-from sim.scenario import scenario_from_dict
 from tests.helpers import scenario_dict
 
 

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dockbench.sim import interrupts, loop
+from dockbench.sim.loop import run
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.telemetry import log as tlog
+from dockbench.telemetry import run as trun
+from dockbench.telemetry.run import Run
 
-from sim import interrupts, loop
-from sim.loop import run
-from sim.scenario import scenario_from_dict
-from telemetry import log as tlog
-from telemetry import run as trun
-from telemetry.run import Run
 from tests.helpers import REPO, SCENARIOS, scenario_dict
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM]

@@ -21,17 +21,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dockbench.controllers.force_control import ForceFilter
+from dockbench.controllers.hqp import HQPController
+from dockbench.controllers.khatib import KhatibController
+from dockbench.controllers.se3_lie import SE3LieController
+from dockbench.sim import _kernel_manifest as manifest
+from dockbench.sim import kernels
+from dockbench.sim.dynamics import Dynamics
+from dockbench.sim.loop import build, run, simulate
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.sim.wrench import WrenchPipeline
 
-from controllers.force_control import ForceFilter
-from controllers.hqp import HQPController
-from controllers.khatib import KhatibController
-from controllers.se3_lie import SE3LieController
-from sim import _kernel_manifest as manifest
-from sim import kernels
-from sim.dynamics import Dynamics
-from sim.loop import build, run, simulate
-from sim.scenario import scenario_from_dict
-from sim.wrench import WrenchPipeline
 from tests.helpers import REPO, scenario_dict
 
 ALL_BUILT = all(kernels.status(n)[0] is not None for n in manifest.KERNELS)
@@ -93,7 +93,7 @@ EDITS = {
 @built
 @pytest.mark.parametrize("which", list(EDITS))
 def test_an_edited_python_law_trips_the_guard_and_is_what_runs(which: str, monkeypatch, tmp_path: Path) -> None:
-    from experiments.run_docking import format_summary
+    from dockbench.experiments.run_docking import format_summary
 
     scene, cls, method, edit, component = EDITS[which]
     monkeypatch.setattr(cls, method, _wrap(cls, method, edit))
@@ -208,7 +208,7 @@ def test_the_guard_period_comes_from_the_environment_and_is_validated(monkeypatc
 
 
 def test_run_docking_rejects_a_negative_kernel_check(capsys) -> None:
-    from experiments.run_docking import main
+    from dockbench.experiments.run_docking import main
 
     assert main(["--scenario", str(REPO / "scenarios/iiwa14_docking.yaml"), "--kernel-check", "-2"]) == 1
     assert "--kernel-check: must be ≥ 0" in capsys.readouterr().err

@@ -14,14 +14,14 @@ import dataclasses
 
 import numpy as np
 import pytest
+from dockbench.controllers.khatib import KhatibController
+from dockbench.planners.base import Reference
+from dockbench.sim import kernels
+from dockbench.sim.lie import so3_exp
+from dockbench.sim.loop import build, simulate
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.sim.wrench import WrenchState
 
-from controllers.khatib import KhatibController
-from planners.base import Reference
-from sim import kernels
-from sim.lie import so3_exp
-from sim.loop import build, simulate
-from sim.scenario import scenario_from_dict
-from sim.wrench import WrenchState
 from tests.helpers import random_reference, scenario_dict
 from tests.roundoff import assert_controllers_agree, assert_within_bound
 
@@ -134,7 +134,7 @@ def test_khatib_kernel_equals_the_python_path(scene: str, overrides: dict) -> No
     through the set-point's ramp (from 20 ms before its start) and the hybrid latch's blend (w: 0, the blend
     and 1)."""
     if isinstance(overrides.get("force_setpoint"), dict):
-        from controllers.force_control import ForceSetpointConfig
+        from dockbench.controllers.force_control import ForceSetpointConfig
 
         overrides = {**overrides, "force_setpoint": ForceSetpointConfig(**overrides["force_setpoint"])}
     s, fast, slow = _pair(scene, **overrides)
@@ -295,8 +295,8 @@ def test_wrench_kernel_equals_the_python_pipeline(scene: str, changes: dict) -> 
     the same order: equal bit for bit. The G20's 23 tool bodies are summed by numpy's reduction on the
     Python side (its grouping is numpy's choice): within the guard's bound (three-term sums, S = max
     |wrench| (1 + lever arms))."""
-    from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
-    from sim.wrench import WrenchPipeline
+    from dockbench.sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
+    from dockbench.sim.wrench import WrenchPipeline
 
     d = scenario_dict(scene)
     for key, value in changes.items():
@@ -345,7 +345,8 @@ def test_the_manifest_lists_every_kernel_its_headers_and_its_python_reference() 
     Python reference module it names exists (so that editing the law makes the kernel stale)."""
     import re
 
-    from sim import _kernel_manifest as manifest
+    from dockbench.sim import _kernel_manifest as manifest
+
     from tests.helpers import REPO
 
     setup_text = (REPO / "setup.py").read_text()
@@ -373,7 +374,7 @@ dynamics_built = pytest.mark.skipif(
 @dynamics_built
 @pytest.mark.parametrize("scene", ["iiwa14_docking", "fr3_docking_hqp", "iiwa14_docking_se3"])
 def test_dynamics_kernel_fills_the_snapshot_as_the_python_path(scene: str) -> None:
-    from sim.dynamics import Dynamics
+    from dockbench.sim.dynamics import Dynamics
 
     setup = build(scenario_from_dict(scenario_dict(scene)))
     d0 = setup.dynamics

@@ -10,10 +10,10 @@ import mujoco
 import numpy as np
 import pytest
 import yaml
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.interfaces import R_D_EE_SEATED, KeyedDrogue, KeyedProbe, matrix_to_quat, rpy_to_matrix
+from dockbench.sim.scenario import scenario_from_dict
 
-from sim.errors import ScenarioError
-from sim.interfaces import R_D_EE_SEATED, KeyedDrogue, KeyedProbe, matrix_to_quat, rpy_to_matrix
-from sim.scenario import scenario_from_dict
 from tests.helpers import EPS, SCENARIOS
 
 KEYED = SCENARIOS / "keyed"
@@ -159,8 +159,8 @@ def test_keyed_probe_inertia_is_the_cylinder_plus_the_rods() -> None:
 def test_goal_puts_each_lug_over_a_believed_groove() -> None:
     """Whatever multiple of 2π/N start.free_yaw picks, the goal orientation puts lug 0 on a groove centre line of
     the believed drogue (phase 0 mod 2π/N)."""
-    from sim.loop import build
-    from telemetry.metrics import mating_phase_error
+    from dockbench.sim.loop import build
+    from dockbench.telemetry.metrics import mating_phase_error
 
     for name in ("iiwa14_keyed_hqp", "fr3_keyed_se3"):
         d = keyed_dict(name)
@@ -206,7 +206,8 @@ def test_lugs_on_the_deck_fail_the_gates_and_the_retry_seats_them() -> None:
     of the N = 3 mating phases): with the recovery off the lugs stay on the deck, 19 mm short, and the depth and
     phase gates fail it while the detector records the stall as jams; with the retry (the scenario as shipped,
     the run shared with the regression suite) it seats on attempt 2 after one jam, with the events in order."""
-    from sim.loop import run
+    from dockbench.sim.loop import run
+
     from tests.regression.test_regression import _run
 
     path = KEYED / "iiwa14_keyed_khatib_recovery.yaml"
@@ -229,7 +230,7 @@ def test_lugs_on_the_deck_fail_the_gates_and_the_retry_seats_them() -> None:
 def test_make_target_passes_the_tool_config_only_to_targets_that_take_it() -> None:
     """A target class with the two-argument constructor (a plugin written before the keyed drogue) is built as
     before; the keyed drogue gets the tool's config and checks its geometry against it."""
-    from sim.interfaces import Plate, make_target
+    from dockbench.sim.interfaces import Plate, make_target
 
     class TwoArg(Plate):
         def __init__(self, config, tool_radius):

@@ -10,21 +10,21 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import pytest
-
-from bridges import msgs
-from bridges.ros2 import InProcessBus, InProcessTransport
-from sim.errors import DockbenchError
-from sim.loop import build, run, simulate
-from sim.scenario import load_scenario, scenario_from_dict
-from telemetry.live import MailboxStream, Observers, Pacer, Ros2Sink, RowLayout, every_steps
-from telemetry.run import Run, first_difference
-from telemetry.viewer import (
+from dockbench.bridges import msgs
+from dockbench.bridges.ros2 import InProcessBus, InProcessTransport
+from dockbench.sim.errors import DockbenchError
+from dockbench.sim.loop import build, run, simulate
+from dockbench.sim.scenario import load_scenario, scenario_from_dict
+from dockbench.telemetry.live import MailboxStream, Observers, Pacer, Ros2Sink, RowLayout, every_steps
+from dockbench.telemetry.run import Run, first_difference
+from dockbench.telemetry.viewer import (
     CONTACT_FORCE_RGBA,
     FORCE_ARROW_M_PER_N,
     REFERENCE_SPHERE_RADIUS,
     RunViewer,
     offscreen_launcher,
 )
+
 from tests.helpers import SCENARIOS, press_scenario
 
 EPS = np.finfo(float).eps
@@ -417,7 +417,7 @@ def test_ros2_live_topics_carry_the_recorded_numbers(scenario):
 def test_ros2_live_other_topics_use_the_export_table(scenario):
     """A non-default topic set goes through telemetry.export.ros_topics (the MCAP table): the twist
     and the contact counts of each step, and the world-aligned truth wrench, as exported."""
-    from telemetry.export import CONTACTS, world_aligned
+    from dockbench.telemetry.export import CONTACTS, world_aligned
 
     got: dict[str, list] = {"ee_twist": [], "contacts": [], "wrench/truth_world": []}
     with InProcessTransport(bus=InProcessBus()) as t:
@@ -442,7 +442,7 @@ def test_run_docking_cli_with_live_options(tmp_path, capsys):
     """--ros2 over the in-process bus, --rerun into a file and --speed through the real CLI: the run
     completes, its folder is written and every stream reports what it did."""
     pytest.importorskip("rerun", reason="rerun-sdk not installed (extra: rerun)")
-    from experiments.run_docking import main
+    from dockbench.experiments.run_docking import main
 
     rrd = tmp_path / "live.rrd"
     rc = main(["--scenario", str(SCENARIOS / "iiwa14_docking.yaml"), "--out", str(tmp_path), "--no-progress",
@@ -458,7 +458,7 @@ def test_run_docking_cli_with_live_options(tmp_path, capsys):
 
 
 def test_live_options_are_validated(capsys):
-    from experiments.run_docking import main
+    from dockbench.experiments.run_docking import main
 
     rc = main(["--scenario", str(SCENARIOS / "iiwa14_docking.yaml"), "--speed", "0", "--no-progress"])
     assert rc == 1 and "--speed must be > 0, got 0.0" in capsys.readouterr().err

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dockbench.experiments.run_docking import main as cli_main
+from dockbench.sim.errors import SimulationDiverged
+from dockbench.sim.loop import build, run, simulate
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.telemetry.log import CHANNELS
+from dockbench.telemetry.run import Run
 
-from experiments.run_docking import main as cli_main
-from sim.errors import SimulationDiverged
-from sim.loop import build, run, simulate
-from sim.scenario import scenario_from_dict
-from telemetry.log import CHANNELS
-from telemetry.run import Run
 from tests.helpers import SCENARIOS, TOL, scenario_dict
 
 
@@ -178,7 +178,7 @@ def test_nan_torque_from_the_controller_is_caught(tmp_path: Path) -> None:
 def test_coalesce_merges_adjacent_views_and_keeps_the_row() -> None:
     """_coalesce merges consecutive pieces of one buffer (and only those): the concatenated row is
     unchanged."""
-    from sim.loop import _coalesce
+    from dockbench.sim.loop import _coalesce
 
     buf, other = np.arange(10.0), np.arange(100.0, 104.0)
     parts = [buf[0:3], buf[3:5], other[0:2], buf[5:6], buf[7:10], other[2:4]]

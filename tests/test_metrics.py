@@ -8,9 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from telemetry.log import CHANNELS, atomic_save_npz
-from telemetry.metrics import (
+from dockbench.telemetry.log import CHANNELS, atomic_save_npz
+from dockbench.telemetry.metrics import (
     METRICS,
     compute_metrics,
     is_mating_target,
@@ -20,7 +19,7 @@ from telemetry.metrics import (
     scalar_metrics,
     segment_masks,
 )
-from telemetry.run import write_json, write_manifest
+from dockbench.telemetry.run import write_json, write_manifest
 
 #: Tolerances of this file (one table): exact constructions agree to rounding. The metrics are means,
 #: RMS and peaks over ≤ 4001 samples (numpy pairwise sums: error ≤ ~log2(N)·ε ≈ 12ε relative, plus
@@ -260,7 +259,7 @@ def test_chatter_metrics_count_what_they_name() -> None:
     """force_spike_count: samples differing from BOTH neighbours by > 0.5 N in the same direction while both
     neighbours are in contact; on_off_toggle_count: single-sample contact states after the first contact;
     release_count: in → out transitions (hysteresis 0.5 N on, 0.05 N off)."""
-    from telemetry.metrics import contact_states, force_spike_count, on_off_toggle_count, release_count
+    from dockbench.telemetry.metrics import contact_states, force_spike_count, on_off_toggle_count, release_count
 
     f, n = _contact_trace()
     assert force_spike_count(f, n) == 3  # steps 20, 40, 100
@@ -410,8 +409,9 @@ def test_metrics_from_run_folder(tmp_path: Path) -> None:
 
 
 def test_real_run_folder_metrics_match_summary(tmp_path: Path) -> None:
-    from sim.loop import run
-    from sim.scenario import scenario_from_dict
+    from dockbench.sim.loop import run
+    from dockbench.sim.scenario import scenario_from_dict
+
     from tests.helpers import scenario_dict
 
     d = scenario_dict("iiwa14_docking")
@@ -449,8 +449,8 @@ def test_docs_metrics_page_lists_every_metric() -> None:
 
 
 def test_run_accessors(tmp_path: Path) -> None:
-    from sim.errors import DockbenchError
-    from telemetry.run import Run, RunSegment
+    from dockbench.sim.errors import DockbenchError
+    from dockbench.telemetry.run import Run, RunSegment
 
     run = Run.load(write_synthetic_run(tmp_path / "run"))
     ch = run.channel("wrench_truth_world")

@@ -15,17 +15,16 @@ import time
 import mujoco
 import numpy as np
 import pytest
-
-from bridges.mirror import (
+from dockbench.bridges.mirror import (
     KinematicMirror,
     MirrorApp,
     load_mirror_config,
     load_model,
 )
-from bridges.ros2 import InProcessBus, InProcessTransport, JointState
-from experiments import mirror as mirror_cli
-from experiments.mock_joint_states import MockSource, load_mock_plan
-from sim.errors import ModelError, ScenarioError
+from dockbench.bridges.ros2 import InProcessBus, InProcessTransport, JointState
+from dockbench.experiments import mirror as mirror_cli
+from dockbench.experiments.mock_joint_states import MockSource, load_mock_plan
+from dockbench.sim.errors import ModelError, ScenarioError
 
 LEFT = tuple(f"l_joint{k}" for k in range(1, 8))
 RIGHT = tuple(f"r_joint{k}" for k in range(1, 8))
@@ -117,7 +116,7 @@ def test_each_invalid_frame_kind_leaves_the_previous_pose_untouched(mirror, case
     left, right = feed_both(mirror)
     before = mirror.data.qpos.copy()
     xpos = mirror.data.xpos.copy()
-    with caplog.at_level(logging.WARNING, logger="bridges.mirror"):
+    with caplog.at_level(logging.WARNING, logger="dockbench.bridges.mirror"):
         for _ in range(2):
             v = mirror.submit("left", BAD_FRAMES[case])
             assert not v.accepted and v.kind == case.removesuffix("_inf")
@@ -127,7 +126,7 @@ def test_each_invalid_frame_kind_leaves_the_previous_pose_untouched(mirror, case
     np.testing.assert_array_equal(mirror.pose("left"), left)
     status = {s.name: s for s in mirror.status()}
     assert dict(status["left"].rejected) == {v.kind: 2} and status["left"].accepted == 1
-    assert len([r for r in caplog.records if r.name == "bridges.mirror"]) == 1  # logged once per kind
+    assert len([r for r in caplog.records if r.name == "dockbench.bridges.mirror"]) == 1  # logged once per kind
     assert mirror.data.time == 0.0 and not mirror.data.qvel.any()  # mj_forward only, never mj_step
 
 
@@ -139,7 +138,7 @@ def test_waits_for_both_sides_and_names_the_missing_one(config, model, caplog):
         app.STATUS_PERIOD_S = 0.1
         app.start()
         t.create_publisher(config.groups[0].topic).publish(frame(LEFT, [0.3] * 7))
-        with caplog.at_level(logging.WARNING, logger="bridges.mirror"):
+        with caplog.at_level(logging.WARNING, logger="dockbench.bridges.mirror"):
             report = app.run(display="none", wait_timeout=0.35)
         app.stop()
     assert (report.ready, report.waiting_for, report.frames, report.ended_by) == (False, ("right",), 0,
@@ -158,7 +157,7 @@ def test_interrupted_side_holds_its_last_valid_pose(model, config, caplog):
         now[0] = 0.1 * k
         m.submit("left", frame(LEFT, left + 0.01 * k))
         m.apply()
-        with caplog.at_level(logging.WARNING, logger="bridges.mirror"):
+        with caplog.at_level(logging.WARNING, logger="dockbench.bridges.mirror"):
             stale = m.update_staleness()
         assert stale == (("right",) if now[0] > 0.5 else ())
     np.testing.assert_array_equal(qpos_of(m, RIGHT), right)
@@ -172,7 +171,7 @@ def test_two_publishers_on_one_state_topic_trigger_a_warning(config, model, capl
         app = MirrorApp(config, t, model=model)
         app.start()
         p1 = t.create_publisher(config.groups[0].topic)
-        with caplog.at_level(logging.WARNING, logger="bridges.mirror"):
+        with caplog.at_level(logging.WARNING, logger="dockbench.bridges.mirror"):
             app.check_publishers()
             p2 = t.create_publisher(config.groups[0].topic)
             app.check_publishers()
@@ -300,7 +299,7 @@ def test_positions_outside_the_joint_range_are_rejected(model, config, caplog):
     lo, hi = model.joint("l_joint2").range
     margin = config.range_margin
     assert margin > 0
-    with caplog.at_level(logging.WARNING, logger="bridges.mirror"):
+    with caplog.at_level(logging.WARNING, logger="dockbench.bridges.mirror"):
         for bad in (1e300, -1e300, hi + 2 * margin, lo - 2 * margin):
             pose = np.linspace(0.1, 0.7, 7)
             pose[1] = bad

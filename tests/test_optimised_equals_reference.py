@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 import pinocchio as pin
+from dockbench.controllers.base import Command
+from dockbench.sim.dynamics import LOCAL, LWA, Dynamics
+from dockbench.sim.lie import so3_log
+from dockbench.sim.loop import build, simulate
+from dockbench.sim.scenario import scenario_from_dict
 
-from controllers.base import Command
-from sim.dynamics import LOCAL, LWA, Dynamics
-from sim.lie import so3_log
-from sim.loop import build, simulate
-from sim.scenario import scenario_from_dict
 from tests.helpers import scenario_dict
 
 TOL_STATE = 1e-12  # [rad, rad/s, m, N, N·m]: q, v, poses, references, wrenches (measured ≤ 3.9e-14)
@@ -100,7 +100,7 @@ def test_optimised_loop_equals_textbook_loop_in_free_space() -> None:
 
 
 def test_optimised_loop_matches_textbook_metrics_through_contact() -> None:
-    from telemetry.metrics import compute_metrics
+    from dockbench.telemetry.metrics import compute_metrics
 
     tel_fast, tel_ref = _pair(8.0)
     assert tel_fast.contact_count.max() > 0

@@ -15,15 +15,15 @@ import warnings
 import mujoco
 import numpy as np
 import pytest
+from dockbench.planners.base import Reference
+from dockbench.sim import kernels
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.floating import FloatingBaseDynamics
+from dockbench.sim.loop import build, run, simulate
+from dockbench.sim.mounts import inertia_matrix
+from dockbench.sim.orbit import TargetTracking
+from dockbench.sim.scenario import scenario_from_dict
 
-from planners.base import Reference
-from sim import kernels
-from sim.errors import ScenarioError
-from sim.floating import FloatingBaseDynamics
-from sim.loop import build, run, simulate
-from sim.mounts import inertia_matrix
-from sim.orbit import TargetTracking
-from sim.scenario import scenario_from_dict
 from tests.helpers import scenario_dict
 from tests.orbit_helpers import orbit_dict
 from tests.roundoff import assert_within_bound
@@ -383,7 +383,7 @@ def test_python_and_compiled_floating_runs_dock_alike() -> None:
 
 
 def test_orbit_telemetry_is_saved_and_reloaded(tmp_path) -> None:
-    from telemetry.run import Run
+    from dockbench.telemetry.run import Run
 
     d = orbit_dict("iiwa14_orbit_floating_target")
     d["sim"]["duration"] = 0.3
@@ -397,8 +397,8 @@ def test_orbit_telemetry_is_saved_and_reloaded(tmp_path) -> None:
 def test_video_replay_puts_the_floating_bodies_where_they_were(tmp_path) -> None:
     """telemetry.video replays the base's and the target's joint states with the arm's: MuJoCo's kinematics
     of the replayed qpos put the base and the target at their recorded poses."""
-    from telemetry.run import Run
-    from telemetry.video import _floating_replay, load_render_model
+    from dockbench.telemetry.run import Run
+    from dockbench.telemetry.video import _floating_replay, load_render_model
 
     d = orbit_dict("iiwa14_orbit_tumbling_target")
     d["sim"]["duration"] = 0.5

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from dockbench.telemetry.gates import evaluate_gates
+from dockbench.telemetry.metrics import compute_metrics
 
-from telemetry.gates import evaluate_gates
-from telemetry.metrics import compute_metrics
 from tests.orbit_helpers import ORBIT_KNOWN, add_orbit
 from tests.test_metrics import synthetic
 

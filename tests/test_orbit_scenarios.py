@@ -8,9 +8,9 @@ import functools
 
 import pytest
 import yaml
+from dockbench.sim.loop import run
+from dockbench.sim.scenario import scenario_from_dict
 
-from sim.loop import run
-from sim.scenario import scenario_from_dict
 from tests.orbit_helpers import ORBIT
 
 FILES = sorted(ORBIT.glob("*.yaml"))

@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 import yaml
+from dockbench.experiments import run_docking
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.overrides import merge_overrides, parse_assignment, parse_path
+from dockbench.sim.scenario import load_scenario, load_scenario_notes, scenario_from_dict
 
-from experiments import run_docking
-from sim.errors import ScenarioError
-from sim.overrides import merge_overrides, parse_assignment, parse_path
-from sim.scenario import load_scenario, load_scenario_notes, scenario_from_dict
 from tests.helpers import SCENARIOS, scenario_dict
 
 DOCKING = SCENARIOS / "iiwa14_docking.yaml"

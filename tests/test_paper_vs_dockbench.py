@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from dockbench.experiments.compare import kept_sections
+from dockbench.experiments.paper_vs_dockbench import BEGIN, END, PAPER, RUNS, write_section
 
-from experiments.compare import kept_sections
-from experiments.paper_vs_dockbench import BEGIN, END, PAPER, RUNS, write_section
 from tests.helpers import REPO
 
 

@@ -4,10 +4,10 @@ SE(3)-TOPP planner, and SE(3)-TOPP is faster than two-phase on the same poses an
 from __future__ import annotations
 
 import numpy as np
+from dockbench.sim.loop import build, run
+from dockbench.sim.scenario import load_scenario
+from dockbench.telemetry.metrics import rotation_angle_between
 
-from sim.loop import build, run
-from sim.scenario import load_scenario
-from telemetry.metrics import rotation_angle_between
 from tests.helpers import SCENARIOS
 
 

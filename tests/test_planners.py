@@ -6,12 +6,12 @@ import dataclasses
 
 import numpy as np
 import pytest
+from dockbench.planners import PLANNERS, MotionReference, PlannerContext, Reference
+from dockbench.planners.base import Planner
+from dockbench.sim.config import describe_config, parse_config
+from dockbench.sim.errors import ModelError, ScenarioError
 
-import planners
-from planners import PLANNERS, MotionReference, PlannerContext, Reference
-from planners.base import Planner
-from sim.config import describe_config, parse_config
-from sim.errors import ModelError, ScenarioError
+from dockbench import planners
 
 EXPECTED_TYPES = {"quintic", "two_phase", "se3_topp", "figure8"}
 
@@ -162,7 +162,8 @@ def test_se3_topp_motion_at_the_evaluated_time_is_the_same_motion():
     """motion_into copies the motion evaluate() computed at the same t (the loop evaluates the world
     reference, then an SE(3) controller asks for the body motion at that t): the same floats as a
     fresh computation, and any other t is computed afresh."""
-    from planners.se3_topp import SE3TOPPConfig, SE3TOPPPlanner
+    from dockbench.planners.se3_topp import SE3TOPPConfig, SE3TOPPPlanner
+
     from tests.helpers import planner_context
 
     fresh = SE3TOPPPlanner(SE3TOPPConfig(), planner_context())

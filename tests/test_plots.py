@@ -8,11 +8,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-
-from experiments.plot_telemetry import main as plot_cli
-from experiments.plot_telemetry import plot_run
-from sim.errors import DockbenchError
-from telemetry.plots import (
+from dockbench.experiments.plot_telemetry import main as plot_cli
+from dockbench.experiments.plot_telemetry import plot_run
+from dockbench.sim.errors import DockbenchError
+from dockbench.telemetry.plots import (
     FIGURES,
     HAND_ERROR_FLOOR,
     figures_for,
@@ -21,7 +20,8 @@ from telemetry.plots import (
     parse_formats,
     shade_segments,
 )
-from telemetry.run import Run, write_json, write_manifest
+from dockbench.telemetry.run import Run, write_json, write_manifest
+
 from tests.test_metrics import DT, SEGMENTS, N, write_synthetic_run
 
 #: the figures of the synthetic run (a drogue target, no controller diagnostics, no hand channels)
@@ -108,7 +108,8 @@ def test_parse_formats() -> None:
 
 
 def test_empty_run_raises(tmp_path: Path) -> None:
-    from telemetry.log import atomic_save_npz
+    from dockbench.telemetry.log import atomic_save_npz
+
     from tests.test_metrics import synthetic
 
     ch, _ = synthetic()
@@ -134,7 +135,7 @@ FELL_BACK = (1130, 1130)
 def _write_hand_channels(folder: Path) -> Path:
     """Add synthetic G20 hand channels (two commands, slewed at 5 rad/s, a penetration bump with
     projected and fell-back steps) and the tool summary to a synthetic run folder."""
-    from telemetry.log import atomic_save_npz
+    from dockbench.telemetry.log import atomic_save_npz
 
     run = Run.load(folder)
     t = run.t
@@ -206,8 +207,9 @@ def test_hand_figure_content(hand_dir: Path) -> None:
 
 def test_hand_figure_only_for_hand_runs(tmp_path: Path, run_dir: Path) -> None:
     """Short real runs: the G20 run writes the extra hand figure, the probe run does not."""
-    from sim.loop import run as run_scenario
-    from sim.scenario import scenario_from_dict
+    from dockbench.sim.loop import run as run_scenario
+    from dockbench.sim.scenario import scenario_from_dict
+
     from tests.helpers import scenario_dict
 
     hand = scenario_dict("fr3_g20_tracking")
@@ -234,8 +236,9 @@ def test_compare_tables(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     import csv
     import shutil
 
-    from experiments.compare import find_run_dirs, main, markdown_table, row_from_run
-    from telemetry.metrics import compute_metrics
+    from dockbench.experiments.compare import find_run_dirs, main, markdown_table, row_from_run
+    from dockbench.telemetry.metrics import compute_metrics
+
     from tests.test_metrics import synthetic
 
     root = tmp_path / "runs"
@@ -277,7 +280,7 @@ def _docking_run(tmp_path: Path, depth_min: float, verdict: str = "PASS", ctrl: 
     """The synthetic run with docking gates in its scenario (and controller channels with units)."""
     import json
 
-    from telemetry.log import atomic_save_npz
+    from dockbench.telemetry.log import atomic_save_npz
 
     folder = write_synthetic_run(tmp_path / f"dock_{depth_min}")
     meta = json.loads((folder / "meta.json").read_text())
@@ -303,8 +306,8 @@ def test_docking_series_window_means_are_the_docking_metrics(run_dir: Path) -> N
     """The figure's per-step depth / lateral / tilt use the metrics' formulas on every row; their
     final-window means are the gated metrics (the same values averaged: equal to ≤ n·ε relative,
     n = 1000 window samples, so rtol 1e-12)."""
-    from telemetry.metrics import compute_metrics, final_window_mask
-    from telemetry.plots import docking_series
+    from dockbench.telemetry.metrics import compute_metrics, final_window_mask
+    from dockbench.telemetry.plots import docking_series
 
     run = Run.load(run_dir)
     m = compute_metrics(run.channels, run.meta)
@@ -365,7 +368,7 @@ def test_figures_that_do_not_apply_say_why(run_dir: Path, tmp_path: Path) -> Non
 
 
 def test_overlay_of_several_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from telemetry.plots import COMPARE_FIGURES, make_compare_figures, plot_compare
+    from dockbench.telemetry.plots import COMPARE_FIGURES, make_compare_figures, plot_compare
 
     a = _docking_run(tmp_path / "a", depth_min=0.07)
     b = _docking_run(tmp_path / "b", depth_min=0.07)

@@ -13,11 +13,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from dockbench.controllers.base import CONTROLLERS
+from dockbench.sim import plugins
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.scenario import load_scenario, resolve_scenario
 
-from controllers.base import CONTROLLERS
-from sim import plugins
-from sim.errors import ScenarioError
-from sim.scenario import load_scenario, resolve_scenario
 from tests.helpers import REPO
 
 EXAMPLE = REPO / "examples" / "plugins" / "my_controller.py"
@@ -37,7 +37,7 @@ gates:
 
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}  # the checkout, installed or not
-    return subprocess.run([sys.executable, "-m", "experiments.run_docking", *args, "--no-progress"],
+    return subprocess.run([sys.executable, "-m", "dockbench.experiments.run_docking", *args, "--no-progress"],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 

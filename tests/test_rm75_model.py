@@ -31,12 +31,12 @@ J1_AXIS_IN_BODY = {"l": [0.9063, -0.4226, 0.0], "r": [-0.9063, -0.4226, 0.0]}
 
 @pytest.fixture(scope="module")
 def urdf_text():
-    return resources.files("assets").joinpath(*RESOURCE).read_text(encoding="utf-8")
+    return resources.files("dockbench.assets").joinpath(*RESOURCE).read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
 def model():
-    with resources.as_file(resources.files("assets").joinpath(*RESOURCE)) as path:
+    with resources.as_file(resources.files("dockbench.assets").joinpath(*RESOURCE)) as path:
         return mujoco.MjModel.from_xml_path(str(path))
 
 

@@ -167,7 +167,7 @@ RobotCase = pytest.mark.parametrize("robot", [IIWA, FR3], ids=lambda r: r.key)
 
 
 def _resource(*parts: str) -> importlib.resources.abc.Traversable:
-    res = importlib.resources.files("assets")
+    res = importlib.resources.files("dockbench.assets")
     for part in parts:
         res = res / part
     return res

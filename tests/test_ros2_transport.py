@@ -9,9 +9,8 @@ import sys
 import textwrap
 
 import pytest
-
-from bridges import cdr, ros2
-from bridges.ros2 import (
+from dockbench.bridges import cdr, ros2
+from dockbench.bridges.ros2 import (
     QOS_DEFAULT,
     QOS_SENSOR_DATA,
     InProcessBus,
@@ -19,6 +18,7 @@ from bridges.ros2 import (
     JointState,
     TransportError,
 )
+
 from tests.helpers import REPO
 
 CYCLONE_MISSING = ""
@@ -189,7 +189,7 @@ def test_callback_exception_is_contained(caplog):
 # ----------------------------------------------------------------------------------------- cyclonedds
 _PUB = textwrap.dedent("""
     import sys, time
-    from bridges.ros2 import JointState, open_transport, wait_until
+    from dockbench.bridges.ros2 import JointState, open_transport, wait_until
     topic, n = sys.argv[1], int(sys.argv[2])
     with open_transport("cyclonedds") as t:
         pub = t.create_publisher(topic)
@@ -202,7 +202,7 @@ _PUB = textwrap.dedent("""
 """)
 _SUB = textwrap.dedent("""
     import json, sys, time
-    from bridges.ros2 import open_transport, wait_until
+    from dockbench.bridges.ros2 import open_transport, wait_until
     from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
     from cyclonedds.qos import Policy
     topic, n = sys.argv[1], int(sys.argv[2])
@@ -284,7 +284,7 @@ def test_rclpy_round_trip():
 @pytest.mark.skipif(not RCLPY_OK, reason=f"rclpy not importable here (no sourced ROS 2 install): {RCLPY_WHY}")
 def test_rclpy_typed_messages_round_trip():
     """PoseStamped and WrenchStamped (the live run topics) through rclpy's own message classes."""
-    from bridges import msgs
+    from dockbench.bridges import msgs
 
     pose = {"header": {"stamp": {"sec": 1, "nanosec": 2}, "frame_id": "world"},
             "pose": {"position": {"x": 0.1, "y": 0.2, "z": 0.3},
@@ -361,7 +361,7 @@ def test_inprocess_subscription_drops_and_counts_malformed_payloads(caplog):
     got = []
     with InProcessTransport(bus=bus) as tr:
         sub = tr.create_subscription("/js", got.append)
-        with caplog.at_level("WARNING", logger="bridges.ros2"):
+        with caplog.at_level("WARNING", logger="dockbench.bridges.ros2"):
             for payload in (REFERENCE_CDR + b"junk", REFERENCE_CDR[:-3], REFERENCE_CDR + b"more", REFERENCE_CDR):
                 bus.deliver("/js", QOS_DEFAULT, payload)
         assert got == [REFERENCE_MSG]

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dockbench.experiments.run_docking import main as cli_main
+from dockbench.sim import loop
+from dockbench.sim.errors import DockbenchError, InternalError, RunFolderError
+from dockbench.sim.loop import build, run
+from dockbench.sim.scenario import load_scenario, scenario_from_dict
+from dockbench.telemetry import log as tlog
+from dockbench.telemetry import run as trun
+from dockbench.telemetry.run import MANIFEST, Run, RunFolder, check_manifest, first_difference
 
-from experiments.run_docking import main as cli_main
-from sim import loop
-from sim.errors import DockbenchError, InternalError, RunFolderError
-from sim.loop import build, run
-from sim.scenario import load_scenario, scenario_from_dict
-from telemetry import log as tlog
-from telemetry import run as trun
-from telemetry.run import MANIFEST, Run, RunFolder, check_manifest, first_difference
 from tests.helpers import REPO, SCENARIOS, scenario_dict, scenario_files
 
 
@@ -57,7 +57,7 @@ def test_every_run_file_gets_the_mode_a_plain_open_gives(tmp_path: Path) -> None
     """The atomic writes (temp file + rename) used to leave 0600 files beside a 0644 scene.xml: every file of
     the folder, and a plot written into it, has 0666 less the umask (telemetry.log.FILE_MODE)."""
     r = run(scenario_from_dict(_short()), out_root=tmp_path)
-    from telemetry.plots import plot_run
+    from dockbench.telemetry.plots import plot_run
 
     assert plot_run(r.run_dir, formats=("svg",))
     files = [p for p in r.run_dir.rglob("*") if p.is_file()]
@@ -280,7 +280,7 @@ def test_a_killed_run_leaves_a_loadable_partial_folder(tmp_path: Path) -> None:
     written) loads as partial."""
     code = (
         "import os, signal, sys\n"
-        "from sim.loop import run\nfrom sim.scenario import scenario_from_dict\nfrom sim import loop\n"
+        "from dockbench.sim.loop import run\nfrom sim.scenario import scenario_from_dict\nfrom sim import loop\n"
         "from tests.helpers import scenario_dict\n"
         "d = scenario_dict('iiwa14_docking'); d['sim']['duration'] = 5.0\n"
         "def progress(t, T):\n"
@@ -411,7 +411,7 @@ def test_progress_lines_appear_on_a_terminal_only(tmp_path: Path) -> None:
     pipe or file, so that the tools' printed tables and lists stay as they were."""
     import io
 
-    from telemetry.progress import Progress
+    from dockbench.telemetry.progress import Progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.scenario import docs_markdown, load_scenario, scenario_from_dict
 
-from sim.errors import ScenarioError
-from sim.scenario import docs_markdown, load_scenario, scenario_from_dict
 from tests.helpers import REPO, SCENARIOS, scenario_dict, scenario_files
 
 
@@ -156,14 +156,14 @@ def test_configs_are_frozen() -> None:
 
 def test_docs_scenarios_md_is_up_to_date() -> None:
     """docs/scenarios.md is generated from the typed configs: regenerate it with
-    `python -m sim.scenario --docs > docs/scenarios.md`."""
+    `python -m dockbench.sim.scenario --docs > docs/scenarios.md`."""
     assert (REPO / "docs" / "scenarios.md").read_text() == docs_markdown()
 
 
 def test_every_docking_and_press_scenario_has_a_current_gravity_twin() -> None:
     """scenarios/gravity/<name>_gravity.yaml is the original with gravity on and nothing else changed
     (name, description and sim.gravity aside), and is what experiments/make_gravity_twins.py writes."""
-    from experiments.make_gravity_twins import twins
+    from dockbench.experiments.make_gravity_twins import twins
 
     want = twins()
     originals = [f for f in sorted(SCENARIOS.glob("*.yaml")) if load_scenario(f).target is not None]

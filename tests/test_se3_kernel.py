@@ -33,14 +33,14 @@ import weakref
 
 import numpy as np
 import pytest
+from dockbench.controllers.base import PlantInfo
+from dockbench.controllers.se3_lie import SE3LieConfig, SE3LieController
+from dockbench.planners.base import Reference
+from dockbench.sim import kernels, lie
+from dockbench.sim.loop import build, simulate
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.sim.wrench import WrenchState
 
-from controllers.base import PlantInfo
-from controllers.se3_lie import SE3LieConfig, SE3LieController
-from planners.base import Reference
-from sim import kernels, lie
-from sim.loop import build, simulate
-from sim.scenario import scenario_from_dict
-from sim.wrench import WrenchState
 from tests.helpers import scenario_dict
 from tests.roundoff import assert_controllers_agree, assert_within_bound
 
@@ -372,7 +372,7 @@ def test_compiled_run_equals_python_run(name: str) -> None:
     """Each path runs its own simulation: the telemetry is equal (to TOL_FREE_RUN) until the first
     contact; after it, round-off is amplified by the stiff contact, so the docking metrics are compared
     (as tests/test_optimised_equals_reference.py does)."""
-    from telemetry.metrics import compute_metrics
+    from dockbench.telemetry.metrics import compute_metrics
 
     tel = {}
     for mode in ("python", "compiled"):

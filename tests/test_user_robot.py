@@ -12,12 +12,12 @@ import mujoco
 import numpy as np
 import pytest
 import yaml
+from dockbench.sim.dynamics import Dynamics
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.loop import build, run
+from dockbench.sim.robots import EE_BODY_SITE, MOTOR_PREFIX
+from dockbench.sim.scenario import load_scenario, scenario_from_dict
 
-from sim.dynamics import Dynamics
-from sim.errors import ScenarioError
-from sim.loop import build, run
-from sim.robots import EE_BODY_SITE, MOTOR_PREFIX
-from sim.scenario import load_scenario, scenario_from_dict
 from tests.helpers import TOL, scenario_dict
 from tests.user_robot_helpers import ARMATURE, HOME, JOINTS, TORQUE_LIMITS, arm_urdf, robot_block, write_arm
 
@@ -258,8 +258,9 @@ def test_the_run_folder_scene_of_a_model_with_meshes_renders_from_anywhere(tmp_p
     (relative paths): the run folder's scene.xml used to keep the relative paths and the video failed with a
     raw ValueError. Now it loads from another working directory, renders, and a mesh removed after the run is
     a DockbenchError naming the file."""
-    from sim.errors import DockbenchError
-    from telemetry.video import load_render_model, render_run_video
+    from dockbench.sim.errors import DockbenchError
+    from dockbench.telemetry.video import load_render_model, render_run_video
+
     from tests.test_video import GL_PROBLEM
 
     d = tracking_dict(write_arm(tmp_path / "model", mesh=True), "khatib")

@@ -9,9 +9,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import pytest
-
-from sim.errors import DockbenchError
-from telemetry.video import OffscreenRenderer, frame_indices, frame_times, render_run_video
+from dockbench.sim.errors import DockbenchError
+from dockbench.telemetry.video import OffscreenRenderer, frame_indices, frame_times, render_run_video
 
 DURATION = 0.5  # s of simulation
 FPS = 20
@@ -34,8 +33,9 @@ needs_gl = pytest.mark.skipif(GL_PROBLEM is not None, reason=f"no OpenGL backend
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from sim.loop import run
-    from sim.scenario import scenario_from_dict
+    from dockbench.sim.loop import run
+    from dockbench.sim.scenario import scenario_from_dict
+
     from tests.helpers import scenario_dict
 
     d = scenario_dict("iiwa14_docking")
@@ -124,7 +124,7 @@ def test_bad_arguments(run_dir: Path, tmp_path: Path) -> None:
 
 
 def test_prefixed_hand_joints_resolve() -> None:
-    from telemetry.video import _resolve_joint
+    from dockbench.telemetry.video import _resolve_joint
 
     xml = """<mujoco><worldbody><body><joint name="arm1"/><geom size=".1"/>
       <body><joint name="hand/thumb_mcp"/><geom size=".1"/></body>

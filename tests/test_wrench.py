@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from dockbench.sim.loop import build, run, simulate
+from dockbench.sim.scenario import scenario_from_dict
 
-from sim.loop import build, run, simulate
-from sim.scenario import scenario_from_dict
 from tests.helpers import TOL, press_scenario
 
 GRAVITY = [0.0, 0.0, -9.81]
@@ -107,8 +107,8 @@ def test_weight_stage_follows_the_hand_pose(preset: str) -> None:
     reads W and a moment. Bound: 1e-9 · W (round-off of the sensor's and the stage's few operations
     on N-sized numbers)."""
     import mujoco
+    from dockbench.sim import kernels
 
-    from sim import kernels
     from tests.helpers import scenario_dict
 
     d = scenario_dict("fr3_g20_press")
@@ -163,8 +163,8 @@ def test_tare_removes_a_sensor_bias() -> None:
     read at the tare instant is all the tare leaves: the tool's inertial load as the planned motion
     starts, m_t a ≈ 0.4 kg × 7 mm/s² ≈ 3 mN (a lab tares with the arm at rest). Without the tare the
     bias shows in full."""
-    from sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
-    from sim.wrench import WrenchPipeline
+    from dockbench.sim.assembly import FORCE_SENSOR, TORQUE_SENSOR
+    from dockbench.sim.wrench import WrenchPipeline
 
     bias = np.array([0.7, -0.4, 1.5, 0.02, -0.05, 0.03])
     s = build(scenario_from_dict(press_scenario(gravity=GRAVITY, settle_time=0.5)))
@@ -196,7 +196,7 @@ def test_tare_removes_a_sensor_bias() -> None:
 
 
 def test_tare_before_the_first_torque_is_rejected() -> None:
-    from sim.errors import ScenarioError
+    from dockbench.sim.errors import ScenarioError
 
     d = press_scenario()
     d["wrench"] = {"tare_time": 0.0}

@@ -14,13 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from controllers.base import CONTROLLERS, Command, Controller
-from planners.base import Reference
-from sim.config import param
-from sim.dynamics import Snapshot
-from sim.lie import so3_log
-from sim.wrench import WrenchState
+from dockbench.controllers.base import CONTROLLERS, Command, Controller
+from dockbench.planners.base import Reference
+from dockbench.sim.config import param
+from dockbench.sim.dynamics import Snapshot
+from dockbench.sim.lie import so3_log
+from dockbench.sim.wrench import WrenchState
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@
 ``python experiments/campaign.py CAMPAIGN.yaml`` (console script ``dockbench-campaign``) is the CLI.
 """
 
-from sim.campaign.runner import CampaignReport, run_campaign
-from sim.campaign.spec import Campaign, Trial, load_campaign
+from dockbench.sim.campaign.runner import CampaignReport, run_campaign
+from dockbench.sim.campaign.spec import Campaign, Trial, load_campaign
 
 __all__ = ["Campaign", "CampaignReport", "Trial", "load_campaign", "run_campaign"]

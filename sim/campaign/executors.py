@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sim.campaign.trial import TrialResult, TrialTask, run_trial, warm_up
-from sim.errors import DockbenchError
+from dockbench.sim.campaign.trial import TrialResult, TrialTask, run_trial, warm_up
+from dockbench.sim.errors import DockbenchError
 
 #: what a worker's environment sets (single-threaded linear algebra: one trial per core)
 WORKER_ENV = {
@@ -43,7 +43,7 @@ def available_cores() -> int:
 
 def package_root() -> Path:
     """The folder that holds the ``sim`` package this process imported (workers must import the same code)."""
-    import sim
+    from dockbench import sim
 
     return Path(sim.__file__).resolve().parent.parent
 
@@ -145,7 +145,7 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None = None, jobs: int | None = None):
-        from sim.extras import require
+        from dockbench.sim.extras import require
 
         ray = require("ray", "ray", "--executor ray")
         self._ray = ray

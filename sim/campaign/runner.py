@@ -34,11 +34,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
-
-from sim.campaign.spec import Campaign, Trial
-from sim.campaign.stats import quantiles, wilson_interval
-from sim.campaign.trial import TrialResult, TrialTask
-from sim.errors import DockbenchError, ScenarioError
+from dockbench.sim.campaign.spec import Campaign, Trial
+from dockbench.sim.campaign.stats import quantiles, wilson_interval
+from dockbench.sim.campaign.trial import TrialResult, TrialTask
+from dockbench.sim.errors import DockbenchError, ScenarioError
 
 #: results.csv columns that depend on the machine, the executor or the order (everything else is the
 #: same bit for bit whatever runs the campaign)
@@ -177,7 +176,7 @@ def _csv_value(v: Any) -> str:
 def results_csv(rows: list[dict[str, Any]], campaign: Campaign) -> str:
     """The results table: identification, parameters, seed, verdict, every metric, then timing and paths.
     Floats are written with ``repr`` (17 significant digits: they read back bit for bit)."""
-    from telemetry.metrics import METRICS
+    from dockbench.telemetry.metrics import METRICS
 
     seen = {m for r in rows for m, v in r["metrics"].items() if v is None or isinstance(v, (int, float))}
     metric_cols = [m for m in METRICS if m in seen] + sorted(seen - set(METRICS))
@@ -267,9 +266,9 @@ def run_campaign(
         ScenarioError: a cell's scenario does not validate (checked before any trial runs; the message
             names the scenario key and the trial's overrides).
     """
-    from sim.campaign.executors import make_executor
-    from sim.scenario import scenario_from_dict
-    from telemetry.run import write_json
+    from dockbench.sim.campaign.executors import make_executor
+    from dockbench.sim.scenario import scenario_from_dict
+    from dockbench.telemetry.run import write_json
 
     out = Path(out_root) / campaign.name
     if fresh and out.exists():
@@ -361,7 +360,7 @@ def run_campaign(
     write_json(out / "summary.json", summary)
     files: list[Path] = []
     if figures and ordered and not interrupted:
-        from telemetry.campaign_plots import campaign_figures
+        from dockbench.telemetry.campaign_plots import campaign_figures
 
         files = campaign_figures(campaign, ordered, summary, out)
     return CampaignReport(out, ordered, summary, ran, skipped, interrupted, files)
@@ -370,8 +369,8 @@ def run_campaign(
 def _write_trial(out: Path, t: Trial, res: TrialResult, campaign: Campaign, digest: str, state: dict[str, Any],
                  budget: float) -> dict[str, Any]:
     """Write one trial's folder (trial.json last) and return its row."""
-    from telemetry.log import atomic_write_text
-    from telemetry.run import write_json
+    from dockbench.telemetry.log import atomic_write_text
+    from dockbench.telemetry.run import write_json
 
     folder = out / "trials" / t.trial_id
     folder.mkdir(parents=True, exist_ok=True)

@@ -49,9 +49,8 @@ from typing import Any
 
 import numpy as np
 import yaml
-
-from sim.errors import ScenarioError
-from sim.overrides import format_path, merge_overrides, parse_path
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.overrides import format_path, merge_overrides, parse_path
 
 TOP_KEYS = (
     "name", "description", "base", "set", "variants", "axes", "samples", "repeats", "seed", "paired",
@@ -424,7 +423,7 @@ def load_campaign(path: str | Path) -> Campaign:
 
 def campaign_from_dict(data: Any, file: Path) -> Campaign:
     """Validate a campaign mapping (see :func:`load_campaign`)."""
-    from telemetry.metrics import METRICS
+    from dockbench.telemetry.metrics import METRICS
 
     if not isinstance(data, dict):
         raise _err("the campaign must be a YAML mapping", file)

@@ -94,10 +94,10 @@ def _worker_name() -> str:
 
 def warm_up() -> str:
     """Import what every trial needs (a pool's initializer: workers import in parallel at start-up)."""
-    import sim.loop  # noqa: F401
-    import telemetry.gates  # noqa: F401
-    import telemetry.metrics  # noqa: F401
-    from sim.scenario import _registries
+    import dockbench.sim.loop  # noqa: F401
+    import dockbench.telemetry.gates  # noqa: F401
+    import dockbench.telemetry.metrics  # noqa: F401
+    from dockbench.sim.scenario import _registries
 
     _registries()
     return _worker_name()
@@ -107,11 +107,11 @@ def run_trial(task: TrialTask) -> TrialResult:
     """Run one trial (never raises for a trial's own failure: it is recorded)."""
     global _CACHE
     t0 = time.perf_counter()
-    from sim.errors import DockbenchError, InternalError, ScenarioError, SimulationDiverged
-    from sim.loop import build, run
-    from sim.model_cache import AssemblyCache
-    from sim.scenario import scenario_from_dict
-    from telemetry.run import _jsonable
+    from dockbench.sim.errors import DockbenchError, InternalError, ScenarioError, SimulationDiverged
+    from dockbench.sim.loop import build, run
+    from dockbench.sim.model_cache import AssemblyCache
+    from dockbench.sim.scenario import scenario_from_dict
+    from dockbench.telemetry.run import _jsonable
 
     if _CACHE is None:
         _CACHE = AssemblyCache()

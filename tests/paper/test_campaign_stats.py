@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 import pytest
+from dockbench.sim.campaign.stats import Z95, quantiles, wilson_interval
 from scipy.stats import binomtest, norm
 
-from sim.campaign.stats import Z95, quantiles, wilson_interval
 from tests.helpers import EPS
 
 

@@ -6,8 +6,8 @@ different array length) and differ by ≤ 4 ulp. Bound per joint: 8ε·(f + |d q
 the product and the sum); measured: bit for bit. A wrong mode, factor or sign is O(1) and fails."""
 
 import numpy as np
+from dockbench.controllers.feedforward import DissipationFeedforward
 
-from controllers.feedforward import DissipationFeedforward
 from tests.helpers import EPS, assert_within
 
 

@@ -21,14 +21,14 @@ import dataclasses
 
 import mujoco
 import numpy as np
+from dockbench.controllers.khatib import KhatibController
+from dockbench.planners.base import Reference
+from dockbench.sim.floating import FloatingBaseDynamics
+from dockbench.sim.lie import so3_log
+from dockbench.sim.loop import build
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.sim.wrench import WrenchState
 
-from controllers.khatib import KhatibController
-from planners.base import Reference
-from sim.floating import FloatingBaseDynamics
-from sim.lie import so3_log
-from sim.loop import build
-from sim.scenario import scenario_from_dict
-from sim.wrench import WrenchState
 from tests.orbit_helpers import orbit_dict, with_gravity
 
 
@@ -253,7 +253,7 @@ def test_a_contact_wrench_also_moves_the_base() -> None:
 def test_hqp_realises_its_target_in_contact_on_the_floating_base() -> None:
     """HQP (designed impedance: τ = H* q̈ + c* − J*ᵀ F_ext) on the snapshot with the measured wrench folded
     in: MuJoCo's EE acceleration is the level-1 target a exactly, as on a fixed base."""
-    from controllers.hqp import HQPController
+    from dockbench.controllers.hqp import HQPController
 
     s = _setup("iiwa14_orbit_floating_target_hqp")
     m, asm = s.asm.model, s.asm

@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from dockbench.controllers.force_control import AxialForceSetpoint, ForceFilter, ForceSetpointConfig, first_order_beta
+from dockbench.sim.loop import run
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.telemetry.metrics import axial_force
 
-from controllers.force_control import AxialForceSetpoint, ForceFilter, ForceSetpointConfig, first_order_beta
-from sim.loop import run
-from sim.scenario import scenario_from_dict
-from telemetry.metrics import axial_force
 from tests.helpers import press_scenario
 
 EPS = np.finfo(float).eps
@@ -149,8 +149,7 @@ def test_contact_answers_a_push_within_one_step() -> None:
     (measured 0.58 at the docking seat, where the joint friction constraints take the rest), the same for
     ΔF = 1 and 2 N (linear)."""
     import mujoco
-
-    from sim.loop import build, simulate
+    from dockbench.sim.loop import build, simulate
 
     d0 = press_scenario("fr3", press_depth=0.0, settle_time=2.0)
     d0["controller"] = {**HQP_FR3, "force_setpoint": {"force": 5.0, "ramp_time": 0.5}}

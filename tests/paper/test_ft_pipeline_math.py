@@ -8,9 +8,9 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+from dockbench.sim.loop import build
+from dockbench.sim.scenario import scenario_from_dict
 
-from sim.loop import build
-from sim.scenario import scenario_from_dict
 from tests.helpers import TOL, assert_within, scenario_dict
 
 

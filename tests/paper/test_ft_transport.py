@@ -2,9 +2,8 @@
 V_Eᵀ F_E = V_Sᵀ F_S for any rigid twist, at random poses (fixed seed)."""
 
 import numpy as np
-
-from sim.lie import so3_exp
-from sim.wrench import transport_world_to_body
+from dockbench.sim.lie import so3_exp
+from dockbench.sim.wrench import transport_world_to_body
 
 
 def test_virtual_power_invariance() -> None:

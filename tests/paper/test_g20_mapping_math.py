@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from hand.bridge import BridgeConfig, HandBridge, run_track_test
-from hand.mapping import complete_mimic, range_to_arc, sdk_to_joint_positions
-from hand.spec import load_spec
+from dockbench.hand.bridge import BridgeConfig, HandBridge, run_track_test
+from dockbench.hand.mapping import complete_mimic, range_to_arc, sdk_to_joint_positions
+from dockbench.hand.spec import load_spec
 
 EXACT = 1e-12  # [rad] closed-form identities: one or two scalar roundings on angles ≤ 2 rad (≤ 1e-15)
 SEED = 20

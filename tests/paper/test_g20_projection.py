@@ -12,10 +12,10 @@ import math
 import mujoco
 import numpy as np
 import pytest
+from dockbench.hand.bridge import BridgeConfig, HandBridge
+from dockbench.hand.mapping import arc_to_range, joint_positions_to_sdk, range_to_arc, sdk_to_joint_positions
+from dockbench.hand.spec import load_spec
 
-from hand.bridge import BridgeConfig, HandBridge
-from hand.mapping import arc_to_range, joint_positions_to_sdk, range_to_arc, sdk_to_joint_positions
-from hand.spec import load_spec
 from tests.helpers import EPS, assert_within
 
 DT = 0.001  # [s]

@@ -14,9 +14,8 @@ import dataclasses
 import numpy as np
 import pinocchio as pin
 import pytest
-
-from controllers.feedforward import DissipationFeedforward
-from controllers.hqp import (
+from dockbench.controllers.feedforward import DissipationFeedforward
+from dockbench.controllers.hqp import (
     STATUS_CLOSED_FORM,
     STATUS_FALLBACK,
     STATUS_QP,
@@ -24,13 +23,14 @@ from controllers.hqp import (
     HQPController,
     manipulability_gradient,
 )
-from controllers.observer import MomentumObserver
-from planners.base import Reference
-from sim import kernels, lie
-from sim.loop import build, run, simulate
-from sim.robots import get_robot
-from sim.scenario import scenario_from_dict
-from sim.wrench import WrenchState
+from dockbench.controllers.observer import MomentumObserver
+from dockbench.planners.base import Reference
+from dockbench.sim import kernels, lie
+from dockbench.sim.loop import build, run, simulate
+from dockbench.sim.robots import get_robot
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.sim.wrench import WrenchState
+
 from tests.helpers import EPS, assert_within, press_scenario
 
 # Tolerance table (the only tolerances used in this module). ε = 2.2e-16 (float64 machine epsilon).

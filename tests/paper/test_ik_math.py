@@ -10,12 +10,12 @@ import math
 import numpy as np
 import pinocchio as pin
 import pytest
+from dockbench.sim.assembly import assemble
+from dockbench.sim.ik import dls_step, solve_ik
+from dockbench.sim.lie import so3_exp, so3_log
+from dockbench.sim.loop import _start_and_goal, build
+from dockbench.sim.scenario import scenario_from_dict
 
-from sim.assembly import assemble
-from sim.ik import dls_step, solve_ik
-from sim.lie import so3_exp, so3_log
-from sim.loop import _start_and_goal, build
-from sim.scenario import scenario_from_dict
 from tests.helpers import EPS, assert_within, scenario_dict
 
 

@@ -12,8 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
-from controllers.insertion import (
+from dockbench.controllers.insertion import (
     GOLDEN_ANGLE,
     ComplianceConfig,
     GuardConfig,
@@ -22,10 +21,10 @@ from controllers.insertion import (
     JamConfig,
     RecoveryConfig,
 )
-from planners.base import Planner, PlannerContext, Reference
-from planners.quintic import quintic_blend
-from sim.interfaces import R_D_EE_SEATED, rpy_to_matrix
-from telemetry.metrics import mating_phase_error, time_to_seat
+from dockbench.planners.base import Planner, PlannerContext, Reference
+from dockbench.planners.quintic import quintic_blend
+from dockbench.sim.interfaces import R_D_EE_SEATED, rpy_to_matrix
+from dockbench.telemetry.metrics import mating_phase_error, time_to_seat
 
 EPS = float(np.finfo(float).eps)
 T_C = 0.001
@@ -129,7 +128,7 @@ def test_compliance_moves_the_reference_by_the_admittance() -> None:
     np.testing.assert_allclose(dth, k * T_C * cc.tilt_gain * n_w, rtol=0, atol=10 * k * EPS * np.abs(dth).max())
     np.testing.assert_allclose(out.pos, snap.T_world_ee[:3, 3] + dp, atol=1e-15)
     np.testing.assert_allclose(out.vel, cc.lateral_gain * f_w, rtol=1e-9)
-    from sim.lie import so3_exp
+    from dockbench.sim.lie import so3_exp
 
     np.testing.assert_allclose(out.R, so3_exp(dth) @ R, atol=1e-15)
     wrench.ext_body[:] = 0.0  # out of contact: the offsets are held, the rates are zero

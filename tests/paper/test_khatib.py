@@ -7,12 +7,12 @@ import dataclasses
 
 import mujoco
 import numpy as np
+from dockbench.controllers.khatib import KhatibController
+from dockbench.planners.base import Reference
+from dockbench.sim.loop import build
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.sim.wrench import WrenchState
 
-from controllers.khatib import KhatibController
-from planners.base import Reference
-from sim.loop import build
-from sim.scenario import scenario_from_dict
-from sim.wrench import WrenchState
 from tests.helpers import TOL, plain_scenario_dict, scenario_dict
 
 

@@ -11,12 +11,12 @@ import dataclasses
 import mujoco
 import numpy as np
 import pytest
+from dockbench.controllers.khatib import KhatibController
+from dockbench.sim.loop import build
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.sim.wrench import WrenchState
 from scipy.spatial.transform import Rotation
 
-from controllers.khatib import KhatibController
-from sim.loop import build
-from sim.scenario import scenario_from_dict
-from sim.wrench import WrenchState
 from tests.helpers import EPS, TOL, assert_within, random_reference, scenario_dict
 
 

@@ -13,8 +13,8 @@ import numpy as np
 import pinocchio as pin
 import pytest
 import scipy.linalg
+from dockbench.sim import lie
 
-from sim import lie
 from tests.helpers import TOL
 
 # Tolerance table (the only tolerances used in this module). ε = 2.2e-16 is the float64 machine epsilon.
@@ -452,8 +452,7 @@ def test_mat2quat_batch_equals_mujoco_row_by_row() -> None:
     the identity. Tolerance: tests/helpers.py TOL["quat_vs_mujoco_abs"] (its bound; measured ≤ 1ε here).
     """
     import mujoco
-
-    from sim.lie import mat2quat_batch, so3_exp
+    from dockbench.sim.lie import mat2quat_batch, so3_exp
 
     rng = np.random.default_rng(3)
     rows = []

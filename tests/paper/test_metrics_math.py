@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from dockbench.sim.lie import matrix_to_quat
+from dockbench.telemetry.gates import saturation_window_share
+from dockbench.telemetry.metrics import compute_metrics, orientation_error_deg
 from scipy.spatial.transform import Rotation
 
-from sim.lie import matrix_to_quat
-from telemetry.gates import saturation_window_share
-from telemetry.metrics import compute_metrics, orientation_error_deg
 from tests.helpers import EPS, assert_within
 
 N, DT, NV = 3000, 0.001, 7

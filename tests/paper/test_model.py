@@ -10,10 +10,10 @@ import mujoco
 import numpy as np
 import pinocchio as pin
 import pytest
+from dockbench.sim.dynamics import Dynamics, LumpedInertia, manipulability
+from dockbench.sim.loop import build
+from dockbench.sim.scenario import scenario_from_dict
 
-from sim.dynamics import Dynamics, LumpedInertia, manipulability
-from sim.loop import build
-from sim.scenario import scenario_from_dict
 from tests.helpers import EPS, TOL, assert_within, scenario_dict
 
 

@@ -14,13 +14,12 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
-
-from controllers.observer import MomentumObserver
-from planners.base import Reference
-from sim.loop import build, simulate
-from sim.robots import get_robot
-from sim.scenario import scenario_from_dict
-from sim.wrench import WrenchState
+from dockbench.controllers.observer import MomentumObserver
+from dockbench.planners.base import Reference
+from dockbench.sim.loop import build, simulate
+from dockbench.sim.robots import get_robot
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.sim.wrench import WrenchState
 
 # Tolerance table (the only tolerances used in this module).
 TOL_CONVERGED = 0.02  # acceptance: within 2 % after 1 s (relative to the applied force / moment norm)

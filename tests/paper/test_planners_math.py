@@ -7,14 +7,14 @@ import math
 
 import numpy as np
 import pytest
+from dockbench.planners import PLANNERS, MotionReference, PlannerContext, Reference
+from dockbench.planners.figure8 import Figure8Planner
+from dockbench.planners.quintic import QUINTIC_PEAK_ACC, QUINTIC_PEAK_VEL
+from dockbench.planners.se3_topp import RestToRestProfile, ScrewSegment, SE3TOPPPlanner
+from dockbench.planners.two_phase import TwoPhasePlanner
+from dockbench.sim import lie
+from dockbench.sim.config import parse_config
 
-from planners import PLANNERS, MotionReference, PlannerContext, Reference
-from planners.figure8 import Figure8Planner
-from planners.quintic import QUINTIC_PEAK_ACC, QUINTIC_PEAK_VEL
-from planners.se3_topp import RestToRestProfile, ScrewSegment, SE3TOPPPlanner
-from planners.two_phase import TwoPhasePlanner
-from sim import lie
-from sim.config import parse_config
 from tests.helpers import EPS
 
 # Tolerance table (the only tolerances used in this module). ε = 2.2e-16 (float64 machine epsilon).
@@ -353,7 +353,7 @@ def test_se3_topp_duration_matches_toppra(case):
 
 def test_compare_planners_reference_figures():
     """The reference scene reproduces Ren & Shan's 6.7 s (SE(3)-TOPP) vs 10.9 s (two-phase)."""
-    from experiments.compare_planners import compare, reference_scene
+    from dockbench.experiments.compare_planners import compare, reference_scene
 
     res = compare(reference_scene())
     np.testing.assert_allclose(res["se3_topp"], (1.3, 5.4, 6.7), rtol=1e-12)

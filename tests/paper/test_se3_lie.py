@@ -16,17 +16,17 @@ import math
 import mujoco
 import numpy as np
 import pytest
+from dockbench.controllers.feedforward import DissipationFeedforward
+from dockbench.controllers.se3_lie import SE3LieConfig, SE3LieController
+from dockbench.planners.base import Reference
+from dockbench.sim import kernels, lie
+from dockbench.sim.errors import ScenarioError
+from dockbench.sim.ik import solve_ik
+from dockbench.sim.loop import build, simulate
+from dockbench.sim.robots import get_robot
+from dockbench.sim.scenario import scenario_from_dict
+from dockbench.sim.wrench import WrenchState
 
-from controllers.feedforward import DissipationFeedforward
-from controllers.se3_lie import SE3LieConfig, SE3LieController
-from planners.base import Reference
-from sim import kernels, lie
-from sim.errors import ScenarioError
-from sim.ik import solve_ik
-from sim.loop import build, simulate
-from sim.robots import get_robot
-from sim.scenario import scenario_from_dict
-from sim.wrench import WrenchState
 from tests.helpers import EPS, assert_within
 
 # Tolerance table (the only tolerances used in this module). ε = 2.2e-16 (float64 machine epsilon).

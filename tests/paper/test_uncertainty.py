@@ -12,15 +12,15 @@ import math
 
 import numpy as np
 import pytest
-
-from sim.loop import build, simulate
-from sim.scenario import load_scenario
-from sim.uncertainty import (
+from dockbench.sim.loop import build, simulate
+from dockbench.sim.scenario import load_scenario
+from dockbench.sim.uncertainty import (
     UncertaintyConfig,
     belief_transform,
     draw_belief,
     draw_ft_bias,
 )
+
 from tests.helpers import SCENARIOS, assert_within
 
 DOCKING = SCENARIOS / "iiwa14_docking.yaml"
@@ -62,7 +62,7 @@ def test_noise_drawn_in_chunks_and_spilled_telemetry_equal_one_draw_of_the_run(m
     equals one draw of the whole run (:func:`sim.uncertainty.ft_noise`, the same generator) bit for bit,
     for a run held in memory and for one whose telemetry spills to part files, with chunk boundaries of
     the noise (37 steps) and of the telemetry (100 rows) that do not coincide."""
-    import sim.uncertainty as unc_mod
+    import dockbench.sim.uncertainty as unc_mod
 
     sc = load_scenario(DOCKING, {"sim.seed": 4, "uncertainty.ft_noise_std": list(SIGMA_N), "sim.duration": 0.5})
     whole = unc_mod.ft_noise(sc.uncertainty, 4, 501)
@@ -172,7 +172,7 @@ def test_delays_shift_the_signals_by_whole_control_periods(sensing, control) -> 
 
 def test_off_means_off_bit_for_bit() -> None:
     """An explicit all-zero uncertainty block (any seed) is the scenario without one, bit for bit."""
-    from telemetry.run import first_difference
+    from dockbench.telemetry.run import first_difference
 
     a = simulate(build(load_scenario(DOCKING, {"sim.duration": 5.0})))[0].channels()
     b = simulate(build(load_scenario(DOCKING, {"sim.duration": 5.0, "sim.seed": 99, "uncertainty": {

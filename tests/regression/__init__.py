@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from telemetry.metrics import HEADLINE_METRICS
+from dockbench.telemetry.metrics import HEADLINE_METRICS
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SCENARIOS_DIR = REPO / "scenarios"

@@ -35,8 +35,8 @@ from tests.regression import (
 
 def run_gated(path: Path) -> tuple[str, dict[str, Any], list[str]]:
     """Run one scenario without writing a run folder: (verdict, metrics, gated metric names)."""
-    from sim.loop import run
-    from sim.scenario import load_scenario
+    from dockbench.sim.loop import run
+    from dockbench.sim.scenario import load_scenario
 
     sc = load_scenario(path)
     result = run(sc, out_root=None)
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", default=str(BASELINE_PATH), help="baseline file (default: %(default)s)")
     args = ap.parse_args(argv)
 
-    from sim.errors import DockbenchError
+    from dockbench.sim.errors import DockbenchError
 
     path = Path(args.baseline)
     baseline = load_baseline(path)
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         print("dry run: nothing written")
         return status
-    from telemetry.log import atomic_write_text
+    from dockbench.telemetry.log import atomic_write_text
 
     atomic_write_text(path, json.dumps(ordered, indent=2) + "\n")
     print(f"wrote {path}")

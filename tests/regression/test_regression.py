@@ -35,8 +35,8 @@ pytestmark = pytest.mark.regression
 @functools.cache
 def _run(path: Path) -> Any:
     """One simulation per scenario file, shared by the gate and the baseline test."""
-    from sim.loop import run
-    from sim.scenario import load_scenario
+    from dockbench.sim.loop import run
+    from dockbench.sim.scenario import load_scenario
 
     return run(load_scenario(path), out_root=None)
 
