@@ -119,6 +119,22 @@ def _listing(names: Sequence[str], limit: int = 40) -> str:
     return shown or "(none)"
 
 
+def _named(m: mujoco.MjModel, obj: mujoco.mjtObj, name: str, path: Path, file: str | None, key: str,
+           hint: str = "") -> int:
+    """The id of the site or body ``name`` in ``m``; a ScenarioError listing the model's sites or bodies
+    (without the world body) otherwise."""
+    i = mujoco.mj_name2id(m, obj, name)
+    if i < 0:
+        site = obj == mujoco.mjtObj.mjOBJ_SITE
+        names = _names(m, obj, m.nsite) if site else _names(m, obj, m.nbody)[1:]
+        kind = "site" if site else "body"
+        raise ScenarioError(
+            f"{path.name} has no {kind} {name!r}; its {'sites' if site else 'bodies'}: {_listing(names)}{hint}",
+            file=file, key=key,
+        )
+    return i
+
+
 def _fmt(v: Any, sep: str = " ") -> str:
     return sep.join(f"{float(x):g}" for x in v)
 
@@ -220,22 +236,11 @@ def user_robot(cfg: Any, file: str | None) -> RobotSpec:
             )
     # the ee frame
     if cfg.ee_site is not None:
-        s = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, cfg.ee_site)
-        if s < 0:
-            raise ScenarioError(
-                f"{path.name} has no site {cfg.ee_site!r}; its sites: "
-                f"{_listing(_names(m, mujoco.mjtObj.mjOBJ_SITE, m.nsite))} (or name a body with ee_body)",
-                file=file, key="robot.ee_site",
-            )
+        hint = " (or name a body with ee_body)"
+        s = _named(m, mujoco.mjtObj.mjOBJ_SITE, cfg.ee_site, path, file, "robot.ee_site", hint)
         ee_body, ee_key = int(m.site_bodyid[s]), "robot.ee_site"
     else:
-        ee_body = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, cfg.ee_body)
-        if ee_body < 0:
-            raise ScenarioError(
-                f"{path.name} has no body {cfg.ee_body!r}; its bodies: "
-                f"{_listing(_names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)[1:])}",
-                file=file, key="robot.ee_body",
-            )
+        ee_body = _named(m, mujoco.mjtObj.mjOBJ_BODY, cfg.ee_body, path, file, "robot.ee_body")
         if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, EE_BODY_SITE) >= 0:
             raise ScenarioError(f"{path.name} already has a site named {EE_BODY_SITE!r}; use ee_site",
                                 file=file, key="robot.ee_body")

@@ -12,6 +12,7 @@ executor (tests/test_campaign.py compares the results tables of the pool and Ray
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -67,6 +68,35 @@ def _worker_environment() -> Iterator[None]:
                 os.environ[k] = v
 
 
+
+
+def _in_flight(
+    tasks: Iterable[TrialTask], limit: int, submit: Callable[[TrialTask], Any],
+    finished: Callable[[list[Any]], tuple[Iterable[Any], list[Any]]], result: Callable[[Any], TrialResult],
+    cancel: Callable[[Any], Any],
+) -> Iterator[TrialResult]:
+    """The trials' results as they finish, with at most ``limit`` tasks in flight (more are submitted as
+    results come back): the loop of the process-pool and Ray executors. ``submit(task)`` → a handle,
+    ``finished(pending)`` → (finished handles, still pending), ``result(handle)`` → the trial's result;
+    handles still pending when the consumer stops are cancelled."""
+    it = iter(tasks)
+    pending: list[Any] = []
+    try:
+        while True:
+            while len(pending) < limit:
+                task = next(it, None)
+                if task is None:
+                    break
+                pending.append(submit(task))
+            if not pending:
+                return
+            done, pending = finished(pending)
+            for handle in done:
+                yield result(handle)
+    finally:
+        for handle in pending:
+            cancel(handle)
+
 class InlineExecutor:
     """Trials one after the other in this process (``--jobs 1``; debugging, tests)."""
 
@@ -103,30 +133,20 @@ class ProcessExecutor:
 
     def run(self, tasks: Iterable[TrialTask], fn: Callable[[TrialTask], TrialResult] = run_trial
             ) -> Iterator[TrialResult]:
-        it = iter(tasks)
-        pending: set[Future] = set()
-        limit = 2 * self.workers
-        try:
-            while True:
-                while len(pending) < limit:
-                    task = next(it, None)
-                    if task is None:
-                        break
-                    pending.add(self._pool.submit(fn, task))
-                if not pending:
-                    return
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    try:
-                        res = fut.result()
-                    except BrokenProcessPool as exc:
-                        raise DockbenchError(
-                            f"a worker process died ({exc}); the finished trials are kept: rerun to resume"
-                        ) from None
-                    yield res
-        finally:
-            for fut in pending:
-                fut.cancel()
+        def finished(pending: list[Future]) -> tuple[Iterable[Future], list[Future]]:
+            done, rest = wait(pending, return_when=FIRST_COMPLETED)
+            return done, list(rest)
+
+        def result(fut: Future) -> TrialResult:
+            try:
+                return fut.result()
+            except BrokenProcessPool as exc:
+                raise DockbenchError(
+                    f"a worker process died ({exc}); the finished trials are kept: rerun to resume"
+                ) from None
+
+        submit = functools.partial(self._pool.submit, fn)
+        return _in_flight(tasks, 2 * self.workers, submit, finished, result, Future.cancel)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -168,31 +188,20 @@ class RayExecutor:
             ) -> Iterator[TrialResult]:
         ray = self._ray
         remote = self._remote if fn is run_trial else ray.remote(num_cpus=1, max_retries=0)(fn)
-        it = iter(tasks)
-        pending: list[Any] = []
-        limit = 2 * self.workers
-        try:
-            while True:
-                while len(pending) < limit:
-                    task = next(it, None)
-                    if task is None:
-                        break
-                    pending.append(remote.remote(task))
-                if not pending:
-                    return
-                done, pending = ray.wait(pending, num_returns=1)
-                for ref in done:
-                    try:
-                        res = ray.get(ref)
-                    except ray.exceptions.RayError as exc:  # a worker or node died (a trial's own failure is a result)
-                        raise DockbenchError(
-                            f"a Ray task failed ({type(exc).__name__}: {exc}); the finished trials are kept: rerun to "
-                            "resume"
-                        ) from None
-                    yield res
-        finally:
-            for ref in pending:
-                ray.cancel(ref, force=True)
+
+        def finished(pending: list[Any]) -> tuple[Iterable[Any], list[Any]]:
+            return ray.wait(pending, num_returns=1)
+
+        def result(ref: Any) -> TrialResult:
+            try:
+                return ray.get(ref)
+            except ray.exceptions.RayError as exc:  # a worker or node died (a trial's own failure is a result)
+                raise DockbenchError(
+                    f"a Ray task failed ({type(exc).__name__}: {exc}); the finished trials are kept: rerun to resume"
+                ) from None
+
+        return _in_flight(tasks, 2 * self.workers, remote.remote, finished, result,
+                          lambda ref: ray.cancel(ref, force=True))
 
     def close(self) -> None:
         if self._owns and self._ray.is_initialized():
