@@ -434,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     global _PROGRESS
     scenarios = args.scenarios or [*DEFAULT_SCENARIOS, HAND_TRACK_TEST]
-    _PROGRESS = Progress("bench runs", len([s for s in scenarios if s != HAND_TRACK_TEST]) * args.runs * len(checks))
+    n_runs = len([s for s in scenarios if s != HAND_TRACK_TEST]) * args.runs * len(checks or [None])
+    _PROGRESS = Progress("bench runs", n_runs)
     with _PROGRESS:
         results = run_bench(scenarios, args.runs, args.kernels, checks)
     rev = subprocess.run(

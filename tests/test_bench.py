@@ -64,3 +64,16 @@ def test_kernel_check_periods_are_measured_interleaved_and_compared(tmp_path: Pa
     (line,) = guard_ratios(results)
     assert line.startswith("iiwa14_docking: real-time factor with the guard every 1 steps / without: median ")
     assert line.endswith("2 pairs)")
+
+
+def test_the_command_line_runs_without_a_kernel_check_option(tmp_path: Path, capsys) -> None:
+    """``bench.py SCENARIO --runs 1`` (no --kernel-check: the guard period as set) prints its table; the
+    progress line counts the runs (it crashed on the unset option once)."""
+    from dockbench.experiments.bench import main
+
+    d = scenario_dict("iiwa14_docking")
+    d["sim"]["duration"] = 0.05
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(d))
+    assert main([str(path), "--runs", "1"]) == 0
+    assert "| iiwa14_docking |" in capsys.readouterr().out
