@@ -238,10 +238,12 @@ def format_live_table(results: list[dict]) -> str:
 
 
 def run_bench(
-    scenarios: list[str], runs: int, kernels: str | None = None, checks: list[int | None] | None = None
+    scenarios: list[str], runs: int, kernels: str | None = None, checks: list[int | None] | None = None,
+    progress: bool = False,
 ) -> list[dict]:
     """Measure each scenario ``runs`` times per kernel-guard period in ``checks`` (None: as set in the
-    environment), the periods' runs interleaved; one result row per (scenario, period)."""
+    environment), the periods' runs interleaved; one result row per (scenario, period). ``progress``: a
+    line counting the worker runs on a terminal (telemetry/progress.py)."""
     env = {**os.environ, **SINGLE_THREAD_ENV}
     if kernels is not None:  # the compiled kernels or the Python reference paths (sim/kernels.py)
         env["DOCKBENCH_KERNELS"] = kernels
@@ -253,38 +255,36 @@ def run_bench(
             e["DOCKBENCH_KERNEL_CHECK"] = str(c)
         envs.append(e)
     results = []
-    for path in scenarios:
-        if path == HAND_TRACK_TEST:
-            results.append(_run_hand(runs, env))
-            continue
-        if not (REPO / path).is_file() and not Path(path).is_file():
-            print(f"skip {path}: not found", file=sys.stderr)
-            continue
-        per_check: list[list[dict]] = [[] for _ in checks]
-        for _ in range(runs):  # interleaved: run r of every period before run r + 1 of any
-            for samples, e in zip(per_check, envs, strict=True):
-                _PROGRESS.step(Path(path).stem)
-                samples += _spawn_workers(path, 1, e)
-        for c, samples in zip(checks, per_check, strict=True):
-            if not samples:
+    n_runs = sum(s != HAND_TRACK_TEST for s in scenarios) * runs * len(checks)
+    with Progress("bench runs", n_runs, enabled=None if progress else False) as bar:
+        for path in scenarios:
+            if path == HAND_TRACK_TEST:
+                results.append(_run_hand(runs, env))
                 continue
-            agg = {
-                "scenario": samples[0]["scenario"], "file": path, "runs": len(samples),
-                "kernels": samples[0]["kernels"],
-                "kernel_check": samples[0]["kernel_check"] if c is None else c,
-                "rtf_samples": [s["rtf"] for s in samples],
-            }
-            for key in ("wall_s", "sim_s", "rtf", "us_per_step", "floor_us_per_step", "loop_over_floor"):
-                agg[key] = _stats([s[key] for s in samples])
-            agg["split_us"] = {
-                k: statistics.median([s["split_us"][k] for s in samples]) for k in samples[0]["split_us"]
-            }
-            results.append(agg)
+            if not (REPO / path).is_file() and not Path(path).is_file():
+                print(f"skip {path}: not found", file=sys.stderr)
+                continue
+            per_check: list[list[dict]] = [[] for _ in checks]
+            for _ in range(runs):  # interleaved: run r of every period before run r + 1 of any
+                for samples, e in zip(per_check, envs, strict=True):
+                    bar.step(Path(path).stem)
+                    samples += _spawn_workers(path, 1, e)
+            for c, samples in zip(checks, per_check, strict=True):
+                if not samples:
+                    continue
+                agg = {
+                    "scenario": samples[0]["scenario"], "file": path, "runs": len(samples),
+                    "kernels": samples[0]["kernels"],
+                    "kernel_check": samples[0]["kernel_check"] if c is None else c,
+                    "rtf_samples": [s["rtf"] for s in samples],
+                }
+                for key in ("wall_s", "sim_s", "rtf", "us_per_step", "floor_us_per_step", "loop_over_floor"):
+                    agg[key] = _stats([s[key] for s in samples])
+                agg["split_us"] = {
+                    k: statistics.median([s["split_us"][k] for s in samples]) for k in samples[0]["split_us"]
+                }
+                results.append(agg)
     return results
-
-
-#: the bench's progress line on a terminal (telemetry/progress.py); main() sets its total
-_PROGRESS = Progress("bench runs", enabled=False)
 
 
 def _spawn_workers(name: str, runs: int, env: dict[str, str]) -> list[dict]:
@@ -432,12 +432,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps({"commit": rev, "live": results}, indent=2))
         return 0
-    global _PROGRESS
     scenarios = args.scenarios or [*DEFAULT_SCENARIOS, HAND_TRACK_TEST]
-    n_runs = len([s for s in scenarios if s != HAND_TRACK_TEST]) * args.runs * len(checks or [None])
-    _PROGRESS = Progress("bench runs", n_runs)
-    with _PROGRESS:
-        results = run_bench(scenarios, args.runs, args.kernels, checks)
+    results = run_bench(scenarios, args.runs, args.kernels, checks, progress=True)
     rev = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
     ).stdout.strip()
