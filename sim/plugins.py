@@ -99,7 +99,7 @@ def load_plugin(plugin: str, *, base_dir: Path | None = None, file: str | None =
     except ScenarioError:
         raise
     except ModuleNotFoundError as exc:
-        if exc.name is not None and plugin.split(".")[0] == exc.name.split(".")[0] and plugin.startswith(exc.name):
+        if exc.name is not None and (plugin == exc.name or plugin.startswith(exc.name + ".")):  # the plugin itself
             raise ScenarioError(
                 f"no module named {exc.name!r} (a plugin is a module on the Python path, e.g. my_pkg.my_controller, "
                 f"searched first in {base.resolve()}; or a .py file relative to the scenario)",
