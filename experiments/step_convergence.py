@@ -23,17 +23,20 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DIVISORS = (1, 2, 4)
+#: the chatter counts the ``--chatter`` table shows, in its order
+CHATTER = ("contact.force_spikes_truth", "contact.on_off_toggles_truth", "contact.releases_truth")
 
 
-def measure(path: Path) -> dict:
-    """{divisor: {verdict, peak, sampled, depth}} for one scenario file."""
+def measure(path: Path, divisors: tuple[int, ...] = DIVISORS) -> dict:
+    """{divisor: {verdict, status, peak, sampled, depth, chatter}} for one scenario file (``chatter``: the
+    :data:`CHATTER` counts, in order)."""
     import numpy as np
     import yaml
     from dockbench.sim.loop import run
     from dockbench.sim.scenario import scenario_from_dict
 
     out = {}
-    for div in DIVISORS:
+    for div in divisors:
         d = yaml.safe_load(path.read_text())
         sim = d.setdefault("sim", {}) or {}
         d["sim"] = sim
@@ -46,29 +49,62 @@ def measure(path: Path) -> dict:
             "peak": r.metrics["contact.peak_force_truth"],
             "sampled": sampled,
             "depth": r.metrics.get("docking.depth"),
+            "chatter": [r.metrics.get(k) for k in CHATTER],
         }
     return out
+
+
+def parse_divisors(text: str) -> tuple[int, ...]:
+    """``"1,2,4"`` → (1, 2, 4): distinct integers 1..64 with 1 first (the scenario's own step is the
+    reference of every deviation)."""
+    try:
+        divs = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--divisors: comma-separated integers, got {text!r}") from None
+    if not divs or divs[0] != 1 or len(set(divs)) != len(divs) or not all(1 <= k <= 64 for k in divs):
+        raise argparse.ArgumentTypeError(f"--divisors: distinct integers in 1..64 starting with 1, got {text!r}")
+    return divs
+
+
+def chatter_table(results: dict[str, dict], divisors: tuple[int, ...]) -> list[str]:
+    """Markdown rows: per scenario and divisor ``spikes / toggles / releases`` and the verdict."""
+    rows = ["| scenario | " + " | ".join(f"dt/{k}: spikes / toggles / releases" for k in divisors) + " |",
+            "|---|" + "---|" * len(divisors)]
+    for name, row in results.items():
+        cells = []
+        for k in divisors:
+            c = row[k]["chatter"]
+            cells.append(" / ".join("–" if x is None else str(int(x)) for x in c) + f" ({row[k]['verdict']})")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenarios", nargs="*", help="scenario files (default: scenarios/*docking*.yaml)")
     ap.add_argument("--json", default=None, help="write the measurements to this file")
+    ap.add_argument("--divisors", type=parse_divisors, default=DIVISORS,
+                    help="timestep divisors, comma-separated, starting with 1 (default 1,2,4)")
+    ap.add_argument("--chatter", action="store_true", help="also print the chatter counts at each step size")
     args = ap.parse_args(argv)
+    divisors = args.divisors
     files = [Path(f) for f in args.scenarios] or sorted(Path("scenarios").glob("*docking*.yaml"))
-    print("| scenario | " + " | ".join(f"dt/{k}: verdict, peak N (sampled)" for k in DIVISORS)
+    print("| scenario | " + " | ".join(f"dt/{k}: verdict, peak N (sampled)" for k in divisors)
           + " | max peak deviation | verdict |")
-    print("|---|" + "---|" * len(DIVISORS) + "---|---|")
+    print("|---|" + "---|" * len(divisors) + "---|---|")
     results, ok = {}, True
     for f in files:
-        row = measure(f)
+        row = measure(f, divisors)
         results[f.stem] = row
         base = row[1]["peak"]
-        dev = max(abs(row[k]["peak"] - base) / base for k in DIVISORS) if base > 0 else 0.0
-        same = len({row[k]["verdict"] for k in DIVISORS}) == 1
+        dev = max(abs(row[k]["peak"] - base) / base for k in divisors) if base > 0 else 0.0
+        same = len({row[k]["verdict"] for k in divisors}) == 1
         ok &= same and dev <= 0.10
-        cells = " | ".join(f"{row[k]['verdict']}, {row[k]['peak']:.3f} ({row[k]['sampled']:.3f})" for k in DIVISORS)
+        cells = " | ".join(f"{row[k]['verdict']}, {row[k]['peak']:.3f} ({row[k]['sampled']:.3f})" for k in divisors)
         print(f"| {f.stem} | {cells} | {100 * dev:.1f} % | {'same' if same else 'CHANGED'} |", flush=True)
+    if args.chatter:
+        print()
+        print("\n".join(chatter_table(results, divisors)))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0 if ok else 1
