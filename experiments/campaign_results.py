@@ -7,8 +7,12 @@ The section is delimited by ``<!-- BEGIN campaign-<name> ... -->`` / ``<!-- END 
 into an existing page it replaces its own previous version (or is appended), and
 ``experiments/compare.py --md`` keeps it when it rewrites the page. Tables: per variant (or for the whole
 campaign) the trials, the success rate with its Wilson 95% interval, the median and 95th percentile of the
-key metrics and the gates that failed most; then, per grid axis, the success rate at each of its values
-with the other axes pooled.
+key metrics (the first one also with its maximum) and the gates that failed most; then, per grid axis, the
+success rate at each of its values with the other axes pooled; and with ``--compare-axis NAME`` whether each
+combination of the other axes keeps its verdict across NAME's values (e.g. a ``sim.timestep`` axis: the
+same verdict at dt and dt/2).
+
+    python experiments/campaign_results.py campaigns/keyed_envelope --compare-axis step --md docs/results.md
 """
 
 from __future__ import annotations
@@ -43,8 +47,9 @@ def _num(x: str) -> float | None:
     return v if v == v else None
 
 
-def section(folder: Path) -> str:
-    """The markdown section of the campaign in ``folder`` (its results.csv, summary.json, campaign.yaml)."""
+def section(folder: Path, compare_axes: tuple[str, ...] = ()) -> str:
+    """The markdown section of the campaign in ``folder`` (its results.csv, summary.json, campaign.yaml);
+    ``compare_axes``: grid axis names whose verdict changes to tabulate (:func:`verdict_changes`)."""
     from dockbench.experiments.compare import _display
     from dockbench.sim.campaign.stats import quantiles, wilson_interval
 
@@ -77,9 +82,10 @@ def section(folder: Path) -> str:
             "",
         ]
     head = ["variant" if variants != [""] else "campaign", "trials", "success", "Wilson 95%"]
-    for m in metrics[:3]:
+    for i, m in enumerate(metrics[:3]):
         unit = _display(m, None)[0]
-        head += [f"{m} median / p95 [{unit}]" if unit else f"{m} median / p95"]
+        stats = "median / p95 / max" if i == 0 else "median / p95"
+        head += [f"{m} {stats} [{unit}]" if unit else f"{m} {stats}"]
     head += ["gates failed most"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for v in variants:
@@ -87,9 +93,13 @@ def section(folder: Path) -> str:
         k = sum(r["verdict"] == "PASS" for r in rs)
         lo, hi = wilson_interval(k, len(rs))
         cells = [v or name, str(len(rs)), f"{k / len(rs):.1%}", f"[{lo:.1%}, {hi:.1%}]"]
-        for m in metrics[:3]:
-            q = quantiles([_num(r.get(m, "")) for r in rs])
-            cells.append("–" if q["median"] is None else f"{_display(m, q['median'])[1]} / {_display(m, q['p95'])[1]}")
+        for i, m in enumerate(metrics[:3]):
+            vals = [_num(r.get(m, "")) for r in rs]
+            q = quantiles(vals)
+            cell = "–" if q["median"] is None else f"{_display(m, q['median'])[1]} / {_display(m, q['p95'])[1]}"
+            if i == 0 and q["median"] is not None:
+                cell += f" / {_display(m, max(v for v in vals if v is not None))[1]}"
+            cells.append(cell)
         gates = Counter(g for r in rs for g in filter(None, r["failed_gates"].split(";")))
         status = Counter(r["status"] for r in rs if r["status"] not in ("completed",))
         top = ", ".join(f"{g} ({c})" for g, c in gates.most_common(3))
@@ -112,8 +122,43 @@ def section(folder: Path) -> str:
                 by.append(_rate([r for r in rs if _same(r.get(a["name"]), val[0])]))
             lines.append("| " + " | ".join([v or name, *by]) + " |")
         lines.append("")
+    for axis in compare_axes:
+        lines += verdict_changes(rows, summary, axis, variants)
     lines.append(f"<!-- END campaign-{name} -->")
     return "\n".join(lines) + "\n"
+
+
+def verdict_changes(rows: list[dict[str, str]], summary: dict, axis: str, variants: list[str]) -> list[str]:
+    """Markdown lines: per variant, how many combinations of the other grid axes (and samples, repeats) keep
+    their verdict across every value of the grid axis ``axis``, and the first few that do not.
+
+    Raises:
+        DockbenchError: ``axis`` is not a grid axis of the campaign.
+    """
+    grid = [a for a in summary.get("axes", []) if not a["random"]]
+    names = [a["name"] for a in grid]
+    if axis not in names:
+        raise DockbenchError(f"--compare-axis {axis!r}: not a grid axis of the campaign; its grid axes: {names}")
+    others = [n for n in names if n != axis]
+    lines = [f"Verdict along `{axis}`: each combination of the other axes compared across `{axis}`'s values "
+             f"({', '.join(map(str, next(a for a in grid if a['name'] == axis)['labels']))}):", "",
+             "| variant | combinations | same verdict | changed (first 5) |", "|---|---|---|---|"]
+    for v in variants:
+        groups: dict[tuple, dict[str, str]] = {}
+        for r in rows:
+            if r.get("variant", "") != v:
+                continue
+            key = tuple(r.get(n, "") for n in others) + (r.get("sample", ""), r.get("repeat", ""))
+            groups.setdefault(key, {})[r.get(axis, "")] = r["verdict"]
+        n_values = max((len(g) for g in groups.values()), default=0)
+        complete = {k: g for k, g in groups.items() if len(g) == n_values}
+        changed = [k for k, g in complete.items() if len(set(g.values())) > 1]
+        shown = "; ".join("/".join(f"{n}={x}" for n, x in zip(others, k, strict=False)) + ": " +
+                          ", ".join(f"{a} {g}" for a, g in complete[k].items()) for k in changed[:5])
+        lines.append(f"| {v or summary['campaign']} | {len(complete)} | {len(complete) - len(changed)} | "
+                     f"{shown or '–'} |")
+    lines.append("")
+    return lines
 
 
 def _same(text: str | None, value) -> bool:
@@ -145,9 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", help="a campaign folder (campaigns/<name>)")
     ap.add_argument("--md", default=None, help="write the section into this markdown page")
+    ap.add_argument("--compare-axis", action="append", default=[], metavar="NAME",
+                    help="also tabulate whether each cell keeps its verdict across this grid axis (repeatable)")
     args = ap.parse_args(argv)
     try:
-        text = section(Path(args.folder))
+        text = section(Path(args.folder), tuple(args.compare_axis))
     except DockbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

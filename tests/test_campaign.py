@@ -395,6 +395,8 @@ def test_the_shipped_campaigns_load() -> None:
         scenario_from_dict(t.scenario_data(yaml.safe_load(t.base.read_text())), file=str(t.base))
     env = load_campaign(SCENARIOS / "campaigns" / "misalignment_envelope.yaml")
     assert env.n_trials == 6 * 3 * 3 * 3 * 3
+    keyed = load_campaign(SCENARIOS / "campaigns" / "keyed_envelope.yaml")
+    assert keyed.n_trials == 6 * 3 * 3 * 3 * 3 * 2  # the step axis: dt and dt/2
 
 
 def test_the_results_section_for_docs(tmp_path) -> None:
@@ -415,6 +417,26 @@ def test_the_results_section_for_docs(tmp_path) -> None:
     write_section(page, text)  # replaces its own section
     assert page.read_text().count("BEGIN campaign-sect") == 1 and page.read_text().startswith("# Results")
     assert kept_sections(page.read_text()) == text  # compare.py --md keeps it
+
+
+def test_the_results_section_compares_verdicts_along_an_axis(tmp_path) -> None:
+    """--compare-axis: each combination of the other axes across the axis' values. sim.duration null runs
+    the whole plan (PASS), 0.3 s stops it early (INCOMPLETE): along T every combination changes verdict, along
+    k (both stiffnesses pass the full run) none does; an unknown axis is refused with the grid axes named."""
+    from dockbench.experiments.campaign_results import main, section
+
+    path = _campaign(tmp_path, name="cmp", samples=1, repeats=1, telemetry="none",
+                     axes=[{"key": "sim.duration", "values": [None, 0.3], "labels": ["full", "short"], "name": "T"},
+                           {"key": "controller.k", "values": [800, 1000], "name": "k"}])
+    rep = run_campaign(load_campaign(path), tmp_path / "out", InlineExecutor(), progress=None, figures=False)
+    text = section(rep.out_dir, ("T", "k"))
+    along_t = text.split("Verdict along `T`", 1)[1].split("Verdict along `k`", 1)[0]
+    assert "| cmp | 2 | 0 | k=800" in along_t and "INCOMPLETE" in along_t
+    along_k = text.split("Verdict along `k`", 1)[1]
+    assert "| cmp | 2 | 2 | – |" in along_k
+    t_full = [ln for ln in text.splitlines() if "median / p95 / max" in ln]
+    assert t_full, "the first metric carries its maximum"
+    assert main([str(rep.out_dir), "--compare-axis", "nope"]) == 1
 
 
 def test_results_page_carries_the_envelope_section() -> None:
