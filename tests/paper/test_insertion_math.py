@@ -249,3 +249,41 @@ def test_spiral_search_is_a_vogel_spiral() -> None:
     for k, phi in enumerate(ang, start=2):
         expected = ((k - 1) * GOLDEN_ANGLE + math.pi) % (2 * math.pi) - math.pi
         assert phi == pytest.approx(expected, abs=1e-12)
+
+
+def _release_h(zeta: float) -> float:
+    """h(ζ) of docs/theory/insertion.md §4: the peak speed of m ẍ + d ẋ + k x = 0 released from rest at
+    x(0) = −F_s/k, in units of F_s/(m ω)."""
+    if zeta == 1.0:
+        return 1.0 / math.e
+    r = math.sqrt(zeta * zeta - 1.0)
+    a, b = zeta + r, zeta - r
+    return ((a / b) ** (-b / (a - b)) - (a / b) ** (-a / (a - b))) / (a - b)
+
+
+@pytest.mark.parametrize("d", [282.842712474619, 420.0, 560.0])
+def test_release_peak_speed_of_the_apparent_impedance(d: float) -> None:
+    """The keyed FR3 Khatib insertion's m = 20 kg, k = 1000 N/m, released from the load F_s = 4.75 N
+    (docs/theory/insertion.md §4): the peak speed of a fine RK4 integration (step 1e-5 s; its error O(h⁴ω⁴) ≪
+    1e-9 relative) equals F_s h(ζ)/(m ω) to 1e-7 relative (the grid's sampling of the peak, ≤ ½ (ω h)²
+    relative), and h(2)/h(1) = 0.594 (the speed the doubled damping takes off)."""
+    m, k, f_s = 20.0, 1000.0, 4.75
+    w, zeta = math.sqrt(k / m), d / (2.0 * math.sqrt(k * m))
+    h = 1e-5
+    x, v, vmax = -f_s / k, 0.0, 0.0
+
+    def acc(x: float, v: float) -> float:
+        return -(d * v + k * x) / m
+
+    for _ in range(int(0.5 / h)):  # t* ≤ 0.11 s for ζ ≤ 2
+        k1x, k1v = v, acc(x, v)
+        k2x, k2v = v + 0.5 * h * k1v, acc(x + 0.5 * h * k1x, v + 0.5 * h * k1v)
+        k3x, k3v = v + 0.5 * h * k2v, acc(x + 0.5 * h * k2x, v + 0.5 * h * k2v)
+        k4x, k4v = v + h * k3v, acc(x + h * k3x, v + h * k3v)
+        x += h / 6.0 * (k1x + 2 * k2x + 2 * k3x + k4x)
+        v += h / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
+        vmax = max(vmax, v)
+    expected = f_s / (m * w) * _release_h(round(zeta, 12) if abs(zeta - 1.0) > 1e-9 else 1.0)
+    assert vmax == pytest.approx(expected, rel=1e-7)
+    assert _release_h(1.0 + 1e-6) == pytest.approx(1.0 / math.e, rel=1e-5)  # the overdamped form → 1/e
+    assert _release_h(2.0) / _release_h(1.0) == pytest.approx(0.594, abs=5e-4)
