@@ -22,7 +22,7 @@ from collections import OrderedDict
 from typing import Any
 
 from dockbench.sim.assembly import Assembly, assemble
-from dockbench.sim.interfaces import TARGETS, TOOLS, Tool
+from dockbench.sim.interfaces import TARGETS, TOOLS, Tool, make_target
 from dockbench.sim.scenario import Scenario
 
 #: ``sim`` keys that do not reach the compiled model
@@ -89,5 +89,5 @@ def _with_target(asm: Assembly, scenario: Scenario) -> Assembly:
     if scenario.target is None:
         return dataclasses.replace(asm)
     tool_radius = getattr(scenario.tool.config, "radius", 0.0)
-    target = TARGETS.get(scenario.target.type)(scenario.target.config, tool_radius)
+    target = make_target(TARGETS.get(scenario.target.type), scenario.target.config, tool_radius, scenario.tool.config)
     return dataclasses.replace(asm, target=target)

@@ -305,6 +305,22 @@ def test_a_trials_telemetry_does_not_depend_on_the_order_or_the_model_cache(tmp_
     assert first_difference(cached, simulate(build(sc2))[0].channels()) is None
 
 
+def test_the_model_cache_serves_a_keyed_drogue_with_its_probe() -> None:
+    """A target that needs the tool's configuration (the keyed drogue: the probe's lugs) is rebuilt for each
+    belief from the cached model with it, as assemble() builds it: hit or miss, the same target geometry."""
+    from dockbench.sim.assembly import assemble
+
+    cache = AssemblyCache()
+    base = load_scenario(SCENARIOS / "keyed" / "iiwa14_keyed_khatib.yaml")
+    for dx in (0.002, -0.002):
+        sc = base.replace({"target.belief_offset.position.0": dx})
+        tgt = cache.get(sc).target
+        fresh = assemble(sc).target
+        assert type(tgt).__name__ == "KeyedDrogue"
+        assert tgt.seat_depth == fresh.seat_depth and tgt.lug_seat_height == fresh.lug_seat_height
+    assert cache.stats()["hits"] == 1
+
+
 def test_the_model_cache_key() -> None:
     sc = load_scenario(SCENARIOS / "iiwa14_docking.yaml")
     same = [sc.replace({"target.belief_offset.position.1": 0.004}), sc.replace({"controller.k": 123}),
