@@ -261,12 +261,12 @@ def _release_h(zeta: float) -> float:
     return ((a / b) ** (-b / (a - b)) - (a / b) ** (-a / (a - b))) / (a - b)
 
 
-@pytest.mark.parametrize("d", [282.842712474619, 420.0, 560.0])
+@pytest.mark.parametrize("d", [282.842712474619, 420.0, 560.0, 700.0])
 def test_release_peak_speed_of_the_apparent_impedance(d: float) -> None:
     """The keyed FR3 Khatib insertion's m = 20 kg, k = 1000 N/m, released from the load F_s = 4.75 N
     (docs/theory/insertion.md §4): the peak speed of a fine RK4 integration (step 1e-5 s; its error O(h⁴ω⁴) ≪
     1e-9 relative) equals F_s h(ζ)/(m ω) to 1e-7 relative (the grid's sampling of the peak, ≤ ½ (ω h)²
-    relative), and h(2)/h(1) = 0.594 (the speed the doubled damping takes off)."""
+    relative), and h(2)/h(1) = 0.594, h(2.47)/h(1) = 0.496 (the scenario's d = 700 N·s/m)."""
     m, k, f_s = 20.0, 1000.0, 4.75
     w, zeta = math.sqrt(k / m), d / (2.0 * math.sqrt(k * m))
     h = 1e-5
@@ -287,3 +287,4 @@ def test_release_peak_speed_of_the_apparent_impedance(d: float) -> None:
     assert vmax == pytest.approx(expected, rel=1e-7)
     assert _release_h(1.0 + 1e-6) == pytest.approx(1.0 / math.e, rel=1e-5)  # the overdamped form → 1/e
     assert _release_h(2.0) / _release_h(1.0) == pytest.approx(0.594, abs=5e-4)
+    assert _release_h(700.0 / (2.0 * math.sqrt(k * m))) / _release_h(1.0) == pytest.approx(0.496, abs=5e-4)
