@@ -469,3 +469,13 @@ def test_results_page_carries_the_envelope_section() -> None:
         assert f"| {v.name} | {env.n_trials // len(env.variants)} |" in section
     for a in env.grid_axes:
         assert f"Success rate by `{a.name}`" in section
+    # the keyed envelope (issue 18): every variant, every axis, and the verdict along the step
+    begin, end = "<!-- BEGIN campaign-keyed_envelope", "<!-- END campaign-keyed_envelope -->"
+    assert text.count(begin) == 1 and end in text
+    section = text.split(begin, 1)[1].split(end, 1)[0]
+    keyed = load_campaign(SCENARIOS / "campaigns" / "keyed_envelope.yaml")
+    assert f"{keyed.n_trials} trials" in section and "Verdict along `step`" in section
+    for v in keyed.variants:
+        assert f"| {v.name} | {keyed.n_trials // len(keyed.variants)} |" in section
+    for a in keyed.grid_axes:
+        assert f"Success rate by `{a.name}`" in section
