@@ -23,7 +23,6 @@ law's terms is the controller's.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dockbench.experiments.step_convergence import CHATTER, parse_divisors  # noqa: E402
+from dockbench.experiments.step_convergence import CHATTER, chatter_table, parse_divisors  # noqa: E402
 
 #: variant name → scenario overrides (key path → value); ``None`` marks the model-level change
 VARIANTS: dict[str, dict[str, Any] | None] = {
@@ -45,38 +44,27 @@ VARIANTS: dict[str, dict[str, Any] | None] = {
 }
 
 
-def _set(d: dict[str, Any], key: str, value: Any) -> None:
-    keys = key.split(".")
-    for k in keys[:-1]:
-        d = d.setdefault(k, {}) or {}
-    d[keys[-1]] = value
-
-
-def variant_setup(data: dict[str, Any], file: str, name: str, divisor: int):
-    """(scenario, setup) of ``data`` (a scenario mapping) with variant ``name`` at the timestep divided by
-    ``divisor`` (:func:`sim.loop.build` on an assembly whose model the variant may have changed)."""
+def variant_setup(path: str | Path, name: str, divisor: int):
+    """(scenario, setup) of the scenario file ``path`` with variant ``name`` (its overrides applied through
+    :func:`sim.scenario.load_scenario`) at its timestep divided by ``divisor``, built
+    (:func:`sim.loop.build`) on an assembly whose model the variant may have changed."""
     from dockbench.sim.assembly import assemble
     from dockbench.sim.loop import build
-    from dockbench.sim.scenario import scenario_from_dict
+    from dockbench.sim.scenario import load_scenario
 
-    d = copy.deepcopy(data)
-    sim = d.setdefault("sim", {}) or {}
-    d["sim"] = sim
-    sim["timestep"] = float(sim.get("control_period", 0.001)) / divisor
-    for k, v in (VARIANTS[name] or {}).items():
-        _set(d, k, v)
-    scenario = scenario_from_dict(d, file=file)
+    period = load_scenario(path).sim.control_period
+    scenario = load_scenario(path, {**(VARIANTS[name] or {}), "sim.timestep": period / divisor})
     asm = assemble(scenario)
     if VARIANTS[name] is None:
         asm.model.dof_frictionloss[:] = 0.0
     return scenario, build(scenario, assembly=asm)
 
 
-def run_variant(data: dict[str, Any], file: str, name: str, divisor: int) -> dict[str, Any]:
+def run_variant(path: str | Path, name: str, divisor: int) -> dict[str, Any]:
     """One run of :func:`variant_setup`: {verdict, chatter (the :data:`CHATTER` counts), peak}."""
     from dockbench.sim.loop import run
 
-    scenario, setup = variant_setup(data, file, name, divisor)
+    scenario, setup = variant_setup(path, name, divisor)
     r = run(scenario, out_root=None, setup=setup)
     return {"verdict": r.verdict, "chatter": [r.metrics.get(k) for k in CHATTER],
             "peak": r.metrics.get("contact.peak_force_truth")}
@@ -84,18 +72,10 @@ def run_variant(data: dict[str, Any], file: str, name: str, divisor: int) -> dic
 
 def table(results: dict[str, dict[int, dict[str, Any]]], divisors: tuple[int, ...]) -> list[str]:
     """Markdown rows: per variant and divisor ``spikes / toggles / releases (verdict)``."""
-    rows = ["| variant | " + " | ".join(f"dt/{k}: spikes / toggles / releases" for k in divisors) + " |",
-            "|---|" + "---|" * len(divisors)]
-    for name, row in results.items():
-        cells = [" / ".join("–" if x is None else str(int(x)) for x in row[k]["chatter"]) + f" ({row[k]['verdict']})"
-                 for k in divisors]
-        rows.append(f"| {name} | " + " | ".join(cells) + " |")
-    return rows
+    return chatter_table(results, divisors, label="variant")
 
 
 def main(argv: list[str] | None = None) -> int:
-    import yaml
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenario", help="a scenario file with a contact (a docking)")
     ap.add_argument("--divisors", type=parse_divisors, default=(1,), help="timestep divisors, e.g. 1,4,8")
@@ -109,10 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --variants: unknown {unknown}; allowed: {', '.join(VARIANTS)}", file=sys.stderr)
         return 2
     path = Path(args.scenario)
-    data = yaml.safe_load(path.read_text())
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for name in names:
-        results[name] = {k: run_variant(data, str(path), name, k) for k in args.divisors}
+        results[name] = {k: run_variant(path, name, k) for k in args.divisors}
         print(table({name: results[name]}, args.divisors)[-1], flush=True)
     print()
     print("\n".join(table(results, args.divisors)))

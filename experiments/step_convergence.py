@@ -66,9 +66,10 @@ def parse_divisors(text: str) -> tuple[int, ...]:
     return divs
 
 
-def chatter_table(results: dict[str, dict], divisors: tuple[int, ...]) -> list[str]:
-    """Markdown rows: per scenario and divisor ``spikes / toggles / releases`` and the verdict."""
-    rows = ["| scenario | " + " | ".join(f"dt/{k}: spikes / toggles / releases" for k in divisors) + " |",
+def chatter_table(results: dict[str, dict], divisors: tuple[int, ...], label: str = "scenario") -> list[str]:
+    """Markdown rows: per row of ``results`` (a scenario, or what ``label`` names) and divisor
+    ``spikes / toggles / releases`` and the verdict."""
+    rows = [f"| {label} | " + " | ".join(f"dt/{k}: spikes / toggles / releases" for k in divisors) + " |",
             "|---|" + "---|" * len(divisors)]
     for name, row in results.items():
         cells = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import yaml
 from dockbench.experiments.chatter_attribution import VARIANTS, main, table, variant_setup
 
 from tests.helpers import REPO
@@ -13,7 +12,7 @@ FR3 = REPO / "scenarios" / "fr3_docking.yaml"
 
 
 def _setup(name: str, divisor: int = 1):
-    return variant_setup(yaml.safe_load(FR3.read_text()), str(FR3), name, divisor)
+    return variant_setup(FR3, name, divisor)
 
 
 def test_the_joint_friction_variant_removes_it_from_the_plant_and_the_law() -> None:
