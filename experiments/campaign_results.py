@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from dockbench.experiments.compare import write_section  # noqa: E402
 from dockbench.sim.errors import DockbenchError  # noqa: E402
 
 
@@ -173,18 +173,6 @@ def _same(text: str | None, value) -> bool:
         v = _num(text)
         return v is not None and v == float(value)
     return text == str(value)
-
-
-def write_section(page: Path, text: str) -> None:
-    """Replace the page's section of the same campaign, or append it."""
-    name = re.search(r"<!-- BEGIN (\S+)", text).group(1)
-    old = page.read_text() if page.is_file() else ""
-    pattern = r"<!-- BEGIN " + re.escape(name) + r".*?-->.*?<!-- END " + re.escape(name) + r" -->\n?"
-    if re.search(pattern, old, flags=re.S):
-        new = re.sub(pattern, lambda _: text, old, flags=re.S)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text if old else text
-    page.write_text(new)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -253,6 +253,22 @@ def results_markdown(rows: Sequence[Row], metrics: Sequence[str], command: str) 
     return "\n".join(lines) + "\n"
 
 
+def write_section(page: Path, text: str) -> None:
+    """Write a generated section (``text``: ``<!-- BEGIN name ... -->`` … ``<!-- END name -->``) into the markdown
+    ``page``: it replaces the page's section of the same name, or is appended (the page is written atomically).
+    :func:`kept_sections` keeps it when this tool rewrites the page."""
+    import re
+
+    name = re.search(r"<!-- BEGIN (\S+)", text).group(1)
+    old = page.read_text() if page.is_file() else ""
+    pattern = r"<!-- BEGIN " + re.escape(name) + r".*?-->.*?<!-- END " + re.escape(name) + r" -->\n?"
+    if re.search(pattern, old, flags=re.S):
+        new = re.sub(pattern, lambda _: text, old, flags=re.S)
+    else:
+        new = old.rstrip("\n") + "\n\n" + text if old else text
+    atomic_write_text(page, new)
+
+
 def kept_sections(page: str) -> str:
     """The generated sections of another tool in an existing page (``<!-- BEGIN name ... -->`` … ``<!-- END name
     -->``, e.g. experiments/paper_vs_dockbench.py's), which rewriting the page keeps, in their order."""

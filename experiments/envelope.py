@@ -366,20 +366,6 @@ def figure(records: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def write_section(md: Path, text: str) -> None:
-    """Replace the section between BEGIN and END in ``md`` (append it when absent)."""
-    from dockbench.telemetry.log import atomic_write_text
-
-    page = md.read_text() if md.is_file() else ""
-    if END in page and "<!-- BEGIN envelope" in page:
-        head, rest = page.split("<!-- BEGIN envelope", 1)
-        tail = rest.split(END, 1)[1].lstrip("\n")
-        page = head + text + ("\n" + tail if tail else "")
-    else:
-        page = page.rstrip("\n") + "\n\n" + text
-    atomic_write_text(md, page)
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     records = load_records(Path(args.cases))
     text = report(records)
@@ -389,6 +375,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         figure(records, Path(args.figure))
         text = text.replace(END, f"![envelope heat maps]({Path(args.figure).name})\n\n{END}")
     if args.md:
+        from dockbench.experiments.compare import write_section
+
         write_section(Path(args.md), text)
         print(f"wrote the envelope section of {args.md} ({len(records)} runs)")
     else:

@@ -25,7 +25,7 @@ if __package__ in (None, ""):  # allow `python experiments/paper_vs_dockbench.py
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
-from dockbench.telemetry.log import atomic_write_text  # noqa: E402
+from dockbench.experiments.compare import write_section  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PAPER = REPO / "scenarios" / "paper"
@@ -231,18 +231,6 @@ def section() -> str:
         END,
     ]
     return "\n".join(lines) + "\n"
-
-
-def write_section(md: Path, text: str) -> None:
-    """Replace the section between BEGIN and END in ``md`` (append it when absent)."""
-    page = md.read_text() if md.is_file() else ""
-    if BEGIN in page and END in page:
-        head, rest = page.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1].lstrip("\n")
-        page = head + text + ("\n" + tail if tail else "")
-    else:
-        page = page.rstrip("\n") + "\n\n" + text
-    atomic_write_text(md, page)
 
 
 def main(argv: list[str] | None = None) -> int:
