@@ -110,6 +110,13 @@ def _compile_error(exc: Exception, owners: dict[str, str], file: str) -> Scenari
     return ScenarioError(f"the assembled model does not compile: {first}{where}{hint}", file=file, key=key)
 
 
+def scenario_target(scenario: Scenario) -> Target:
+    """The scenario's target object (not yet built into a model): its type's class with the target block's
+    config, the tool's radius and, for a target that needs it, the tool's config (:func:`make_target`)."""
+    tool_radius = getattr(scenario.tool.config, "radius", 0.0)
+    return make_target(TARGETS.get(scenario.target.type), scenario.target.config, tool_radius, scenario.tool.config)
+
+
 def assemble(scenario: Scenario) -> Assembly:
     """Build the MjModel and the Pinocchio model for ``scenario``.
 
@@ -164,12 +171,9 @@ def assemble(scenario: Scenario) -> Assembly:
 
     target = None
     if scenario.target is not None:
-        tool_radius = getattr(scenario.tool.config, "radius", 0.0)
         before = _element_names(spec)
         try:
-            target = make_target(
-                TARGETS.get(scenario.target.type), scenario.target.config, tool_radius, scenario.tool.config
-            )
+            target = scenario_target(scenario)
             target.build(spec)
         except ScenarioError as exc:
             raise ScenarioError(exc.detail, file=file, key=exc.key or "target") from exc

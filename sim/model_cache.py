@@ -21,8 +21,8 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-from dockbench.sim.assembly import Assembly, assemble
-from dockbench.sim.interfaces import TARGETS, TOOLS, Tool, make_target
+from dockbench.sim.assembly import Assembly, assemble, scenario_target
+from dockbench.sim.interfaces import TOOLS, Tool
 from dockbench.sim.scenario import Scenario
 
 #: ``sim`` keys that do not reach the compiled model
@@ -88,6 +88,4 @@ def _with_target(asm: Assembly, scenario: Scenario) -> Assembly:
     """``asm`` with a new Target object built from this scenario's target block (its belief offset)."""
     if scenario.target is None:
         return dataclasses.replace(asm)
-    tool_radius = getattr(scenario.tool.config, "radius", 0.0)
-    target = make_target(TARGETS.get(scenario.target.type), scenario.target.config, tool_radius, scenario.tool.config)
-    return dataclasses.replace(asm, target=target)
+    return dataclasses.replace(asm, target=scenario_target(scenario))
