@@ -32,7 +32,11 @@ mating axis a is +z of the TRUE target frame D (+z out of the mouth); with no ta
   the steps after the first contact whose contact state differs from both neighbours (a contact made or
   lost for a single step: the force switching fully on and off every second period), and
   ``contact.releases_truth`` every loss of contact after the first one (a rattle). The axial ripple is
-  max − min of the axial force over the final window.
+  max − min of the axial force over the final window. ``contact.steady_force_spikes_truth`` and
+  ``contact.steady_on_off_toggles_truth`` count the same over the final window only, the tool at rest in
+  contact: a limit cycle of the closed loop (a feedforward flipping sign at rest, a delayed force feedback
+  with loop gain near 1) persists there, the plant's stick-slip rattle, which needs sliding, does not; they
+  converge in the step where the whole-run counts do not (docs/theory/force_control.md, "What is left").
 
 Safety: joint position use max |q − q_mid| / (½ range) [%], velocity use max |q̇| / q̇_max [%], the
 minimum manipulability √det(J Jᵀ), the saturation ratio = share of steps with any joint torque
@@ -110,6 +114,12 @@ METRICS: dict[str, tuple[str, str]] = {
         "", "steps after the first contact whose contact state differs from both neighbours"
     ),
     "contact.releases_truth": ("", "losses of contact after the first contact (‖f‖ falls below 0.05 N)"),
+    "contact.steady_force_spikes_truth": (
+        "", "one-step axial force spikes in the final window (at rest in contact: a limit cycle of the loop)"
+    ),
+    "contact.steady_on_off_toggles_truth": (
+        "", "single-step contact toggles in the final window (at rest in contact: a limit cycle of the loop)"
+    ),
     "contact.axial_force_ripple_truth": ("N", "max − min of the axial force over the final window (truth)"),
     "controller.qp_share": ("%", "share of control steps on which the HQP solved its QPs (closed form infeasible)"),
     "safety.joint_pos_use": ("%", "max |q − mid| / half-range over joints and time"),
@@ -439,6 +449,10 @@ def compute_metrics(
             f_norm = np.linalg.norm(f_world, axis=1)
             out["contact.on_off_toggles_truth"] = on_off_toggle_count(f_norm)
             out["contact.releases_truth"] = release_count(f_norm)
+            # the same counts at rest (the final window): what a limit cycle of the closed loop leaves, the
+            # plant's stick-slip rattle (which needs sliding) does not
+            out["contact.steady_force_spikes_truth"] = force_spike_count(axial[w_mask], f_norm[w_mask])
+            out["contact.steady_on_off_toggles_truth"] = on_off_toggle_count(f_norm[w_mask])
             out["contact.axial_force_ripple_truth"] = float(np.ptp(axial[w_mask]))
     diff = np.linalg.norm(ch["wrench_ext_world"][:, :3] - ch["wrench_truth_world"][:, :3], axis=1)
     out["contact.ft_truth_rms_diff"] = _rms(diff)

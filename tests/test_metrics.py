@@ -274,6 +274,31 @@ def test_chatter_metrics_count_what_they_name() -> None:
     assert force_spike_count(osc, np.abs(osc)) == 98
 
 
+def test_steady_chatter_counts_only_the_final_window() -> None:
+    """contact.steady_force_spikes_truth / steady_on_off_toggles_truth: the chatter counts over the final
+    window (the tool at rest in contact), not over the run: a spike and a toggle before the window do not
+    count, a period-2 oscillation and a one-step drop-out inside it do, and the window follows ``window``
+    (the synthetic run: 4 s, the tool in steady contact from 3 s)."""
+    ch, meta = synthetic()
+    axis = np.asarray(meta["T_world_target"])[:3, 2]
+    w = ch["wrench_truth_world"]
+    keys = ("contact.force_spikes_truth", "contact.on_off_toggles_truth",
+            "contact.steady_force_spikes_truth", "contact.steady_on_off_toggles_truth")
+
+    def counts(window: float = 1.0) -> np.ndarray:
+        m = compute_metrics(ch, meta, window=window)
+        return np.array([m[k] for k in keys])
+
+    c0, c0_short = counts(), counts(0.5)
+    w[2700, :3] += 2.0 * axis  # a spike at 2.7 s (before the final second, t ≥ 3 s)
+    w[2800, :3] = 0.0  # contact lost for one step at 2.8 s (a toggle, and a downward spike)
+    assert (counts() - c0).tolist() == [2, 1, 0, 0]
+    w[3300:3340, :3] += np.outer(np.tile([-1.0, 1.0], 20), axis)  # ±1 N period-2 in the window: 40 spikes
+    w[3800, :3] = 0.0  # a one-step drop-out in the window: one toggle, one spike
+    assert (counts() - c0).tolist() == [2 + 40 + 1, 1 + 1, 40 + 1, 1]
+    assert (counts(0.5) - c0_short)[2:].tolist() == [1, 1]  # the last 0.5 s hold only the drop-out
+
+
 def test_peak_metrics_use_the_samples_without_substep_channels() -> None:
     """A run folder without the substep-resolved channels (older runs): peaks of the sampled truth."""
     ch, meta = synthetic()
