@@ -25,6 +25,8 @@ if __package__ in (None, ""):
 DIVISORS = (1, 2, 4)
 #: the chatter counts the ``--chatter`` table shows, in its order
 CHATTER = ("contact.force_spikes_truth", "contact.on_off_toggles_truth", "contact.releases_truth")
+#: the same counts at rest in the final window (what the FR3 dockings gate: a limit cycle of the loop)
+STEADY = ("contact.steady_force_spikes_truth", "contact.steady_on_off_toggles_truth")
 
 
 def measure(path: Path, divisors: tuple[int, ...] = DIVISORS) -> dict:
@@ -50,6 +52,7 @@ def measure(path: Path, divisors: tuple[int, ...] = DIVISORS) -> dict:
             "sampled": sampled,
             "depth": r.metrics.get("docking.depth"),
             "chatter": [r.metrics.get(k) for k in CHATTER],
+            "steady": [r.metrics.get(k) for k in STEADY],
         }
     return out
 
@@ -66,16 +69,24 @@ def parse_divisors(text: str) -> tuple[int, ...]:
     return divs
 
 
+def _counts(values) -> str:
+    """``a / b / c`` of integer counts, ``–`` for a missing one."""
+    return " / ".join("–" if x is None else str(int(x)) for x in values)
+
+
 def chatter_table(results: dict[str, dict], divisors: tuple[int, ...], label: str = "scenario") -> list[str]:
     """Markdown rows: per row of ``results`` (a scenario, or what ``label`` names) and divisor
-    ``spikes / toggles / releases`` and the verdict."""
+    ``spikes / toggles / releases``, the spikes and toggles at rest in the final window when the row has
+    them (``[at rest a / b]``) and the verdict."""
     rows = [f"| {label} | " + " | ".join(f"dt/{k}: spikes / toggles / releases" for k in divisors) + " |",
             "|---|" + "---|" * len(divisors)]
     for name, row in results.items():
         cells = []
         for k in divisors:
             c = row[k]["chatter"]
-            cells.append(" / ".join("–" if x is None else str(int(x)) for x in c) + f" ({row[k]['verdict']})")
+            steady = row[k].get("steady") or ()
+            rest = f" [at rest {_counts(steady)}]" if steady else ""
+            cells.append(_counts(c) + rest + f" ({row[k]['verdict']})")
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
     return rows
 

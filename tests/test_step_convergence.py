@@ -34,6 +34,14 @@ def test_chatter_table_shows_each_count_and_verdict_per_step() -> None:
     assert rows[3] == "| b | 0 / – / 3 (PASS) | 0 / 0 / 3 (PASS) |"
 
 
+def test_chatter_table_shows_the_counts_at_rest() -> None:
+    """The final window's spikes and toggles (what the FR3 dockings gate) in brackets after the run's."""
+    results = {"a": {1: {"chatter": [1, 4, 62], "steady": [0, 0], "verdict": "PASS"},
+                     4: {"chatter": [881, 60, 151], "steady": [430, None], "verdict": "FAIL"}}}
+    rows = chatter_table(results, (1, 4))
+    assert rows[2] == "| a | 1 / 4 / 62 [at rest 0 / 0] (PASS) | 881 / 60 / 151 [at rest 430 / –] (FAIL) |"
+
+
 @pytest.mark.slow
 def test_main_prints_both_tables_for_a_real_scenario(capsys: pytest.CaptureFixture[str]) -> None:
     """One docking at dt and dt/2 (the iiwa14's: about 2 s of simulation each)."""
