@@ -59,6 +59,9 @@ TABLE10 = (
     ("docking.tilt_deg", "tilt", 1.0, "deg"),
     ("contact.force_spikes_truth", "one-step force spikes (dockbench)", 1.0, "–"),
     ("contact.on_off_toggles_truth", "single-step contact toggles (dockbench)", 1.0, "–"),
+    ("contact.max_spike_share_truth", "one-step force spikes in the densest 0.1 s (dockbench)", 1.0, "%"),
+    ("contact.steady_force_spikes_truth", "one-step force spikes at rest, final window (dockbench)", 1.0, "–"),
+    ("contact.steady_on_off_toggles_truth", "single-step contact toggles at rest, final window (dockbench)", 1.0, "–"),
 )
 #: the paper's feedforward: the default torque keying (docs/theory/khatib.md §4), no force filter
 PAPER_FEEDFORWARD = {"feedforward": "torque", "force_filter": 0.0}

@@ -25,7 +25,9 @@ if __package__ in (None, ""):
 DIVISORS = (1, 2, 4)
 #: the chatter counts the ``--chatter`` table shows, in its order
 CHATTER = ("contact.force_spikes_truth", "contact.on_off_toggles_truth", "contact.releases_truth")
-#: the same counts at rest in the final window (what the FR3 dockings gate: a limit cycle of the loop)
+#: what the FR3 dockings gate (a cycle of the loop): the densest 0.1 s of spikes [%], and the spikes and
+#: toggles at rest in the final window
+SHARE = "contact.max_spike_share_truth"
 STEADY = ("contact.steady_force_spikes_truth", "contact.steady_on_off_toggles_truth")
 
 
@@ -52,6 +54,7 @@ def measure(path: Path, divisors: tuple[int, ...] = DIVISORS) -> dict:
             "sampled": sampled,
             "depth": r.metrics.get("docking.depth"),
             "chatter": [r.metrics.get(k) for k in CHATTER],
+            "share": r.metrics.get(SHARE),
             "steady": [r.metrics.get(k) for k in STEADY],
         }
     return out
@@ -76,8 +79,8 @@ def _counts(values) -> str:
 
 def chatter_table(results: dict[str, dict], divisors: tuple[int, ...], label: str = "scenario") -> list[str]:
     """Markdown rows: per row of ``results`` (a scenario, or what ``label`` names) and divisor
-    ``spikes / toggles / releases``, the spikes and toggles at rest in the final window when the row has
-    them (``[at rest a / b]``) and the verdict."""
+    ``spikes / toggles / releases``, the densest 0.1 s of spikes and the spikes and toggles at rest in the
+    final window when the row has them (``[densest 0.1 s s %, at rest a / b]``) and the verdict."""
     rows = [f"| {label} | " + " | ".join(f"dt/{k}: spikes / toggles / releases" for k in divisors) + " |",
             "|---|" + "---|" * len(divisors)]
     for name, row in results.items():
@@ -85,7 +88,9 @@ def chatter_table(results: dict[str, dict], divisors: tuple[int, ...], label: st
         for k in divisors:
             c = row[k]["chatter"]
             steady = row[k].get("steady") or ()
-            rest = f" [at rest {_counts(steady)}]" if steady else ""
+            share = row[k].get("share")
+            rest = (f" [densest 0.1 s {share:.0f} %, at rest {_counts(steady)}]" if steady and share is not None
+                    else f" [at rest {_counts(steady)}]" if steady else "")
             cells.append(_counts(c) + rest + f" ({row[k]['verdict']})")
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
     return rows

@@ -152,12 +152,12 @@ class Instability:
     message: str
 
 
-def saturation_window_share(saturated: Any, t: Any, window: float = INSTABILITY_WINDOW) -> tuple[float, float]:
-    """(largest share [%] of saturated steps over any ``window`` [s] of consecutive steps, time [s] at the
-    end of that window). Runs shorter than the window use the whole run."""
+def window_share(flags: Any, t: Any, window: float = INSTABILITY_WINDOW) -> tuple[float, float]:
+    """(largest share [%] of flagged steps — e.g. torque-saturated ones — over any ``window`` [s] of
+    consecutive steps, time [s] at the end of that window). Runs shorter than the window use the whole run."""
     import numpy as np
 
-    sat = np.asarray(saturated, dtype=float)
+    sat = np.asarray(flags, dtype=float)
     t = np.asarray(t, dtype=float)
     n = len(sat)
     if n == 0:
@@ -176,7 +176,7 @@ def detect_instability(ch: dict[str, Any], meta: dict[str, Any]) -> Instability 
 
     if len(ch.get("t", ())) == 0:
         return None
-    share, t_end = saturation_window_share(ch["saturated"], ch["t"])
+    share, t_end = window_share(ch["saturated"], ch["t"])
     if share >= INSTABILITY_SATURATION:
         return Instability(
             "saturation", t_end, share,

@@ -57,6 +57,9 @@ CASES = [
     # torque and the delayed force feedback closes a period-2 loop (810 one-step spikes in the final second)
     ("feedforward_flips_at_rest", "fr3_docking", {"controller.feedforward": "torque", "controller.force_filter": 0.0},
      "contact.steady_force_spikes_truth"),
+    # the same, over the run: every step of the densest 0.1 s is a spike (100 %)
+    ("period_2_cycle", "fr3_docking", {"controller.feedforward": "torque", "controller.force_filter": 0.0},
+     "contact.max_spike_share_truth"),
     # m = 5 kg and no force filter: the delayed F/T feedback's loop gain Λ/m nears 1 and switches the contact
     # on and off every second period in the seat (45 single-step toggles in the final second)
     ("force_switches_on_and_off", "fr3_docking", {"controller.m": 5.0, "controller.force_filter": 0.0},
@@ -127,6 +130,21 @@ def test_gate_fails_a_real_failure(name: str, changes: dict, metric: str) -> Non
     assert gate[0]["reason"], gate[0]
     if metric == "docking.depth":
         assert gate[0]["reason"].startswith("not seated: tip 4.0")
+
+
+def test_a_transient_cycle_fails_the_spike_share_though_it_ends_before_rest() -> None:
+    """The paper's Khatib conditions with its torque-keyed feedforward and no force filter chatter for about a
+    second while the preload ramp drives the probe in (742 one-step spikes, 92 % of the densest 0.1 s at
+    dt), then come to rest without a spike: the at-rest gates pass, the spike share fails."""
+    gates = [{"metric": "contact.max_spike_share_truth", "max": 50},
+             {"metric": "contact.steady_force_spikes_truth", "max": 3},
+             {"metric": "contact.steady_on_off_toggles_truth", "max": 3}]
+    d = _changed("paper/paper_fr3_khatib", {"controller.feedforward": "torque", "controller.force_filter": 0.0,
+                                            "gates": gates})
+    r = run(scenario_from_dict(d), out_root=None)
+    verdicts = {g["metric"]: g["verdict"] for g in r.gates}
+    assert verdicts == {"contact.max_spike_share_truth": "FAIL", "contact.steady_force_spikes_truth": "PASS",
+                        "contact.steady_on_off_toggles_truth": "PASS"}, r.gates
 
 
 def test_unstable_controller_is_reported_unstable_with_exit_code_2(tmp_path: Path, capsys) -> None:

@@ -299,6 +299,21 @@ def test_steady_chatter_counts_only_the_final_window() -> None:
     assert (counts(0.5) - c0_short)[2:].tolist() == [1, 1]  # the last 0.5 s hold only the drop-out
 
 
+def test_spike_share_is_that_of_the_densest_tenth_of_a_second() -> None:
+    """contact.max_spike_share_truth: the largest share [%] of one-step spikes among the 100 steps of any
+    0.1 s window (1 ms rows): a ±1 N period-2 oscillation over 0.1 s makes every step a spike (100 %), a spike
+    on every 4th step over 0.2 s a quarter of every window (25 %)."""
+    ch, meta = synthetic()
+    axis = np.asarray(meta["T_world_target"])[:3, 2]
+    assert compute_metrics(ch, meta)["contact.max_spike_share_truth"] == 0.0
+    clean = ch["wrench_truth_world"].copy()
+    ch["wrench_truth_world"][3300:3400, :3] += np.outer(np.tile([-1.0, 1.0], 50), axis)
+    _close(compute_metrics(ch, meta)["contact.max_spike_share_truth"], 100.0)
+    ch["wrench_truth_world"] = clean
+    ch["wrench_truth_world"][3300:3500:4, :3] += 2.0 * axis
+    _close(compute_metrics(ch, meta)["contact.max_spike_share_truth"], 25.0)
+
+
 def test_peak_metrics_use_the_samples_without_substep_channels() -> None:
     """A run folder without the substep-resolved channels (older runs): peaks of the sampled truth."""
     ch, meta = synthetic()

@@ -35,11 +35,13 @@ def test_chatter_table_shows_each_count_and_verdict_per_step() -> None:
 
 
 def test_chatter_table_shows_the_counts_at_rest() -> None:
-    """The final window's spikes and toggles (what the FR3 dockings gate) in brackets after the run's."""
+    """The densest 0.1 s of spikes and the final window's spikes and toggles (what the FR3 dockings gate) in
+    brackets after the run's counts."""
     results = {"a": {1: {"chatter": [1, 4, 62], "steady": [0, 0], "verdict": "PASS"},
-                     4: {"chatter": [881, 60, 151], "steady": [430, None], "verdict": "FAIL"}}}
+                     4: {"chatter": [881, 60, 151], "share": 100.0, "steady": [430, None], "verdict": "FAIL"}}}
     rows = chatter_table(results, (1, 4))
-    assert rows[2] == "| a | 1 / 4 / 62 [at rest 0 / 0] (PASS) | 881 / 60 / 151 [at rest 430 / –] (FAIL) |"
+    assert rows[2] == ("| a | 1 / 4 / 62 [at rest 0 / 0] (PASS) "
+                       "| 881 / 60 / 151 [densest 0.1 s 100 %, at rest 430 / –] (FAIL) |")
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 from dockbench.sim.lie import matrix_to_quat
-from dockbench.telemetry.gates import saturation_window_share
+from dockbench.telemetry.gates import window_share
 from dockbench.telemetry.metrics import compute_metrics, orientation_error_deg
 from scipy.spatial.transform import Rotation
 
@@ -183,7 +183,7 @@ def test_safety_layer() -> None:
     k = 250
     counts = [sum(sat[i : i + k]) for i in range(N - k + 1)]
     best = max(range(len(counts)), key=lambda i: (counts[i], -i))
-    share, t_end = saturation_window_share(ch["saturated"], ch["t"])
+    share, t_end = window_share(ch["saturated"], ch["t"])
     assert share == 100.0 * (counts[best] / k)  # exact: integer counts, then the same division and product
     assert t_end == ch["t"][best + k - 1]
     assert m["safety.max_saturation_window"] == share
