@@ -31,7 +31,13 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dockbench.experiments.step_convergence import CHATTER, chatter_table, parse_divisors  # noqa: E402
+from dockbench.experiments.step_convergence import (  # noqa: E402
+    CHATTER,
+    SHARE,
+    STEADY,
+    chatter_table,
+    parse_divisors,
+)
 
 #: variant name → scenario overrides (key path → value); ``None`` marks the model-level change
 VARIANTS: dict[str, dict[str, Any] | None] = {
@@ -61,13 +67,14 @@ def variant_setup(path: str | Path, name: str, divisor: int):
 
 
 def run_variant(path: str | Path, name: str, divisor: int) -> dict[str, Any]:
-    """One run of :func:`variant_setup`: {verdict, chatter (the :data:`CHATTER` counts), peak}."""
+    """One run of :func:`variant_setup`: {verdict, chatter (the :data:`CHATTER` counts), share (the densest
+    0.1 s of spikes [%]), steady (the spikes and toggles at rest), peak}."""
     from dockbench.sim.loop import run
 
     scenario, setup = variant_setup(path, name, divisor)
     r = run(scenario, out_root=None, setup=setup)
-    return {"verdict": r.verdict, "chatter": [r.metrics.get(k) for k in CHATTER],
-            "peak": r.metrics.get("contact.peak_force_truth")}
+    return {"verdict": r.verdict, "chatter": [r.metrics.get(k) for k in CHATTER], "share": r.metrics.get(SHARE),
+            "steady": [r.metrics.get(k) for k in STEADY], "peak": r.metrics.get("contact.peak_force_truth")}
 
 
 def table(results: dict[str, dict[int, dict[str, Any]]], divisors: tuple[int, ...]) -> list[str]:
