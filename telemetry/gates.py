@@ -157,14 +157,14 @@ def window_share(flags: Any, t: Any, window: float = INSTABILITY_WINDOW) -> tupl
     consecutive steps, time [s] at the end of that window). Runs shorter than the window use the whole run."""
     import numpy as np
 
-    sat = np.asarray(flags, dtype=float)
+    x = np.asarray(flags, dtype=float)
     t = np.asarray(t, dtype=float)
-    n = len(sat)
+    n = len(x)
     if n == 0:
         return 0.0, 0.0
     dt = float(t[1] - t[0]) if n > 1 else window
     k = max(1, min(n, int(round(window / dt))))
-    c = np.concatenate(([0.0], np.cumsum(sat)))
+    c = np.concatenate(([0.0], np.cumsum(x)))
     share = (c[k:] - c[:-k]) / k
     i = int(np.argmax(share))
     return float(100.0 * share[i]), float(t[i + k - 1])

@@ -450,22 +450,22 @@ def compute_metrics(
     for src, key in (("truth", "wrench_truth"), ("ft", "wrench_ext")):
         f_world = ch[f"{key}_world"][:, :3]
         w_body = ch[f"{key}_body"]
+        f_norm = np.linalg.norm(f_world, axis=1)
         axial = np.einsum("ni,ni->n", f_world, axes)
         lateral = np.linalg.norm(f_world - axial[:, None] * axes, axis=1)
         if src == "truth" and "contact_force_peak" in ch:  # substep-resolved (SubstepContact)
             out["contact.peak_force_truth"] = _peak(np.asarray(ch["contact_force_peak"], dtype=float))
             out["contact.peak_axial_force_truth"] = _peak(np.asarray(ch["contact_axial_force_peak"], dtype=float))
         else:
-            out[f"contact.peak_force_{src}"] = _peak(np.linalg.norm(f_world, axis=1))
+            out[f"contact.peak_force_{src}"] = _peak(f_norm)
             out[f"contact.peak_axial_force_{src}"] = _peak(np.abs(axial))
         out[f"contact.peak_wrench_norm_{src}"] = _peak(np.linalg.norm(w_body, axis=1))
         out[f"contact.steady_axial_force_{src}"] = float(np.mean(axial[w_mask]))
         out[f"contact.steady_lateral_force_{src}"] = float(np.mean(lateral[w_mask]))
         out[f"contact.peak_axial_moment_{src}"] = _peak(np.abs(np.sum(w_body[:, 3:] * axis_ee, axis=1)))
-        spikes = force_spike_mask(axial, np.linalg.norm(f_world, axis=1))
+        spikes = force_spike_mask(axial, f_norm)
         out[f"contact.force_spikes_{src}"] = int(np.count_nonzero(spikes))
         if src == "truth":
-            f_norm = np.linalg.norm(f_world, axis=1)
             out["contact.max_spike_share_truth"] = window_share(spikes, t, SPIKE_SHARE_WINDOW)[0]
             out["contact.on_off_toggles_truth"] = on_off_toggle_count(f_norm)
             out["contact.releases_truth"] = release_count(f_norm)
