@@ -32,8 +32,9 @@ STEADY = ("contact.steady_force_spikes_truth", "contact.steady_on_off_toggles_tr
 
 
 def measure(path: Path, divisors: tuple[int, ...] = DIVISORS) -> dict:
-    """{divisor: {verdict, status, peak, sampled, depth, chatter}} for one scenario file (``chatter``: the
-    :data:`CHATTER` counts, in order)."""
+    """{divisor: {verdict, status, peak, sampled, depth, chatter, share, steady}} for one scenario file
+    (``chatter``: the :data:`CHATTER` counts, in order; ``share``: :data:`SHARE`; ``steady``: the :data:`STEADY`
+    counts)."""
     import numpy as np
     import yaml
     from dockbench.sim.loop import run
@@ -86,12 +87,11 @@ def chatter_table(results: dict[str, dict], divisors: tuple[int, ...], label: st
     for name, row in results.items():
         cells = []
         for k in divisors:
-            c = row[k]["chatter"]
-            steady = row[k].get("steady") or ()
-            share = row[k].get("share")
-            rest = (f" [densest 0.1 s {share:.0f} %, at rest {_counts(steady)}]" if steady and share is not None
-                    else f" [at rest {_counts(steady)}]" if steady else "")
-            cells.append(_counts(c) + rest + f" ({row[k]['verdict']})")
+            cell, share, steady = _counts(row[k]["chatter"]), row[k].get("share"), row[k].get("steady")
+            if steady:
+                dense = "" if share is None else f"densest 0.1 s {share:.0f} %, "
+                cell += f" [{dense}at rest {_counts(steady)}]"
+            cells.append(cell + f" ({row[k]['verdict']})")
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
     return rows
 
