@@ -5,15 +5,24 @@ The wheel holds one top-level package, ``dockbench`` (the repository's folders a
 ``dockbench.sim``, ``dockbench.controllers``, …), with ``py.typed``, the models, the shipped scenarios and the
 compiled kernels; ``import dockbench`` exposes the public API; ``dockbench-run --scenario NAME`` runs a
 shipped scenario by name with the compiled kernels. The environment sees the test interpreter's packages
-(``--system-site-packages``: the dependencies are not downloaded again) but its own dockbench comes first.
+(the dependencies are not downloaded again) but its own dockbench comes first.
+
+How the new environment sees the test interpreter's packages matters (issue 30): ``venv
+--system-site-packages`` exposes the *base* interpreter's site-packages, so when the tests themselves run
+inside a venv (the way a researcher installs) the dependencies vanish. :func:`parent_path_file` instead
+writes the test interpreter's own import path (whatever made it: a venv, conda, a system Python, cmeel's
+prefix for Pinocchio) into a ``.pth`` file of the new environment, after its own site-packages, and leaves
+out the checkout, so the wheel's dockbench is the one imported.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -82,11 +91,53 @@ def test_the_wheel_installs_one_top_level_package_with_its_data(wheel: Path) -> 
     assert len(kernels) == 6, kernels  # the six compiled kernels (sim/_kernel_manifest.py)
 
 
+def _import_path(python: str | Path) -> list[str]:
+    """The import path (sys.path) of an interpreter, as it starts in an empty directory."""
+    r = subprocess.run([str(python), "-c", "import json, sys; print(json.dumps(sys.path))"], cwd=tempfile.gettempdir(),
+                       capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(r.stdout)
+
+
+def parent_path_file(python: Path, parent: str | Path = sys.executable) -> Path:
+    """Make the environment of ``python`` see the packages that ``parent`` sees: the parent's import-path
+    entries that the new environment lacks (its site-packages, and whatever its .pth files added, e.g.
+    cmeel's prefix that holds Pinocchio), minus the checkout, written as plain lines of a ``.pth`` file in the
+    new environment's site-packages. Plain lines add directories without running their .pth files, so the
+    checkout's editable-install finder stays out and the wheel's dockbench is imported."""
+    own = _import_path(python)
+    site_dir = next(p for p in own if p.endswith("site-packages") and Path(p).is_relative_to(Path(python).parent.parent))
+    repo = REPO.resolve()
+    extra = [p for p in _import_path(parent)
+             if p and p not in own and Path(p).is_dir() and not Path(p).resolve().is_relative_to(repo)]
+    pth = Path(site_dir) / "_dockbench_test_parent.pth"
+    pth.write_text("".join(f"{p}\n" for p in extra))
+    return pth
+
+
+def test_parent_path_file_sees_the_parent_packages_but_not_the_checkout(tmp_path: Path) -> None:
+    """The fresh venv of the install test imports the test interpreter's dependencies whichever way that
+    interpreter was made (here: a plain venv, the way issue 30 found the old --system-site-packages recipe
+    failing), and not the checkout's dockbench."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    py = venv / "bin" / "python"
+    probe = "import importlib.util as u; print(u.find_spec('pinocchio') is not None, u.find_spec('dockbench'))"
+    before = subprocess.run([str(py), "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert before.stdout.split()[0] == "False", before.stdout  # a plain venv sees none of the parent's packages
+    parent_path_file(py)
+    after = subprocess.run([str(py), "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert after.returncode == 0, after.stderr
+    found, dockbench_spec = after.stdout.split(" ", 1)
+    assert found == "True", after.stdout
+    assert dockbench_spec.strip() == "None", after.stdout  # the checkout's editable dockbench is not visible
+
+
 @pytest.mark.slow
 def test_installed_in_a_fresh_venv_it_runs_a_shipped_scenario_by_name(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
+    parent_path_file(py)
     r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
