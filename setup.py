@@ -3,8 +3,9 @@
 Each kernel is the 1 kHz hot path of one component (sim/kernels.py explains the design). They are
 ``optional``: without a C compiler the build skips them with a warning and the pure-Python paths run
 (same equations, slower). Two digests are compiled in, so that ``sim.kernels`` can tell a stale build
-from a current one: the SHA-256 of the C source with the shared headers, and the SHA-256 of each Python
-reference module the kernel ports (``sim/_kernel_manifest.py`` lists them). ``-ffp-contract=off`` keeps
+from a current one: the SHA-256 of the C source with the shared headers, and the code digest of each
+Python reference module the kernel ports (its syntax tree without docstrings; ``sim/_kernel_manifest.py``
+lists the modules and defines the digest). ``-ffp-contract=off`` keeps
 every a·b + c a separate multiply and add (no fused multiply-add), so the float arithmetic matches the
 Python reference operation for operation.
 """
@@ -28,9 +29,16 @@ def _sha256(*paths: str) -> str:
     return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
 
 
+def _code_digest(path: str) -> str:
+    """The digest of a Python reference module's code (docstrings and comments excluded; the manifest's
+    code_digest, which sim.kernels compares with)."""
+    file = ROOT / path
+    return MANIFEST["code_digest"](file.read_bytes()) if file.exists() else "missing"
+
+
 def _extension(name: str, source: str, reference: tuple[str, ...]) -> Extension:
     headers = list(MANIFEST["SHARED_HEADERS"])
-    references = ",".join(f"{p}={_sha256(p)}" for p in reference)
+    references = ",".join(f"{p}={_code_digest(p)}" for p in reference)
     return Extension(
         f"dockbench.{name}",  # installed as dockbench.sim._…, dockbench.controllers._… (package-dir: _packages)
         [source],

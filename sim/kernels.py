@@ -35,8 +35,9 @@ Controllers report the path they ran in ``summary()["kernel"]`` (recorded in met
 
 Building: ``pip install -e .`` compiles the kernels (a C compiler and the Python headers are needed;
 without them the install still succeeds and the Python paths run). Each build carries two digests
-(``sim/_kernel_manifest.py`` lists the files): one of its C source and the shared headers, one of every
-Python reference module it ports. A build whose digests differ from the files on disk is *stale* and is
+(``sim/_kernel_manifest.py`` lists the files): one of its C source and the shared headers, one of the code
+of every Python reference module it ports (the syntax tree without docstrings: comments and docstrings do
+not count). A build whose digests differ from the files on disk is *stale* and is
 not used (``auto`` warns and runs Python, ``compiled`` raises): after editing a ``.c`` file, or the Python
 law a kernel ports (e.g. ``controllers/khatib.py``), run ``pip install -e .`` again.
 
@@ -184,16 +185,18 @@ def reference_paths(name: str) -> tuple[str, ...]:
     return manifest.KERNELS[name][1] if name in manifest.KERNELS else ()
 
 
-#: (path, mtime_ns, size) → SHA-256 of the file: a file is hashed again only when it changed
+#: (path, mtime_ns, size) → code digest of the module: a file is parsed again only when it changed
 _digests: dict[tuple[str, int, int], str] = {}
 
 
-def _file_digest(path: Path) -> str:
+def _code_digest(path: Path) -> str:
+    """The code digest of a Python reference module (``_kernel_manifest.code_digest``: its syntax tree
+    without docstrings, so comments and docstrings do not stale a kernel), cached per file version."""
     st = path.stat()
     key = (str(path), st.st_mtime_ns, st.st_size)
     digest = _digests.get(key)
     if digest is None:
-        digest = _digests[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest = _digests[key] = manifest.code_digest(path.read_bytes())
     return digest
 
 
@@ -210,7 +213,7 @@ def _stale_reference(name: str, built: str) -> str | None:
         path = ROOT / rel
         if not path.exists():
             continue  # an installation without the reference source: nothing to compare against
-        if compiled.get(rel) != _file_digest(path):
+        if compiled.get(rel) != _code_digest(path):
             return rel
     return None
 

@@ -271,7 +271,7 @@ def _copy_sources(dst: Path) -> None:
 
 @built
 def test_a_kernel_built_against_another_python_reference_is_stale(monkeypatch, tmp_path: Path) -> None:
-    """The researcher's edit of the issue: one line added to controllers/khatib.py. The Khatib kernel is
+    """The researcher's edit of the issue: one line of code added to controllers/khatib.py. The Khatib kernel is
     then stale (auto: a warning and the Python path; compiled: an error naming the file); kernels that
     do not port that module stay current."""
     _copy_sources(tmp_path)
@@ -279,7 +279,7 @@ def test_a_kernel_built_against_another_python_reference_is_stale(monkeypatch, t
     monkeypatch.setattr(kernels, "SHARED_HEADERS", tuple(tmp_path / h for h in manifest.SHARED_HEADERS))
     assert all(kernels.status(n)[1] == "compiled" for n in manifest.KERNELS)  # the copies are current
     law = tmp_path / "controllers/khatib.py"
-    law.write_text(law.read_text() + "\n# tau *= 0.0  (an edit)\n")
+    law.write_text(law.read_text() + "\nGAIN_SCALE = 0.0  # (an edit)\n")
     module, why = kernels.status("controllers._khatib_kernel")
     assert module is None
     assert why == (
@@ -292,9 +292,16 @@ def test_a_kernel_built_against_another_python_reference_is_stale(monkeypatch, t
         assert kernels.load("controllers._khatib_kernel") is None
     with kernels.forced("compiled"), pytest.raises(kernels.KernelError, match="khatib.py changed.*pip install -e"):
         kernels.load("controllers._khatib_kernel")
-    # a shared helper module stales every kernel that ports it
+    # a comment, a docstring or blank lines in a reference leave every kernel current (the code digest)
     lie = tmp_path / "sim/lie.py"
-    lie.write_text(lie.read_text() + "\n")
+    text = lie.read_text()
+    lie.write_text(text + "\n\n# a researcher's note\n")
+    assert all(kernels.status(n)[1] == "compiled" for n in manifest.KERNELS if n != "controllers._khatib_kernel")
+    head, sep, rest = text.partition('"""')  # the module docstring's opening quotes
+    lie.write_text(head + sep + "An edited docstring. " + rest)
+    assert all(kernels.status(n)[1] == "compiled" for n in manifest.KERNELS if n != "controllers._khatib_kernel")
+    # a shared helper module whose code changes stales every kernel that ports it
+    lie.write_text(text + "\n_EDITED = 1\n")
     stale = {n for n in manifest.KERNELS if kernels.status(n)[0] is None}
     assert stale == {n for n, (_, refs) in manifest.KERNELS.items() if "sim/lie.py" in refs}
     # and an edited C source is reported as such
