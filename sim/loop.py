@@ -19,6 +19,8 @@ sim.interrupts), on an exception in the loop or the metrics (``error``) and on a
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import math
 import platform
@@ -185,7 +187,8 @@ def _check_joint_values(q: tuple[float, ...], lo: np.ndarray, hi: np.ndarray, na
 
 
 def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
-    """Assemble the plant, solve the initial configuration and build planner and controller.
+    """Assemble the plant, solve the initial configuration and build planner and controller. The scenario and
+    a given ``assembly`` are not changed (the drawn target-pose estimate goes into a copy of the target).
 
     Args:
         scenario: the scenario.
@@ -206,7 +209,11 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
     if unc is not None and asm.target is not None and "belief_offset_drawn" in unc.record:
         drawn = unc.record["belief_offset_drawn"]  # the estimate error, after the configured belief offset
         T_delta = belief_transform(drawn["position"], drawn["rpy_deg"])
-        asm.target.T_world_believed = asm.target.T_world_believed @ T_delta
+        # a copy of the target carries this run's estimate: the assembly given (e.g. a cached one) is not
+        # changed, so building twice from it draws the same belief instead of composing two
+        target = copy.copy(asm.target)
+        target.T_world_believed = asm.target.T_world_believed @ T_delta
+        asm = dataclasses.replace(asm, target=target)
     m = asm.model
     robot = asm.robot
     nv = len(robot.joint_names)

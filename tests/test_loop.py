@@ -242,3 +242,22 @@ def test_world_drift_skipped_only_for_the_body_frame_se3_law() -> None:
         assert bool(np.any(snap.dJdq_ee_lwa != 0.0)) is filled
         if ctrl == "se3_lie":
             assert np.any(snap.dJdq_ee_body != 0.0)
+
+
+def test_build_changes_neither_the_scenario_nor_the_assembly_it_is_given() -> None:
+    """issue 31: ``build(sc, asm)`` composed the drawn target-pose estimate into ``asm.target`` itself, so a
+    second build from the same assembly (a cached one, as campaigns reuse) believed the target twice as far
+    off. The estimate now goes into a copy: two builds believe the same pose, and the assembly's target keeps
+    its configured belief. Exact equality: the same operations on the same inputs."""
+    from dockbench.sim.assembly import assemble
+    from dockbench.sim.scenario import load_scenario
+
+    sc = load_scenario(SCENARIOS / "iiwa14_docking.yaml",
+                       {"uncertainty": {"belief_position_std": [0.002, 0.002, 0.0], "belief_rpy_std_deg": [0, 0, 1.0]}})
+    asm = assemble(sc)
+    configured = asm.target.T_world_believed.copy()
+    first = build(sc, asm).asm.target.T_world_believed.copy()
+    second = build(sc, asm).asm.target.T_world_believed
+    np.testing.assert_array_equal(asm.target.T_world_believed, configured)
+    np.testing.assert_array_equal(first, second)
+    assert np.linalg.norm(first[:3, 3] - configured[:3, 3]) > 1e-5  # the draw did move the belief
