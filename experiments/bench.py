@@ -48,10 +48,9 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.telemetry.progress import Progress
 
-from dockbench.telemetry.progress import Progress  # noqa: E402
+from dockbench.cli import ArgumentParser
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SCENARIOS = [
@@ -382,7 +381,7 @@ def format_table(results: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="benchmark the dockbench control loop")
+    ap = ArgumentParser(description="benchmark the dockbench control loop")
     ap.add_argument("scenarios", nargs="*", help="scenario files (default: the standard list)")
     ap.add_argument("--runs", type=int, default=5, help="runs per scenario, each in a fresh process")
     ap.add_argument("--json", default=None, help="write the results as JSON to this file")

@@ -21,7 +21,6 @@ Shared machines are noisy: the numbers are ratios measured in one session, with 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -31,8 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.cli import ArgumentParser
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "scenarios" / "iiwa14_docking.yaml"
@@ -110,7 +108,7 @@ def cli_runs(k: int, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=0, help="trials of the efficiency campaign (0 = skip)")
     ap.add_argument("--jobs", type=int, default=None, help="workers (default: every core)")
     ap.add_argument("--telemetry", default="failures", choices=("all", "failures", "none"))
