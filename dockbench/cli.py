@@ -50,6 +50,8 @@ EXIT_CODES = (
 
 #: the ``prog`` of the parsers a subcommand builds (``dockbench run``), set while :func:`main` delegates
 _prog: str | None = None
+#: :func:`main` runs as the program (on ``sys.argv``), not called from Python with an argv
+_program = False
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -105,9 +107,11 @@ COMMANDS: dict[str, Command] = {
 
 
 def _run(argv: list[str]) -> int:
-    from dockbench.experiments.run_docking import cli
+    """``dockbench run``: as the program, signals are handled until the process exits (run_docking.cli);
+    called from Python, the caller's signal handlers are restored afterwards (run_docking.main)."""
+    from dockbench.experiments.run_docking import cli, main
 
-    return cli(argv)
+    return cli(argv) if _program else main(argv)
 
 
 def _lines(commands: dict[str, Command], prefix: str = "") -> list[tuple[str, str]]:
@@ -176,7 +180,10 @@ def _call(target: str, argv: list[str], prog: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The ``dockbench`` program (console script): dispatch to the subcommand; returns the exit code."""
+    """The ``dockbench`` program (console script): dispatch to the subcommand; returns the exit code.
+    ``argv`` None = the program's command line (``sys.argv``)."""
+    global _program
+    _program = argv is None
     args = list(sys.argv[1:] if argv is None else argv)
     commands, path = COMMANDS, []
     group: Command | None = None
