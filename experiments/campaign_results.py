@@ -66,8 +66,8 @@ def section(folder: Path, compare_axes: tuple[str, ...] = ()) -> str:
         f"## Campaign: {name}",
         "",
         f"Generated — do not edit by hand. {summary.get('description') or ''}".rstrip(),
-        f"Run with `python experiments/campaign.py {summary['file']}`; regenerate this section with "
-        f"`python experiments/campaign_results.py {folder}{''.join(f' --compare-axis {a}' for a in compare_axes)} "
+        f"Run with `dockbench campaign run {summary['file']}`; regenerate this section with "
+        f"`dockbench campaign report {folder}{''.join(f' --compare-axis {a}' for a in compare_axes)} "
         "--md docs/results.md`. "
         f"{summary['finished']} trials; success = every gate of the trial's scenario passes; intervals are "
         "Wilson 95% (docs/theory/uncertainty.md); lengths in mm, angles in degrees, forces in N.",

@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.run_dirs and not args.scenarios:
         ap.error("give RUN_DIR... and/or --scenarios FILE...")
-    command = "python experiments/compare.py " + " ".join(
+    command = "dockbench compare " + " ".join(
         (["--scenarios", *_compress_glob(args.scenarios)] if args.scenarios else []) + list(args.run_dirs)
         + (["--latest"] if args.latest else []) + (["--metrics", args.metrics] if args.metrics else [])
         + (["--md", args.md] if args.md else []) + (["--csv", args.csv] if args.csv else [])
