@@ -210,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 break  # the group's own tool takes these arguments (`dockbench mirror --offscreen`)
             close = difflib.get_close_matches(word, list(commands), n=3, cutoff=0.5)
             hint = f"; did you mean {' or '.join(close)}?" if close else f"; commands: {', '.join(commands)}"
+            if word.endswith((".yaml", ".yml")) and "run" in commands:  # `dockbench campaign FILE.yaml`
+                hint = f"; did you mean {' '.join(('dockbench', *path))} run {word}?"
             return _usage_error(f"unknown command {word!r}{hint}", path)
         path.append(word)
         args = args[1:]

@@ -95,7 +95,9 @@ def test_groups_and_the_program_without_a_command_are_usage_errors(capsys: pytes
     assert cli.main(["campaign"]) == cli.EXIT_USAGE
     assert cli.main(["campaign", "sweep"]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
-    assert "error: unknown command 'sweep'" in err and "commands:" in err
+    assert "error: unknown command 'sweep'" in err and "commands: run, report" in err
+    assert cli.main(["campaign", "c.yaml", "--jobs", "2"]) == cli.EXIT_USAGE  # the old dockbench-campaign habit
+    assert "did you mean dockbench campaign run c.yaml?" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------------------------- exit codes
