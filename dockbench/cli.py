@@ -31,8 +31,9 @@ import argparse
 import difflib
 import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -68,6 +69,22 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):  # noqa: D401 - argparse's signature
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default ``os.environ``) for a child Python process that must run this same dockbench, e.g. a
+    tool that starts ``experiments/run_docking.py`` by its path: imported from a checkout (the package beside
+    a pyproject.toml), the checkout goes first on ``PYTHONPATH``, which is what an editable install of it does
+    and keeps the child on this code when another copy is installed; an installed wheel needs nothing."""
+    import os
+
+    import dockbench
+
+    out = dict(os.environ if env is None else env)
+    root = Path(dockbench.__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file():
+        out["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), out.get("PYTHONPATH", "")) if p)
+    return out
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dockbench.cli import ArgumentParser
+from dockbench.cli import ArgumentParser, child_env
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "scenarios" / "iiwa14_docking.yaml"
@@ -102,7 +102,7 @@ def cli_runs(k: int, out: Path) -> dict:
         t0 = time.perf_counter()
         subprocess.run([sys.executable, str(REPO / "experiments" / "run_docking.py"), "--scenario", str(SCENARIO),
                         "--no-progress", "--out", str(out / "cli")], check=False, capture_output=True,
-                       env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+                       env=child_env({**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}))
         times.append(time.perf_counter() - t0)
     return {"runs": k, "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}
 

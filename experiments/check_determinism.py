@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dockbench.cli import ArgumentParser
+from dockbench.cli import ArgumentParser, child_env
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     files = [Path(p) for p in args.scenarios] or sorted(
         p for p in (REPO / "scenarios").rglob("*.yaml") if campaigns not in p.parents
     )
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = child_env({**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     bad = 0
     with tempfile.TemporaryDirectory(prefix="dockbench_determinism_") as tmp:
         for f in files:

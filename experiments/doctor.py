@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dockbench.cli import ArgumentParser
+from dockbench.cli import ArgumentParser, child_env
 
 #: distribution name → import name, where they differ
 IMPORT_NAMES = {
@@ -146,12 +146,9 @@ ctx.free()
 
 def rendering(timeout: float = 60.0) -> dict[str, Any]:
     """MUJOCO_GL and whether an offscreen OpenGL context can be made (in a child process)."""
-    import dockbench
 
     requested = os.environ.get("MUJOCO_GL", "")
-    env = dict(os.environ)
-    package_parent = str(Path(dockbench.__file__).resolve().parent.parent)  # the child imports this dockbench
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
+    env = child_env()  # the child imports this dockbench
     try:
         r = subprocess.run([sys.executable, "-c", _GL_PROBE], capture_output=True, text=True, timeout=timeout, env=env)
         if r.returncode == 0:

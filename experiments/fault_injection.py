@@ -35,11 +35,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from dockbench.cli import ArgumentParser
+from dockbench.cli import ArgumentParser, child_env
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = REPO / "experiments" / "run_docking.py"
-ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+ENV = child_env({**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
 
 
 def _cli(scenario: str, out: Path, duration: float) -> list[str]:

@@ -220,3 +220,13 @@ def _targets(commands: dict[str, cli.Command]) -> list[str]:
             out.append(cmd.target)
         out.extend(_targets(cmd.commands))
     return out
+
+
+def test_a_child_process_runs_this_checkout() -> None:
+    """cli.child_env: a tool's child Python (bench workers, check_determinism, fault_injection) imports the
+    dockbench its parent imported, here this checkout, whatever else is installed."""
+    env = cli.child_env({"PYTHONPATH": "/elsewhere"})
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO), "/elsewhere"]
+    r = subprocess.run([sys.executable, "-c", "import dockbench; print(dockbench.__file__)"], cwd="/",
+                       env=cli.child_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and Path(r.stdout.strip()) == REPO / "dockbench" / "__init__.py", r.stdout + r.stderr
