@@ -66,8 +66,16 @@ class ArgumentParser(argparse.ArgumentParser):
             kwargs["prog"] = _prog
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - argparse's
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str):  # noqa: D401 - argparse's signature
         self.print_usage(sys.stderr)
+        argv = getattr(self, "_argv", [])
+        unpaired = [v for k, v in zip(argv, argv[1:], strict=False) if k == "--set" and "=" not in v]
+        if message.startswith("unrecognized arguments") and unpaired:  # `--set controller.k 800`
+            message += f" (--set takes KEY=VALUE in one word: --set {unpaired[0]}=VALUE)"
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 

@@ -104,7 +104,9 @@ def test_groups_and_the_program_without_a_command_are_usage_errors(capsys: pytes
 @pytest.mark.parametrize(("args", "code", "says"), [
     pytest.param(("--set", "gates[0].max=-1"), 2, "verdict    FAIL", id="gate-fails-2"),
     pytest.param((), 0, "verdict    PASS", id="pass-0"),
-    pytest.param(("--set", "controller.k", "800"), 64, "error: unrecognized arguments: 800", id="usage-64"),
+    pytest.param(("--set", "controller.k", "800"), 64,
+                 "error: unrecognized arguments: 800 (--set takes KEY=VALUE in one word: --set controller.k=VALUE)",
+                 id="usage-64"),
 ])
 def test_the_exit_codes_of_dockbench_run_and_the_script(tiny: Path, tmp_path: Path, args, code: int,
                                                         says: str) -> None:
