@@ -48,10 +48,9 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.telemetry.progress import Progress
 
-from dockbench.telemetry.progress import Progress  # noqa: E402
+from dockbench.cli import ArgumentParser, child_env
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SCENARIOS = [
@@ -207,7 +206,7 @@ def _stats(values: list[float]) -> tuple[float, float, float]:
 
 def run_live_bench(scenarios: list[str], runs: int, modes: list[str]) -> list[dict]:
     """Each scenario ``runs`` times per mode, the modes interleaved run by run (fresh processes)."""
-    env = {**os.environ, **SINGLE_THREAD_ENV}
+    env = child_env({**os.environ, **SINGLE_THREAD_ENV})
     results = []
     for path in scenarios:
         samples: dict[str, list[dict]] = {m: [] for m in modes}
@@ -244,7 +243,7 @@ def run_bench(
     """Measure each scenario ``runs`` times per kernel-guard period in ``checks`` (None: as set in the
     environment), the periods' runs interleaved; one result row per (scenario, period). ``progress``: a
     line counting the worker runs on a terminal (telemetry/progress.py)."""
-    env = {**os.environ, **SINGLE_THREAD_ENV}
+    env = child_env({**os.environ, **SINGLE_THREAD_ENV})
     if kernels is not None:  # the compiled kernels or the Python reference paths (sim/kernels.py)
         env["DOCKBENCH_KERNELS"] = kernels
     checks = checks or [None]
@@ -382,7 +381,7 @@ def format_table(results: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="benchmark the dockbench control loop")
+    ap = ArgumentParser(description="benchmark the dockbench control loop")
     ap.add_argument("scenarios", nargs="*", help="scenario files (default: the standard list)")
     ap.add_argument("--runs", type=int, default=5, help="runs per scenario, each in a fresh process")
     ap.add_argument("--json", default=None, help="write the results as JSON to this file")

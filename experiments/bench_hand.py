@@ -15,12 +15,13 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import gc
 import time
 
 import numpy as np
 from dockbench.hand.bridge import BridgeConfig, HandBridge
+
+from dockbench.cli import ArgumentParser
 
 CLOSURES = {"full": [0] * 20, "fist": "fist"}
 
@@ -43,7 +44,7 @@ def bench(bridge: HandBridge, target, steps: int) -> dict[str, np.ndarray]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=1000, help="steps per closure run (1 ms each)")
     p.add_argument("--repeat", type=int, default=5, help="runs per closure (identical, deterministic work)")
     args = p.parse_args(argv)

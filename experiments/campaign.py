@@ -16,15 +16,12 @@ scenario: the message names the file and key) or interrupted (rerun to resume).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
-if __package__ in (None, ""):  # allow `python experiments/campaign.py` from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.sim.errors import DockbenchError
 
-from dockbench.sim.errors import DockbenchError  # noqa: E402
+from dockbench.cli import ArgumentParser
 
 
 def _fmt(x, spec=".3g") -> str:
@@ -76,7 +73,7 @@ def format_report(report) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("campaign", help="campaign YAML file (docs/campaigns.md)")
     ap.add_argument("--out", default="campaigns", help="parent folder of campaign folders (default: campaigns)")
     ap.add_argument("--jobs", "-j", type=int, default=None,

@@ -21,7 +21,6 @@ Shared machines are noisy: the numbers are ratios measured in one session, with 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -31,8 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.cli import ArgumentParser, child_env
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "scenarios" / "iiwa14_docking.yaml"
@@ -104,13 +102,13 @@ def cli_runs(k: int, out: Path) -> dict:
         t0 = time.perf_counter()
         subprocess.run([sys.executable, str(REPO / "experiments" / "run_docking.py"), "--scenario", str(SCENARIO),
                         "--no-progress", "--out", str(out / "cli")], check=False, capture_output=True,
-                       env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+                       env=child_env({**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}))
         times.append(time.perf_counter() - t0)
     return {"runs": k, "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=0, help="trials of the efficiency campaign (0 = skip)")
     ap.add_argument("--jobs", type=int, default=None, help="workers (default: every core)")
     ap.add_argument("--telemetry", default="failures", choices=("all", "failures", "none"))

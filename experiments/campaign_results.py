@@ -17,18 +17,16 @@ same verdict at dt and dt/2).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
 from collections import Counter
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.experiments.compare import write_section
+from dockbench.sim.errors import DockbenchError
 
-from dockbench.experiments.compare import write_section  # noqa: E402
-from dockbench.sim.errors import DockbenchError  # noqa: E402
+from dockbench.cli import ArgumentParser
 
 
 def _rate(rows: list[dict[str, str]]) -> str:
@@ -68,8 +66,8 @@ def section(folder: Path, compare_axes: tuple[str, ...] = ()) -> str:
         f"## Campaign: {name}",
         "",
         f"Generated — do not edit by hand. {summary.get('description') or ''}".rstrip(),
-        f"Run with `python experiments/campaign.py {summary['file']}`; regenerate this section with "
-        f"`python experiments/campaign_results.py {folder}{''.join(f' --compare-axis {a}' for a in compare_axes)} "
+        f"Run with `dockbench campaign run {summary['file']}`; regenerate this section with "
+        f"`dockbench campaign report {folder}{''.join(f' --compare-axis {a}' for a in compare_axes)} "
         "--md docs/results.md`. "
         f"{summary['finished']} trials; success = every gate of the trial's scenario passes; intervals are "
         "Wilson 95% (docs/theory/uncertainty.md); lengths in mm, angles in degrees, forces in N.",
@@ -176,7 +174,7 @@ def _same(text: str | None, value) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", help="a campaign folder (campaigns/<name>)")
     ap.add_argument("--md", default=None, help="write the section into this markdown page")
     ap.add_argument("--compare-axis", action="append", default=[], metavar="NAME",

@@ -22,22 +22,20 @@ law's terms is the controller's.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from dockbench.experiments.step_convergence import (  # noqa: E402
+from dockbench.experiments.step_convergence import (
     CHATTER,
     SHARE,
     STEADY,
     chatter_table,
     parse_divisors,
 )
+
+from dockbench.cli import ArgumentParser
 
 #: variant name → scenario overrides (key path → value); ``None`` marks the model-level change
 VARIANTS: dict[str, dict[str, Any] | None] = {
@@ -83,7 +81,7 @@ def table(results: dict[str, dict[int, dict[str, Any]]], divisors: tuple[int, ..
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenario", help="a scenario file with a contact (a docking)")
     ap.add_argument("--divisors", type=parse_divisors, default=(1,), help="timestep divisors, e.g. 1,4,8")
     ap.add_argument("--variants", default=None,

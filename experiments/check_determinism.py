@@ -11,15 +11,13 @@ are not telemetry (they are in timing.npz) and are not compared. Exits 1 if any 
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.cli import ArgumentParser, child_env
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 def main(argv: list[str] | None = None) -> int:
     from dockbench.telemetry.run import Run, first_difference
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenarios", nargs="*",
                     help="scenario files (default: scenarios/**/*.yaml but scenarios/campaigns/)")
     args = ap.parse_args(argv)
@@ -35,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     files = [Path(p) for p in args.scenarios] or sorted(
         p for p in (REPO / "scenarios").rglob("*.yaml") if campaigns not in p.parents
     )
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = child_env({**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     bad = 0
     with tempfile.TemporaryDirectory(prefix="dockbench_determinism_") as tmp:
         for f in files:

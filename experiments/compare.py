@@ -21,7 +21,6 @@ A page written again keeps the sections other tools generated into it (between `
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import math
@@ -32,12 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # allow `python experiments/compare.py` from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.sim.errors import DockbenchError, reports_errors
+from dockbench.telemetry.log import atomic_write_text
+from dockbench.telemetry.metrics import HEADLINE_METRICS
 
-from dockbench.sim.errors import DockbenchError, reports_errors  # noqa: E402
-from dockbench.telemetry.log import atomic_write_text  # noqa: E402
-from dockbench.telemetry.metrics import HEADLINE_METRICS  # noqa: E402
+from dockbench.cli import ArgumentParser
 
 #: The default columns (metric names of telemetry.metrics.METRICS), in table order.
 DEFAULT_METRICS: tuple[str, ...] = (
@@ -310,7 +308,7 @@ def _compress_glob(files: Sequence[str]) -> list[str]:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dirs", nargs="*", help="run folders or folders above them")
     ap.add_argument("--scenarios", nargs="+", default=[], help="scenario files to run first")
     ap.add_argument("--out", default=None,
@@ -322,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.run_dirs and not args.scenarios:
         ap.error("give RUN_DIR... and/or --scenarios FILE...")
-    command = "python experiments/compare.py " + " ".join(
+    command = "dockbench compare " + " ".join(
         (["--scenarios", *_compress_glob(args.scenarios)] if args.scenarios else []) + list(args.run_dirs)
         + (["--latest"] if args.latest else []) + (["--metrics", args.metrics] if args.metrics else [])
         + (["--md", args.md] if args.md else []) + (["--csv", args.csv] if args.csv else [])

@@ -14,7 +14,6 @@ The reference figures (Ren & Shan) are 6.7 s (SE(3)-TOPP) vs 10.9 s (two-phase);
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 
@@ -22,6 +21,8 @@ import numpy as np
 from dockbench.planners import PLANNERS, PlannerContext
 from dockbench.sim.config import parse_config
 from dockbench.sim.lie import so3_exp
+
+from dockbench.cli import ArgumentParser
 
 
 def reference_scene(lateral: float = 0.08, angle_deg: float = 0.0, standoff: float = 0.10) -> PlannerContext:
@@ -48,7 +49,7 @@ def compare(ctx: PlannerContext, standoff: float = 0.10) -> dict[str, tuple[floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lateral", type=float, default=0.08, help="start offset from pre-dock [m]")
     ap.add_argument("--angle-deg", type=float, default=0.0, help="start rotation about body z [deg]")
     ap.add_argument("--standoff", type=float, default=0.10, help="pre-dock standoff [m]")

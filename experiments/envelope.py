@@ -31,7 +31,6 @@ import argparse
 import itertools
 import json
 import math
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable
@@ -39,8 +38,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # allow `python experiments/envelope.py` from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.cli import ArgumentParser
 
 BEGIN = "<!-- BEGIN envelope (experiments/envelope.py report --md docs/results.md) -->"
 END = "<!-- END envelope -->"
@@ -385,7 +383,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the cases (resumes)")
     keyed = [f"scenarios/keyed/{r}_keyed_{c}.yaml" for r in ("iiwa14", "fr3") for c in ("khatib", "hqp", "se3")]

@@ -10,20 +10,18 @@ codes: 0 = written, 1 = error (message printed, no traceback).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):  # allow `python experiments/export.py` from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.sim.errors import reports_errors
 
-from dockbench.sim.errors import reports_errors  # noqa: E402
+from dockbench.cli import ArgumentParser
 
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir", help="a run folder (runs/<scenario>/<timestamp>)")
     ap.add_argument("--mcap", type=Path, default=None, help="write an MCAP file (ROS 2 messages, CDR)")
     ap.add_argument("--rerun", type=Path, default=None, help="write a Rerun recording (.rrd)")

@@ -25,7 +25,6 @@ Prints one line per trial and a summary; exits 1 if any trial failed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -36,12 +35,11 @@ import tempfile
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.cli import ArgumentParser, child_env
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = REPO / "experiments" / "run_docking.py"
-ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+ENV = child_env({**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
 
 
 def _cli(scenario: str, out: Path, duration: float) -> list[str]:
@@ -258,7 +256,7 @@ def diskfull(trials: int, seed: int, scenario: str, duration: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("signals", "diskfull"))
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)

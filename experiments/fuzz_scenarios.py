@@ -27,14 +27,12 @@ every block of every shipped scenario, a set of extreme values. The same code ru
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import math
 import multiprocessing as mp
 import os
 import random
-import sys
 import tempfile
 import time
 import traceback
@@ -42,10 +40,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import yaml
 
-import yaml  # noqa: E402
+from dockbench.cli import ArgumentParser
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO_DIR = REPO / "scenarios"
@@ -427,7 +424,7 @@ def mutation_cases(n: int, seed: int, duration: float) -> list[tuple[str, dict, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mutations", type=int, default=1500)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--adversarial-only", action="store_true")

@@ -62,6 +62,8 @@ from dockbench.hand.bridge import (  # noqa: E402
 from dockbench.hand.spec import load_spec  # noqa: E402
 from dockbench.sim.errors import DockbenchError  # noqa: E402
 
+from dockbench.cli import ArgumentParser  # noqa: E402
+
 CAMERA_LOOKAT_IN_HAND = (0.04, -0.04, 0.12)
 """Comparison camera look-at point in the hand frame (g20_root) [m]."""
 CAMERA_DISTANCE = 0.50
@@ -87,7 +89,7 @@ log = logging.getLogger("dockbench.experiments.g20_bridge")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="g20_bridge", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--track-test", action="store_true", help="track test (docs/theory/g20_hand.md §5): PASS/FAIL")
     p.add_argument("--pd-drive", action="store_true", help="PD-drive mode (position actuators + mj_step)")
     p.add_argument("--no-collision-project", action="store_true", help="kinematic mode without projection")

@@ -14,10 +14,11 @@ that it is current (edit the original, then run this script).
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
+
+from dockbench.cli import ArgumentParser
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIOS = REPO / "scenarios"
@@ -65,7 +66,7 @@ def twins() -> dict[Path, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="only check that the twins are current")
     args = ap.parse_args(argv)
     want = twins()

@@ -29,11 +29,13 @@ from dockbench.bridges.mirror import MirrorApp, load_mirror_config  # noqa: E402
 from dockbench.bridges.ros2 import open_transport  # noqa: E402
 from dockbench.sim.errors import DockbenchError, reports_errors  # noqa: E402
 
+from dockbench.cli import ArgumentParser  # noqa: E402
+
 log = logging.getLogger("dockbench.experiments.mirror")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mirror", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", type=Path, default=None,
                    help="mirror YAML (default: assets/robots/dual_rm75/mirror.yaml)")
     p.add_argument("--backend", default="auto", help="transport: auto (rclpy, else cyclonedds), rclpy, "

@@ -48,6 +48,8 @@ from dockbench.bridges.mirror import MirrorConfig, load_mirror_config
 from dockbench.bridges.ros2 import JointState, Publisher, Transport, open_transport
 from dockbench.sim.errors import DockbenchError, ScenarioError, reports_errors
 
+from dockbench.cli import ArgumentParser
+
 log = logging.getLogger("dockbench.experiments.mock_joint_states")
 
 DEFAULT_POSE_RESOURCE = ("robots", "dual_rm75", "mock_initial_pose.yaml")
@@ -311,7 +313,7 @@ def _stdin_usable() -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mock_joint_states", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", type=Path, default=None, help="mirror config YAML (topics, names)")
     p.add_argument("--pose-file", type=Path, default=None, help="initial pose + trajectory YAML (degrees)")
     p.add_argument("--play", action="store_true", help="start playing the trajectory at once")

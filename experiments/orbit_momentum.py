@@ -9,23 +9,20 @@ real-time factor (docs/theory/floating_base.md, "Momentum and the integrator"). 
 
 from __future__ import annotations
 
-import argparse
 import copy
-import sys
 from pathlib import Path
 
 import yaml
+from dockbench.sim.errors import reports_errors
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from dockbench.sim.errors import reports_errors  # noqa: E402
+from dockbench.cli import ArgumentParser
 
 COMBOS = (("implicitfast", "newton"), ("rk4", "newton"), ("rk4", "pgs"))
 
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("scenario", nargs="?", default="scenarios/orbit/iiwa14_orbit_floating_target.yaml")
     p.add_argument("--dt", default="0.001,0.0005", help="comma-separated MuJoCo time steps [s]")
     p.add_argument("--md", help="also write the table as Markdown to this file")

@@ -14,18 +14,15 @@ Table-10 entry is shown for dockbench only.
 
 from __future__ import annotations
 
-import argparse
 import copy
-import sys
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # allow `python experiments/paper_vs_dockbench.py` from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import numpy as np
+import yaml
+from dockbench.experiments.compare import write_section
 
-import numpy as np  # noqa: E402
-import yaml  # noqa: E402
-from dockbench.experiments.compare import write_section  # noqa: E402
+from dockbench.cli import ArgumentParser
 
 REPO = Path(__file__).resolve().parent.parent
 PAPER = REPO / "scenarios" / "paper"
@@ -237,7 +234,7 @@ def section() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--md", default=None, help="write the section into this page (docs/results.md)")
     args = ap.parse_args(argv)
     text = section()

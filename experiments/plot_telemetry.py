@@ -12,16 +12,13 @@ figures and their content are listed in :mod:`telemetry.plots`. Exit codes: 0 = 
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
-if __package__ in (None, ""):  # allow `python experiments/plot_telemetry.py` from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.sim.errors import reports_errors
 
-from dockbench.sim.errors import reports_errors  # noqa: E402
+from dockbench.cli import ArgumentParser
 
 
 def plot_run(run_dir: str | Path, formats: str | Iterable[str] = ("png",)) -> list[Path]:
@@ -33,7 +30,7 @@ def plot_run(run_dir: str | Path, formats: str | Iterable[str] = ("png",)) -> li
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir", nargs="+", help="one or more run folders (runs/<scenario>/<timestamp>)")
     ap.add_argument("--format", default="png", help="comma-separated formats: png, pdf, svg (default png)")
     ap.add_argument("--out", default=None, help="several runs: folder for the overlay figures (default ./compare)")

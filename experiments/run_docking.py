@@ -21,7 +21,8 @@ velocity runaway, telemetry/gates.py) or incomplete, 1 = error (the message is p
 traceback; a diverged run, a run whose metrics fail and a run that fills the disk still write what
 they recorded), 130 / 143 = interrupted by Ctrl-C (SIGINT) / SIGTERM (both take the same path: the
 telemetry recorded so far is written to a complete run folder with status ``interrupted``; a signal
-before the first step leaves nothing).
+before the first step leaves nothing), 64 = command-line usage error (an unknown option, a missing
+``--scenario``, ``--set controller.k 800``). ``dockbench run`` is this same program (dockbench/cli.py).
 """
 
 from __future__ import annotations
@@ -39,11 +40,10 @@ import argparse
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # allow `python experiments/run_docking.py` from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from dockbench.sim import interrupts  # noqa: E402
 from dockbench.sim.errors import DockbenchError, ScenarioError  # noqa: E402
+
+from dockbench.cli import ArgumentParser  # noqa: E402
 
 
 def _progress_bar(stream):
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", required=True,
                     help="scenario YAML file, or the name of a shipped one (iiwa14_docking, orbit/iiwa14_orbit_…)")
     ap.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
@@ -308,10 +308,11 @@ def _end_progress(progress) -> None:
         sys.stderr.write("\n")
 
 
-def cli() -> int:
-    """The ``dockbench-run`` program: :func:`main` on ``sys.argv``, signals handled until the process exits."""
+def cli(argv: list[str] | None = None) -> int:
+    """The ``dockbench-run`` program and ``dockbench run``: :func:`main` on ``argv`` (default ``sys.argv``),
+    signals handled until the process exits."""
     try:
-        return main(exiting=True)
+        return main(argv, exiting=True)
     except KeyboardInterrupt:  # a Ctrl-C before main() installed its handler
         sys.stderr.write("interrupted before the first control step: nothing was recorded\n")
         return 130

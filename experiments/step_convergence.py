@@ -19,8 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.cli import ArgumentParser
 
 DIVISORS = (1, 2, 4)
 #: the chatter counts the ``--chatter`` table shows, in its order
@@ -97,7 +96,7 @@ def chatter_table(results: dict[str, dict], divisors: tuple[int, ...], label: st
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenarios", nargs="*", help="scenario files (default: scenarios/*docking*.yaml)")
     ap.add_argument("--json", default=None, help="write the measurements to this file")
     ap.add_argument("--divisors", type=parse_divisors, default=DIVISORS,

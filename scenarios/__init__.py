@@ -1,1 +1,1 @@
-"""The shipped scenarios (YAML files; ``dockbench-run --scenario NAME`` finds them by name)."""
+"""The shipped scenarios (YAML files; ``dockbench run --scenario NAME`` finds them by name)."""

@@ -160,3 +160,13 @@ def test_installed_in_a_fresh_venv_it_runs_a_shipped_scenario_by_name(wheel: Pat
     assert r.returncode == 0, r.stdout + r.stderr
     assert "verdict    PASS" in r.stdout and "(compiled kernels)" in r.stdout, r.stdout
     assert len(list((empty / "runs" / "iiwa14_docking").iterdir())) == 1
+    # the one command (dockbench/cli.py): its help, a shipped scenario listed by name, a usage error is 64
+    dockbench = str(venv / "bin" / "dockbench")
+    r = subprocess.run([dockbench, "--help"], cwd=empty, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "campaign run" in r.stdout and "doctor" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([dockbench, "scenarios", "list"], cwd=empty, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and "orbit/iiwa14_orbit_floating_target" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([dockbench, "run", "--scenario", "iiwa14_docking", "--set", "controller.k", "800"], cwd=empty,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 64 and "dockbench run: error: unrecognized arguments: 800" in r.stderr, r.stderr

@@ -171,7 +171,9 @@ def test_cli_signal_during_the_loop_exits_128_plus_signum_with_a_complete_folder
     one complete run folder of status interrupted holding every step it recorded."""
     cmd = [sys.executable, str(REPO / "experiments" / "run_docking.py"), "--scenario",
            str(SCENARIOS / "iiwa14_tracking.yaml"), "--out", str(tmp_path), "--duration", "600", "--no-progress"]
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    # PYTHONPATH: the script imports this checkout's dockbench, as an editable install of it does
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 120

@@ -264,7 +264,7 @@ def test_compare_tables(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     md_path, csv_path = tmp_path / "t.md", tmp_path / "t.csv"
     assert main([str(root), "--latest", "--md", str(md_path), "--csv", str(csv_path)]) == 0
     page = md_path.read_text()
-    assert "python experiments/compare.py runs" not in page  # the real invocation is recorded
+    assert "dockbench compare runs" not in page  # the real invocation is recorded
     assert f"--latest --md {md_path}" in page and "| synthetic | synthetic | p | c | PASS |" in page
     with csv_path.open() as fh:
         rows = list(csv.DictReader(fh))
