@@ -105,7 +105,8 @@ def parent_path_file(python: Path, parent: str | Path = sys.executable) -> Path:
     new environment's site-packages. Plain lines add directories without running their .pth files, so the
     checkout's editable-install finder stays out and the wheel's dockbench is imported."""
     own = _import_path(python)
-    site_dir = next(p for p in own if p.endswith("site-packages") and Path(p).is_relative_to(Path(python).parent.parent))
+    prefix = Path(python).parent.parent
+    site_dir = next(p for p in own if p.endswith("site-packages") and Path(p).is_relative_to(prefix))
     repo = REPO.resolve()
     extra = [p for p in _import_path(parent)
              if p and p not in own and Path(p).is_dir() and not Path(p).resolve().is_relative_to(repo)]
