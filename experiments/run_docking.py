@@ -191,6 +191,9 @@ def _main(argv: list[str] | None) -> int:
     ap.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
                     help="import a module (my_pkg.my_controller) or a .py file before reading the scenario, so "
                     "that the types it registers can be named (repeatable; docs/extending.md)")
+    ap.add_argument("--allow-plugins", action="store_true",
+                    help="import the plugins the scenario (or --set) names: a plugin is Python code, run with your "
+                    "rights; without this (or DOCKBENCH_ALLOW_PLUGINS=1) such a scenario is refused (docs/extending.md)")
     ap.add_argument("--out", default="runs", help="parent folder of run folders (default: runs)")
     ap.add_argument("--duration", default=None, help="override the run length [s] (same bounds as sim.duration)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
@@ -239,9 +242,10 @@ def _main(argv: list[str] | None) -> int:
             overrides.insert(0, f"controller.type={args.controller}")
         if args.planner:
             overrides.insert(0, f"planner.type={args.planner}")
-        cli_plugins = load_plugins(args.plugin, key="--plugin")
+        cli_plugins = load_plugins(args.plugin, key="--plugin", allow=True)  # named on the command line: asked
         try:
-            scenario, notes = load_scenario_notes(resolve_scenario(args.scenario), overrides or None)
+            scenario, notes = load_scenario_notes(resolve_scenario(args.scenario), overrides or None,
+                                                  allow_plugins=True if args.allow_plugins else None)
         except ScenarioError as exc:
             raise ScenarioError(exc.detail + _origin(exc.key, args.sets), file=exc.file, key=exc.key) from None
         for note in notes:
