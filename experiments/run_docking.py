@@ -19,7 +19,7 @@ joint states, EE and reference poses and the F/T and truth wrenches on ROS 2 top
 Exit codes: 0 = all gates pass, 2 = a gate fails, the run is unstable (sustained torque saturation or a
 velocity runaway, telemetry/gates.py) or incomplete, 1 = error (the message is printed without a
 traceback; a diverged run, a run whose metrics fail and a run that fills the disk still write what
-they recorded), 130 / 143 = interrupted by Ctrl-C (SIGINT) / SIGTERM (both take the same path: the
+they recorded), 130 / 143 / 129 = interrupted by Ctrl-C (SIGINT) / SIGTERM / SIGHUP (all take the same path: the
 telemetry recorded so far is written to a complete run folder with status ``interrupted``; a signal
 before the first step leaves nothing).
 """
@@ -30,7 +30,7 @@ if __name__ == "__main__":  # as a program: hold a Ctrl-C / SIGTERM from the fir
     import signal as _signal
 
     _EARLY_SIGNALS: list[int] = []
-    for _s in (_signal.SIGINT, _signal.SIGTERM):
+    for _s in (_signal.SIGINT, _signal.SIGTERM, *((_signal.SIGHUP,) if hasattr(_signal, "SIGHUP") else ())):
         _signal.signal(_s, lambda signum, frame: _EARLY_SIGNALS.append(signum))
 else:
     _EARLY_SIGNALS = []

@@ -1,7 +1,12 @@
-"""Ctrl-C (SIGINT) and SIGTERM: one path for both, and the sections a signal may not cut.
+"""Ctrl-C (SIGINT), SIGTERM and SIGHUP: one path for all three, and the sections a signal may not cut.
 
-:func:`guard` installs one handler for SIGINT and SIGTERM (main thread only; elsewhere, and when a
-guard is already installed, it does nothing). The handler has two modes:
+:func:`guard` installs one handler for SIGINT, SIGTERM and SIGHUP (the terminal was closed, or an SSH
+session dropped: the user did not ask to lose the run; where the platform has it) — main thread only;
+elsewhere, and when a guard is already installed, it does nothing. SIGQUIT (Ctrl-\\) is deliberately
+left to its default (quit at once, with a core dump where enabled): it is the way out when a handled
+signal is held by a section that may not be cut, and a ``.partial`` folder it leaves loads as partial.
+SIGKILL cannot be caught; what it leaves loads as partial too (telemetry/run.py). The handler has two
+modes:
 
 * **armed** (building, the control loop, the metrics): the signal raises :class:`Interrupted` — a
   :class:`KeyboardInterrupt`, so ``except KeyboardInterrupt`` handles both signals — at once, and
@@ -25,14 +30,15 @@ import signal
 import threading
 from collections.abc import Iterator
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: the signals handled (the process's exit code after one is 128 + its number: 130, 143, 129)
+SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
 
 
 class Interrupted(KeyboardInterrupt):
-    """The run was interrupted by ``signum`` (SIGINT or SIGTERM).
+    """The run was interrupted by ``signum`` (SIGINT, SIGTERM or SIGHUP).
 
     Attributes:
-        signum: the signal number. exit_code: the shell convention 128 + signum (130, 143).
+        signum: the signal number. exit_code: the shell convention 128 + signum (130, 143, 129).
     """
 
     def __init__(self, signum: int):
@@ -79,7 +85,7 @@ def _active() -> bool:
 
 @contextlib.contextmanager
 def guard(*, restore: bool = True) -> Iterator[None]:
-    """Install the SIGINT/SIGTERM handler (armed) for the duration of the block, restoring the
+    """Install the handler of :data:`SIGNALS` (armed) for the duration of the block, restoring the
     previous handlers afterwards. Nested calls and calls outside the main thread do nothing.
 
     ``restore=False`` (a program about to exit, the CLI): afterwards both signals are ignored

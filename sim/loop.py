@@ -384,7 +384,8 @@ def _signum(exc: BaseException) -> int:
 
 def _interrupt_message(exc: BaseException, steps: int) -> str:
     name = exc.name if isinstance(exc, interrupts.Interrupted) else "SIGINT"
-    what = "terminated (SIGTERM)" if name == "SIGTERM" else "interrupted (Ctrl-C)"
+    what = {"SIGTERM": "terminated (SIGTERM)", "SIGHUP": "hung up (SIGHUP: the terminal was closed)"}.get(
+        name, "interrupted (Ctrl-C)")
     return f"{what} after {steps} recorded steps; the telemetry recorded so far is kept"
 
 

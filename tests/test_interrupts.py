@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM (issue 23): one path for both, the telemetry recorded so far kept whenever a
+"""Ctrl-C, SIGTERM and SIGHUP (issue 23, issue 36): one path for all, the telemetry recorded so far kept whenever a
 signal arrives after the first step — in the loop, in a telemetry spill, while scoring, while the
 folder is written — and nothing left behind (and no traceback) before it.
 
@@ -26,7 +26,7 @@ from dockbench.telemetry.run import Run
 
 from tests.helpers import REPO, SCENARIOS, scenario_dict
 
-SIGNALS = [signal.SIGINT, signal.SIGTERM]
+SIGNALS = list(interrupts.SIGNALS)  # SIGINT, SIGTERM and SIGHUP (closing the terminal)
 
 
 def _short(duration: float = 0.5) -> dict:
@@ -59,7 +59,7 @@ def test_a_signal_in_the_loop_keeps_every_step_recorded(tmp_path: Path, sig) -> 
     assert r.status == "interrupted" and r.signal == sig and r.verdict == "INCOMPLETE"
     # progress is reported every 10 steps; the signal raised right after the call at t = 0.2 s
     loaded = _check_interrupted_folder(r.run_dir, 201)
-    assert ("SIGTERM" if sig == signal.SIGTERM else "Ctrl-C") in loaded.summary["message"]
+    assert {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}.get(sig, "Ctrl-C") in loaded.summary["message"]
 
 
 @pytest.mark.parametrize("sig", SIGNALS)

@@ -53,6 +53,34 @@ def test_a_complete_folder_has_a_manifest_and_no_partial_name(tmp_path: Path) ->
     assert _folders(tmp_path) == [r.run_dir]
 
 
+def test_a_kill_between_the_manifest_and_the_rename_leaves_a_partial_folder(tmp_path: Path) -> None:
+    """SIGKILL in the last window of the transaction: the complete manifest is written, the folder not
+    yet renamed. The folder keeps its ``.partial`` name and must load as partial (never complete), with
+    every step recorded (its manifest alone would say complete)."""
+    code = f"""
+import json, os, signal
+real = os.rename
+def killed(src, dst, *args, **kwargs):
+    if str(src).endswith(".partial"):  # the folder's rename: the process dies here
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(src, dst, *args, **kwargs)
+os.rename = killed
+from dockbench.sim.loop import run
+from dockbench.sim.scenario import scenario_from_dict
+run(scenario_from_dict(json.loads({json.dumps(json.dumps(_short()))})), out_root={str(tmp_path)!r})
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == -9, r.stderr
+    (folder,) = _folders(tmp_path)
+    assert folder.name.endswith(".partial")
+    assert json.loads((folder / MANIFEST).read_text())["complete"]  # the window: the manifest says complete
+    loaded = Run.load(folder)
+    assert loaded.partial and not loaded.complete
+    assert "never renamed into place" in loaded.problems[0]
+    assert len(loaded.t) == 301 and loaded.meta["timing"]["steps"] == 301
+
+
 def test_every_run_file_gets_the_mode_a_plain_open_gives(tmp_path: Path) -> None:
     """The atomic writes (temp file + rename) used to leave 0600 files beside a 0644 scene.xml: every file of
     the folder, and a plot written into it, has 0666 less the umask (telemetry.log.FILE_MODE)."""
