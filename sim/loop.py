@@ -19,16 +19,18 @@ sim.interrupts), on an exception in the loop or the metrics (``error``) and on a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import platform
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -375,6 +377,40 @@ def _versions() -> dict[str, str]:
 def steps_for(duration: float, control_period: float) -> int:
     """Control steps of a run of ``duration`` [s]: t = 0, T_c, …, ⌊duration / T_c⌋ T_c."""
     return int(math.floor(duration / control_period + 1e-9)) + 1
+
+
+#: the MuJoCo warnings of the run in progress (None outside :func:`run`), written to the run folder's
+#: MUJOCO_LOG.TXT; see :func:`_mujoco_warnings`
+_mj_log: list[str] | None = None
+#: most MuJoCo warnings kept per run (MuJoCo reports each kind once per MjData, so a run has a handful)
+MAX_MUJOCO_WARNINGS = 1000
+
+
+@contextlib.contextmanager
+def _mujoco_warnings() -> Iterator[list[str]]:
+    """Collect MuJoCo's warnings while the block runs, echoed to stderr. MuJoCo's own handler appends them
+    to ``MUJOCO_LOG.TXT`` in the *working directory*, wherever ``--out`` points; :func:`run` writes them
+    into the run folder instead (nothing when there were none; stderr only without a folder)."""
+    global _mj_log
+    setter = getattr(mujoco, "set_mju_user_warning", None)
+    if setter is None or _mj_log is not None:  # an old MuJoCo, or nested: the outer block collects
+        yield _mj_log if _mj_log is not None else []
+        return
+    previous = mujoco.get_mju_user_warning()
+    log: list[str] = []
+
+    def handler(msg: str) -> None:
+        if len(log) < MAX_MUJOCO_WARNINGS:
+            log.append(f"{time.strftime('%a %b %d %H:%M:%S %Y')}\nWARNING: {msg}")
+        sys.stderr.write(f"MuJoCo warning: {msg}\n")
+
+    _mj_log = log
+    setter(handler)
+    try:
+        yield log
+    finally:
+        setter(previous)
+        _mj_log = None
 
 
 def _signum(exc: BaseException) -> int:
@@ -1010,7 +1046,7 @@ def run(
     """
     if duration is not None:
         duration = check_value(SimConfig, "duration", duration, file=scenario.source_file or None, key="--duration")
-    with interrupts.guard():
+    with interrupts.guard(), _mujoco_warnings():
         folder = RunFolder.create(out_root, folder_name(scenario.name)) if out_root is not None else None
         try:
             if setup is None:
@@ -1129,6 +1165,9 @@ def _finish_run(
                 folder.attempt("scene.xml", atomic_write_text, folder.file("scene.xml"), xml)
             if errors:
                 folder.attempt("error.txt", atomic_write_text, folder.file("error.txt"), "\n".join(errors))
+            if _mj_log:  # MuJoCo's warnings, here rather than in the working directory (_mujoco_warnings)
+                folder.attempt("MUJOCO_LOG.TXT", atomic_write_text, folder.file("MUJOCO_LOG.TXT"),
+                               "\n\n".join(_mj_log) + "\n")
             if status == "aborted" and not folder.problems:
                 folder.problems.append(message)
             result.run_dir = folder.finalize(tel.n)

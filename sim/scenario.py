@@ -684,7 +684,14 @@ def docs_markdown() -> str:
         "",
         "`plugins`: a list of modules (`my_pkg.my_controller`, searched first in the scenario's folder) or `.py`",
         "files (relative to the scenario) imported before the blocks are read, so that the types they register",
-        "can be named (docs/extending.md). The tables below list the built-in types only.",
+        "can be named (docs/extending.md). A plugin is Python code: it is imported only with an opt-in",
+        "(`--allow-plugins`, `DOCKBENCH_ALLOW_PLUGINS=1`, or `allow_plugins=True`); without it the scenario is",
+        "refused. The tables below list the built-in types only.",
+        "",
+        "The file is read by `sim/yamlio.py`: no aliases (`*name`), no duplicate keys, YAML 1.2 numbers (`1e-3`",
+        "is a number; `5:00`, `010`, `0b1` and `1_000`, which YAML 1.1 reads as other numbers, are refused;",
+        "`yes`/`no`/`on`/`off` are strings), at most 1 MiB and 50 levels of nesting. `--set` values follow the",
+        "same rules.",
         "",
     ]
 

@@ -142,9 +142,13 @@ class RunFolder:
         """Create the partial folder of a new run of the scenario folder ``folder_name``.
 
         Raises:
-            DockbenchError: ``out_root`` cannot hold run folders (not a directory, below a file, not
-                writable, read-only file system); the message names it.
+            DockbenchError: ``out_root`` cannot hold run folders (empty — ``--out ""`` would write into
+                the working directory —, not a directory, below a file, not writable, read-only file
+                system); the message names it.
         """
+        if isinstance(out_root, str) and not out_root.strip():
+            raise DockbenchError(f"--out {out_root!r}: empty path; give the parent folder of the run folders "
+                                 "(e.g. runs, or . for the working directory)")
         root = Path(out_root)
         parent = root / folder_name
         try:

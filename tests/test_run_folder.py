@@ -454,3 +454,36 @@ def test_progress_lines_appear_on_a_terminal_only(tmp_path: Path) -> None:
     out = tty.getvalue()
     assert out.count("\r") == 2 and "figures 1/2  tracking" in out and "figures 2/2  forces" in out
     assert out.endswith("\n")
+
+
+def test_mujoco_warnings_go_to_the_run_folder_not_the_working_directory(tmp_path: Path, monkeypatch) -> None:
+    """MuJoCo's default warning handler appends to MUJOCO_LOG.TXT in the working directory whatever --out
+    says (issue 36); run() collects the warnings into the run folder's MUJOCO_LOG.TXT instead."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    scenario = scenario_from_dict(_short())
+    setup = build(scenario)
+
+    def blow_up(t: float, duration: float) -> None:
+        if t >= 0.02:
+            setup.data.qvel[:] = 1e30  # MuJoCo warns "Nan, Inf or huge value in QVEL"
+
+    with pytest.raises(loop.SimulationDiverged) as exc:
+        run(scenario, out_root=tmp_path / "runs", setup=setup, progress=blow_up)
+    assert not (cwd / "MUJOCO_LOG.TXT").exists()
+    log = exc.value.result.run_dir / "MUJOCO_LOG.TXT"
+    assert "WARNING: Nan, Inf or huge value in QVEL" in log.read_text()
+    assert "MUJOCO_LOG.TXT" in json.loads((exc.value.result.run_dir / MANIFEST).read_text())["files"]
+    import mujoco
+
+    assert mujoco.get_mju_user_warning() is None  # the handler is restored
+
+
+def test_an_empty_out_is_refused_not_the_working_directory(tmp_path: Path, monkeypatch) -> None:
+    """``--out ""`` used to write the run folder into the working directory."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DockbenchError, match=r"--out '': empty path"):
+        RunFolder.create("", "x")
+    code = cli_main(["--scenario", str(SCENARIOS / "iiwa14_docking.yaml"), "--out", "", "--no-progress"])
+    assert code == 1 and not list(tmp_path.iterdir())
