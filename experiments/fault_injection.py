@@ -50,6 +50,13 @@ def _cli(scenario: str, out: Path, duration: float) -> list[str]:
             "--no-progress"]
 
 
+def _terminal_session() -> None:
+    """In the child: SIGHUP at its default, as in a terminal session (this harness may itself run under
+    ``nohup``, whose ignored SIGHUP the CLI would inherit and rightly keep)."""
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def check_folder(folder: Path, *, expect_interrupted: bool) -> list[str]:
     """Problems with one run folder left by an interrupted (or finished) CLI run."""
     import numpy as np
@@ -100,7 +107,7 @@ def signals(trials: int, seed: int, scenario: str, duration: float,
             delay = rng.uniform(0.0, 1.2 * wall)
             out = Path(tmp) / f"t{k}"
             proc = subprocess.Popen(_cli(scenario, out, duration), env=ENV, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
+                                    stderr=subprocess.PIPE, text=True, preexec_fn=_terminal_session)
             time.sleep(delay)
             sent = proc.poll() is None
             if sent:

@@ -31,7 +31,8 @@ if __name__ == "__main__":  # as a program: hold a Ctrl-C / SIGTERM from the fir
 
     _EARLY_SIGNALS: list[int] = []
     for _s in (_signal.SIGINT, _signal.SIGTERM, *((_signal.SIGHUP,) if hasattr(_signal, "SIGHUP") else ())):
-        _signal.signal(_s, lambda signum, frame: _EARLY_SIGNALS.append(signum))
+        if _s != getattr(_signal, "SIGHUP", None) or _signal.getsignal(_s) is not _signal.SIG_IGN:  # nohup: stays
+            _signal.signal(_s, lambda signum, frame: _EARLY_SIGNALS.append(signum))
 else:
     _EARLY_SIGNALS = []
 

@@ -1,7 +1,8 @@
 """Ctrl-C (SIGINT), SIGTERM and SIGHUP: one path for all three, and the sections a signal may not cut.
 
 :func:`guard` installs one handler for SIGINT, SIGTERM and SIGHUP (the terminal was closed, or an SSH
-session dropped: the user did not ask to lose the run; where the platform has it) — main thread only;
+session dropped: the user did not ask to lose the run; where the platform has it; not when SIGHUP is
+ignored on entry, as under ``nohup``, where the run goes on) — main thread only;
 elsewhere, and when a guard is already installed, it does nothing. SIGQUIT (Ctrl-\\) is deliberately
 left to its default (quit at once, with a core dump where enabled): it is the way out when a handled
 signal is held by a section that may not be cut, and a ``.partial`` folder it leaves loads as partial.
@@ -72,6 +73,13 @@ def _handler(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal m
     _state.pending.append(signum)
 
 
+def _handled() -> tuple[int, ...]:
+    """:data:`SIGNALS`, less SIGHUP when it is ignored (``nohup``: the user asked the process to survive
+    the terminal's hang-up, and it does)."""
+    hup = getattr(signal, "SIGHUP", None)
+    return tuple(s for s in SIGNALS if s != hup or signal.getsignal(s) is not signal.SIG_IGN)
+
+
 def installed() -> bool:
     """True while a :func:`guard` is installed."""
     return _state.depth > 0
@@ -102,11 +110,11 @@ def guard(*, restore: bool = True) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _state.previous = {s: signal.getsignal(s) for s in SIGNALS}
+    _state.previous = {s: signal.getsignal(s) for s in _handled()}
     _state.pending = []
     _state.armed = True
     _state.depth = 1
-    for s in SIGNALS:
+    for s in _state.previous:
         signal.signal(s, _handler)
     try:
         yield

@@ -29,6 +29,15 @@ from tests.helpers import REPO, SCENARIOS, scenario_dict
 SIGNALS = list(interrupts.SIGNALS)  # SIGINT, SIGTERM and SIGHUP (closing the terminal)
 
 
+@pytest.fixture(autouse=True)
+def _hangup_not_ignored():
+    """Under ``nohup`` SIGHUP is ignored and the guard leaves it so (tested below); the other tests model
+    a terminal session."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, before)
+
+
 def _short(duration: float = 0.5) -> dict:
     d = scenario_dict("iiwa14_docking")
     d["sim"]["duration"] = duration
@@ -153,6 +162,19 @@ def test_the_guard_restores_the_previous_handlers() -> None:
         assert interrupts.installed()
     assert {s: signal.getsignal(s) for s in SIGNALS} == before
     assert not interrupts.installed()
+
+
+def test_under_nohup_sighup_stays_ignored() -> None:
+    """``nohup`` (SIGHUP ignored on entry): the user asked the run to survive the hang-up; the guard does not
+    take SIGHUP over, and one sent meanwhile is ignored."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    with interrupts.guard():
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is interrupts._handler
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.01)
+        assert interrupts.pending() is None
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
 
 
 def test_deferred_holds_a_signal_until_the_section_ends() -> None:
