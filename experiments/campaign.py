@@ -97,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-figures", action="store_true", help="no figures")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--allow-plugins", action="store_true",
-                    help="import the plugins the base scenario or set: names (Python code, run in the driver and every "
-                    "worker); without this (or DOCKBENCH_ALLOW_PLUGINS=1) such a campaign is refused (docs/extending.md)")
+                    help="import the plugins the base scenario or set: names (Python code, run in the driver and "
+                    "every worker); without this (or DOCKBENCH_ALLOW_PLUGINS=1) such a campaign is refused "
+                    "(docs/extending.md)")
     args = ap.parse_args(argv)
     if args.allow_plugins:  # the environment carries the opt-in to the local workers (sim/plugins.py)
         import os

@@ -1,14 +1,15 @@
 """Fault injection against the CLI: signals at random times, and a full disk.
 
     python experiments/fault_injection.py signals --trials 40 --seed 1
-    python experiments/fault_injection.py signals --trials 20 --seed 3 --signals SIGHUP   # closing the terminal
+    python experiments/fault_injection.py signals --trials 20 --seed 5 --signals SIGHUP  # terminal closed
     python experiments/fault_injection.py diskfull --trials 20 --seed 1      # needs root (mounts a tmpfs)
 
 ``signals``: each trial starts ``experiments/run_docking.py`` on a scenario and sends SIGINT, SIGTERM or
-SIGHUP (in turn; ``--signals`` picks them) after a random delay, uniform over [0, 1.2 × the wall time of an undisturbed run], so
-the signals land in the imports, the build, the control loop, the scoring and the folder writing.
-A trial passes when the CLI leaves no traceback, exits 128 + the signal (130/143/129; or 0/2 when the run finished before
-the signal), and either no folder (a signal before the first step) or exactly one run folder that
+SIGHUP (in turn; ``--signals`` picks them) after a random delay, uniform over [0, 1.2 × the wall time of
+an undisturbed run], so the signals land in the imports, the build, the control loop, the scoring and
+the folder writing. A trial passes when the CLI leaves no traceback, exits 128 + the signal (130/143/129;
+or 0/2 when the run finished before the signal), and either no folder (a signal before the first step) or
+exactly one run folder that
 :meth:`telemetry.run.Run.load` reads, complete (not partial), whose ``t`` channel is the unbroken
 sequence 0, T_c, 2 T_c, … of as many steps as meta.json and summary.json record — every step recorded
 before the signal. A run folder of an interrupted run must not claim ``complete``. A signal that lands

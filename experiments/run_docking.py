@@ -193,8 +193,9 @@ def _main(argv: list[str] | None) -> int:
                     help="import a module (my_pkg.my_controller) or a .py file before reading the scenario, so "
                     "that the types it registers can be named (repeatable; docs/extending.md)")
     ap.add_argument("--allow-plugins", action="store_true",
-                    help="import the plugins the scenario (or --set) names: a plugin is Python code, run with your "
-                    "rights; without this (or DOCKBENCH_ALLOW_PLUGINS=1) such a scenario is refused (docs/extending.md)")
+                    help="import the plugins the scenario (or --set) names: a plugin is Python code, run with "
+                    "your rights; without this (or DOCKBENCH_ALLOW_PLUGINS=1) such a scenario is refused "
+                    "(docs/extending.md)")
     ap.add_argument("--out", default="runs", help="parent folder of run folders (default: runs)")
     ap.add_argument("--duration", default=None, help="override the run length [s] (same bounds as sim.duration)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",

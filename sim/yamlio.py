@@ -32,7 +32,7 @@ import yaml
 from dockbench.sim.errors import ScenarioError
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
-from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from yaml.nodes import MappingNode, ScalarNode
 from yaml.resolver import BaseResolver
 
 try:  # libyaml's event parser (about 2× faster); the Python composer above it keeps the checks below
@@ -62,8 +62,8 @@ _TAG = "tag:yaml.org,2002:"
 _CORE = (
     ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
     ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
-    ("float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
-     "-+0123456789."),
+    ("float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+              r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+0123456789."),
     ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
 )
 

@@ -135,7 +135,8 @@ FAULTS = [
     ("name '..' (wrote into the parent of --out)", ("name",), "..", ["name", "cannot name a folder"]),
     ("name with a slash", ("name",), "a/../../b", ["name", "cannot name a folder"]),
     ("name of 300 characters", ("name",), "n" * 300, ["name", "300 characters", "at most 100"]),
-    ("a 1000-entry gates list", ("gates",), [{"metric": "docking.depth", "max": 1.0} for _ in range(101)], ["gates", "at most 100"]),
+    ("a 1000-entry gates list", ("gates",), [{"metric": "docking.depth", "max": 1.0} for _ in range(101)],
+     ["gates", "at most 100"]),
     ("a 20000-entry q_guess", ("robot", "q_guess"), [0.0] * 20000, ["robot.q_guess", f"at most {MAX_LIST_LENGTH}"]),
     ("2000 substeps per control step", ("sim", "control_period"), 0.02, ["sim.control_period", "2000 substeps"]),
 ]

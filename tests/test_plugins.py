@@ -54,7 +54,8 @@ def test_the_walkthrough_controller_runs_from_a_folder_outside_the_repo(tmp_path
     (tmp_path / "track.yaml").write_text(TRACKING.format(plugins="plugins: [my_controller.py]\n"))
     r = _cli(tmp_path, "--scenario", "track.yaml")  # a plugin is code: refused without the opt-in
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert "track.yaml: plugins[0]: plugin 'my_controller.py' is Python code and is not run without an opt-in" in r.stderr
+    want = "track.yaml: plugins[0]: plugin 'my_controller.py' is Python code and is not run without an opt-in"
+    assert want in r.stderr
     assert "--allow-plugins" in r.stderr and "DOCKBENCH_ALLOW_PLUGINS=1" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
     r = _cli(tmp_path, "--scenario", "track.yaml", "--allow-plugins")
