@@ -905,10 +905,14 @@ def _fmt_bytes(n: float) -> str:
 
 #: bytes the run folder needs beyond the telemetry (meta, summary, scene.xml, timing) [bytes]
 FOLDER_SLACK_BYTES = 256 << 10
-#: memory the metrics take per recorded step [bytes]: they work on whole (N,)/(N, 6) vectors (≈ 350 B
-#: per step measured on iiwa14_docking_twophase × 10, tests/test_run_folder.py); the telemetry itself
-#: is flat in the duration, the metrics are not
-METRICS_BYTES_PER_STEP = 512
+#: anonymous memory the metrics take per recorded step [bytes]: they work on whole (N,)/(N, 6) vectors.
+#: Measured (issue 36; peak RssAnon sampled every 2 ms, iiwa14_docking at 5 s and 65 s simulated, the
+#: slope between them): 629 B per step; 512 B, the earlier figure, was below it. The telemetry itself is
+#: flat in the duration while the loop runs; after it the metrics read the memory-mapped telemetry.npz,
+#: whose pages are resident too (peak RssFile 460 B per step, at most the row size), so
+#: :func:`check_budget` adds the row size: 1024 + 773 B per step for iiwa14_docking against a measured
+#: peak RSS of 1089 B per step (192 MB at 65 s)
+METRICS_BYTES_PER_STEP = 1024
 
 
 def _memory_available() -> int | None:
@@ -927,8 +931,8 @@ def check_budget(setup: Setup, duration: float, where: Path | None, key: str, wh
     """Check, before the first step, that the telemetry of a run of ``duration`` [s] fits: a run of at
     most :data:`telemetry.log.CHUNK_ROWS` steps in memory (a few tens of MB at most), a longer one on
     the disk holding ``where`` (its part files plus the assembled telemetry.npz: twice its size); and
-    that the memory the metrics need (:data:`METRICS_BYTES_PER_STEP`) is available. Returns the
-    telemetry size [bytes].
+    that the memory the metrics need (:data:`METRICS_BYTES_PER_STEP` per step, plus the telemetry they read
+    memory-mapped) is available. Returns the telemetry size [bytes].
 
     Raises:
         ScenarioError: naming ``key`` (``--duration``, ``sim.duration`` or ``planner``), the step count,
@@ -942,7 +946,7 @@ def check_budget(setup: Setup, duration: float, where: Path | None, key: str, wh
     size = n * Telemetry.bytes_per_step(setup.plant.nv, extra, shaped) if sc.telemetry.enabled else 0
     spills = sc.telemetry.enabled and n > CHUNK_ROWS
     if sc.telemetry.enabled:
-        mem = n * METRICS_BYTES_PER_STEP
+        mem = n * METRICS_BYTES_PER_STEP + size  # + the memory-mapped telemetry the metrics read (resident)
         avail = _memory_available()
         if avail is not None and mem > avail:
             raise ScenarioError(

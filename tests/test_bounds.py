@@ -242,9 +242,9 @@ def test_budget_check_names_the_key_and_the_sizes(monkeypatch) -> None:
     for frag in ("sim.duration: sim.duration 86400 s is 86,400,001 control steps", "GiB of telemetry", "free",
                  "shorten the run"):
         assert frag in msg, msg
-    # the metrics' memory: checked too (they are not flat in the duration)
+    # the metrics' memory: checked too (they are not flat in the duration): (1024 + 773 B) × 86,400,001 steps
     monkeypatch.setattr(loop, "_memory_available", lambda: 2**30)
-    with pytest.raises(ScenarioError, match=r"scoring them needs about 41.2 GiB of memory, but 1 GiB"):
+    with pytest.raises(ScenarioError, match=r"scoring them needs about 145 GiB of memory, but 1 GiB"):
         check_budget(setup, 86400.0, Path("."), "sim.duration", "sim.duration 86400 s")
     # a run that fits in one block needs no disk at all when nothing is written
     assert check_budget(setup, 1.0, None, "sim.duration", "x") > 0
