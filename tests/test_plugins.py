@@ -64,6 +64,14 @@ def test_the_walkthrough_controller_runs_from_a_folder_outside_the_repo(tmp_path
     scenario = _meta(tmp_path)["scenario"]
     assert scenario["plugins"] == [str((tmp_path / "my_controller.py").resolve())]
     assert scenario["controller"]["type"] == "jt_impedance" and scenario["controller"]["k_p"] == 600.0
+    # a rerun from the recorded scenario (a shared run folder) asks again before the plugin's file runs
+    code = ("import json, sys; from dockbench.sim.scenario import scenario_from_dict; "
+            "scenario_from_dict(json.load(open(sys.argv[1]))['scenario'], file='meta.json')")
+    (folder,) = (tmp_path / "runs").glob("*/*")
+    env = {k: v for k, v in os.environ.items() if k != plugins.ALLOW_ENV}
+    r = subprocess.run([sys.executable, "-c", code, str(folder / "meta.json")], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300, env={**env, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 1 and "meta.json: plugins[0]: plugin " in r.stderr and "is Python code" in r.stderr
 
 
 def test_cli_plugin_flag_imports_a_module_by_name(tmp_path: Path) -> None:
