@@ -634,9 +634,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             pool.close()
     n = sum(counts.values())
-    print(f"\n{n} cases ({args.mutations if not args.adversarial_only else 0} mutations of seed {args.seed}, "
-          f"{n - (0 if args.adversarial_only else args.mutations)} adversarial) in {time.perf_counter() - t0:.0f} s: "
-          + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    mutations = 0 if (args.adversarial_only or args.hostile_yaml_only) else args.mutations
+    print(f"\n{n} cases ({mutations} mutations of seed {args.seed}, {n - mutations} adversarial) in "
+          f"{time.perf_counter() - t0:.0f} s: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     for o in slow[:20]:
         print(f"slow ({o.seconds:.1f} s): {o.label}")
     return 1 if counts["traceback"] or counts["hang"] or counts["unnamed error"] else 0
