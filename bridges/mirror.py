@@ -42,7 +42,6 @@ from typing import Any
 
 import mujoco
 import numpy as np
-import yaml
 from dockbench.bridges.ros2 import QOS_DEFAULT, QOS_SENSOR_DATA, JointState, Subscription, Transport, validate_topic
 from dockbench.sim.config import param, parse_config
 from dockbench.sim.errors import DockbenchError, ModelError, ScenarioError
@@ -152,10 +151,9 @@ def load_mirror_config(path: str | Path | None = None) -> MirrorConfig:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ScenarioError(f"cannot read mirror config: {exc}", file=source) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"invalid YAML: {exc}", file=source) from None
+    from dockbench.sim.yamlio import load_yaml
+
+    data = load_yaml(text, file=source, what="a mirror config")  # strict: no aliases, no duplicate keys
     return parse_config(MirrorConfig, data, file=source)
 
 

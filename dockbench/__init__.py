@@ -29,13 +29,16 @@ if _os.path.isfile(_os.path.join(_root, "pyproject.toml")) and _os.path.isdir(_o
 __all__ = ["CONTROLLERS", "PLANNERS", "TARGETS", "TOOLS", "Run", "load_scenario", "run", "__version__"]
 
 
-def load_scenario(name_or_path: Any, overrides: dict[str, Any] | None = None) -> Any:
+def load_scenario(name_or_path: Any, overrides: dict[str, Any] | None = None, *,
+                  allow_plugins: bool | None = None) -> Any:
     """Read and validate a scenario: a YAML file, or the name of a shipped one (``"iiwa14_docking"``,
-    ``"orbit/iiwa14_orbit_floating_target"``). See :func:`dockbench.sim.scenario.load_scenario`."""
+    ``"orbit/iiwa14_orbit_floating_target"``). A scenario that names ``plugins:`` (Python code) is refused
+    unless ``allow_plugins=True`` or ``DOCKBENCH_ALLOW_PLUGINS=1``. See
+    :func:`dockbench.sim.scenario.load_scenario`."""
     from dockbench.sim.scenario import load_scenario as _load
     from dockbench.sim.scenario import resolve_scenario
 
-    return _load(resolve_scenario(name_or_path), overrides)
+    return _load(resolve_scenario(name_or_path), overrides, allow_plugins=allow_plugins)
 
 
 def __getattr__(name: str) -> Any:

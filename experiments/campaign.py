@@ -93,7 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="list the cells and the number of trials, run nothing")
     ap.add_argument("--no-figures", action="store_true", help="no figures")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--allow-plugins", action="store_true",
+                    help="import the plugins the base scenario or set: names (Python code, run in the driver and "
+                    "every worker); without this (or DOCKBENCH_ALLOW_PLUGINS=1) such a campaign is refused "
+                    "(docs/extending.md)")
     args = ap.parse_args(argv)
+    if args.allow_plugins:  # the environment carries the opt-in to the local workers (sim/plugins.py)
+        import os
+
+        os.environ["DOCKBENCH_ALLOW_PLUGINS"] = "1"
 
     import dataclasses
 

@@ -1,13 +1,15 @@
 """Fault injection against the CLI: signals at random times, and a full disk.
 
     python experiments/fault_injection.py signals --trials 40 --seed 1
+    python experiments/fault_injection.py signals --trials 20 --seed 5 --signals SIGHUP  # terminal closed
     python experiments/fault_injection.py diskfull --trials 20 --seed 1      # needs root (mounts a tmpfs)
 
-``signals``: each trial starts ``experiments/run_docking.py`` on a scenario and sends SIGINT or SIGTERM
-(alternating) after a random delay, uniform over [0, 1.2 × the wall time of an undisturbed run], so
-the signals land in the imports, the build, the control loop, the scoring and the folder writing.
-A trial passes when the CLI leaves no traceback, exits 130/143 (or 0/2 when the run finished before
-the signal), and either no folder (a signal before the first step) or exactly one run folder that
+``signals``: each trial starts ``experiments/run_docking.py`` on a scenario and sends SIGINT, SIGTERM or
+SIGHUP (in turn; ``--signals`` picks them) after a random delay, uniform over [0, 1.2 × the wall time of
+an undisturbed run], so the signals land in the imports, the build, the control loop, the scoring and
+the folder writing. A trial passes when the CLI leaves no traceback, exits 128 + the signal (130/143/129;
+or 0/2 when the run finished before the signal), and either no folder (a signal before the first step) or
+exactly one run folder that
 :meth:`telemetry.run.Run.load` reads, complete (not partial), whose ``t`` channel is the unbroken
 sequence 0, T_c, 2 T_c, … of as many steps as meta.json and summary.json record — every step recorded
 before the signal. A run folder of an interrupted run must not claim ``complete``. A signal that lands
@@ -47,6 +49,13 @@ def _cli(scenario: str, out: Path, duration: float) -> list[str]:
             "--no-progress"]
 
 
+def _terminal_session() -> None:
+    """In the child: SIGHUP at its default, as in a terminal session (this harness may itself run under
+    ``nohup``, whose ignored SIGHUP the CLI would inherit and rightly keep)."""
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def check_folder(folder: Path, *, expect_interrupted: bool) -> list[str]:
     """Problems with one run folder left by an interrupted (or finished) CLI run."""
     import numpy as np
@@ -79,7 +88,8 @@ def check_folder(folder: Path, *, expect_interrupted: bool) -> list[str]:
     return out
 
 
-def signals(trials: int, seed: int, scenario: str, duration: float) -> int:
+def signals(trials: int, seed: int, scenario: str, duration: float,
+            sigs: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)) -> int:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="dockbench_signals_") as tmp:
         t0 = time.perf_counter()
@@ -92,11 +102,11 @@ def signals(trials: int, seed: int, scenario: str, duration: float) -> int:
         failed = starts = 0
         phases: dict[str, int] = {}
         for k in range(trials):
-            sig = signal.SIGINT if k % 2 == 0 else signal.SIGTERM
+            sig = sigs[k % len(sigs)]
             delay = rng.uniform(0.0, 1.2 * wall)
             out = Path(tmp) / f"t{k}"
             proc = subprocess.Popen(_cli(scenario, out, duration), env=ENV, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
+                                    stderr=subprocess.PIPE, text=True, preexec_fn=_terminal_session)
             time.sleep(delay)
             sent = proc.poll() is None
             if sent:
@@ -263,9 +273,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", default=str(REPO / "scenarios" / "iiwa14_tracking.yaml"))
     ap.add_argument("--duration", type=float, default=None,
                     help="run length [s] (default: 40 for signals, 8 for diskfull)")
+    ap.add_argument("--signals", default="SIGINT,SIGTERM,SIGHUP",
+                    help="signals mode: the signals sent, in turn (comma-separated names)")
     args = ap.parse_args(argv)
     if args.mode == "signals":
-        return signals(args.trials, args.seed, args.scenario, args.duration or 40.0)
+        try:
+            sigs = tuple(signal.Signals[n.strip().upper()] for n in args.signals.split(",") if n.strip())
+        except KeyError as exc:
+            ap.error(f"--signals: unknown signal {exc}")
+        return signals(args.trials, args.seed, args.scenario, args.duration or 40.0, sigs)
     return diskfull(args.trials, args.seed, args.scenario, args.duration or 8.0)
 
 

@@ -2,6 +2,7 @@
 
     python experiments/fuzz_scenarios.py --mutations 1500 --seed 7          # + the adversarial list
     python experiments/fuzz_scenarios.py --mutations 0 --adversarial-only   # the adversarial list only
+    python experiments/fuzz_scenarios.py --hostile-yaml-only                # bombs, duplicates, YAML 1.1, Unicode
     python experiments/fuzz_scenarios.py --replay 7:123                     # one mutation, in this process
 
 Every case is written as a YAML file, loaded with :func:`sim.scenario.load_scenario` and run with
@@ -21,8 +22,14 @@ each one of: a leaf or schema key set to an adversarial value (huge, tiny, 400-d
 negative, wrong type, long string, deep list, scaled original), a key deleted, an unknown key added,
 a block's type swapped, a block taken from another shipped scenario, a vector lengthened/shortened,
 the name replaced. The adversarial list covers the faults of issue 23 and, for every numeric key of
-every block of every shipped scenario, a set of extreme values. The same code runs in CI
-(``tests/test_fuzz.py``) on a few hundred seeded mutations.
+every block of every shipped scenario, a set of extreme values. The hostile-YAML list (issue 36,
+:func:`hostile_yaml_cases`, raw text rather than dumped dicts) covers alias bombs in every position
+(a scenario's keys, ``plugins:``, a mapping key, ``--set`` values, a campaign's seed, axes, ``set:`` and
+its base scenario), duplicate keys (a second ``controller:`` block among them), the YAML 1.1 forms
+(``5:00``, ``010``, ``0b1``, ``1_000``, ``yes``/``on``), names of every refused Unicode class and
+plugins named without the opt-in: each must be a one-line clean error (a few are ``ok``: the 1.2
+reading is the intended one). The same code runs in CI (``tests/test_fuzz.py``) on a few hundred seeded
+mutations and the whole hostile-YAML list.
 """
 
 from __future__ import annotations
@@ -278,6 +285,143 @@ def adversarial_cases() -> list[tuple[str, dict, float | None]]:
     return cases
 
 
+# --------------------------------------------------------------------------------------- hostile YAML
+@dataclasses.dataclass
+class Raw:
+    """A case given as YAML text (not a dict to dump): ``text`` is the scenario file; ``sets`` are
+    ``--set`` strings; with ``campaign`` the text is a campaign file (``{base}`` in it is replaced by
+    the path of a base scenario written from ``base_text``, default the docking) and only
+    ``load_campaign`` and the trials' scenarios are checked (nothing runs); ``ok`` marks a case that is
+    meant to load (YAML 1.2 reads it as intended)."""
+
+    text: str
+    sets: tuple[str, ...] = ()
+    campaign: bool = False
+    base_text: str | None = None
+    ok: bool = False
+
+
+def _bomb(depth: int = 40) -> str:
+    """A flow list of ``depth`` anchors, each a list of two aliases of the previous one: 2^depth leaves."""
+    return "[" + ", ".join(["&b0 [1.0, 1.0]"] + [f"&b{i} [*b{i - 1}, *b{i - 1}]" for i in range(1, depth)]) + "]"
+
+
+def _text(d: dict) -> str:
+    return yaml.dump(d, Dumper=_NoAliasDumper, allow_unicode=True, sort_keys=False)
+
+
+def hostile_yaml_cases() -> list[tuple[str, Raw, float | None]]:
+    """(label, :class:`Raw`, --duration) of issue 36's hostile YAML: alias bombs in every position,
+    duplicate keys, YAML 1.1 forms, names of the refused Unicode classes, plugins without the opt-in."""
+    dock = shipped()["iiwa14_docking"]
+    text = _text(dock)
+    bomb = _bomb()
+    cases: list[tuple[str, Raw, float | None]] = []
+
+    def at(path: tuple, raw_value: str) -> str:
+        """The docking's text with the value at ``path`` replaced by ``raw_value`` (YAML text)."""
+        d = copy.deepcopy(dock)
+        _set(d, path, "__RAW__")
+        return _text(d).replace("__RAW__", raw_value, 1)
+
+    # alias bombs: every kind of position of a scenario file
+    for path in (("name",), ("description",), ("plugins",), ("controller", "k"), ("controller", "type"),
+                 ("robot", "q_guess"), ("robot",), ("sim", "seed"), ("sim", "duration"), ("gates",),
+                 ("target", "pose", "position"), ("uncertainty",), ("start", "offset"), ("typo_key",)):
+        cases.append((f"bomb in {'.'.join(path)}", Raw(at(path, bomb)), 0.05))
+    cases.append(("bomb as a mapping key", Raw(f"x: &k {bomb}\n? *k\n: 2\n" + text), 0.05))
+    cases.append(("bomb through a merge key <<",
+                  Raw(f"anchors: {bomb}\n" + text.replace("controller:\n", "controller:\n  <<: *b39\n", 1)), 0.05))
+    cases.append(("a scalar alias", Raw(at(("description",), "*n").replace("name:", "name: &n", 1)), 0.05))
+    for key in ("controller.k", "plugins", "name", "gates", "sim.seed"):
+        cases.append((f"--set {key}=<bomb>", Raw(text, sets=(f"{key}={bomb}",)), 0.05))
+    cases.append(("--set value with a duplicate key", Raw(text, sets=("controller={type: hqp, type: khatib}",)), 0.05))
+    cases.append(("--set value 5:00", Raw(text, sets=("controller.k=5:00",)), 0.05))
+    cases.append(("--set value 010", Raw(text, sets=("sim.seed=010",)), 0.05))
+    cases.append(("--set value of 100 kB", Raw(text, sets=("description=" + "x" * 100_000,)), 0.05))
+    # duplicate keys
+    cases.append(("a second controller: block (khatib file runs hqp)", Raw(text + "controller:\n  type: hqp\n"), 0.05))
+    cases.append(("duplicate controller.k", Raw(at(("controller", "k"), "500\n  k: 800")), 0.05))
+    cases.append(("duplicate key in a flow mapping", Raw(at(("start",), "{standoff: 0.1, standoff: 0.2}")), 0.05))
+    cases.append(("duplicate name", Raw("name: a\n" + text), 0.05))
+    cases.append(("duplicate key in a gate",
+                  Raw(at(("gates",), "[{metric: docking.depth, metric: contact.max_force}]")), 0.05))
+    # YAML 1.1 forms
+    for path, raw, ok in ((("controller", "k"), "5:00", False), (("sim", "seed"), "010", False),
+                          (("sim", "seed"), "0b101", False), (("controller", "k"), "1_000", False),
+                          (("sim", "duration"), "1:30", False), (("sim", "seed"), "0o17", True),
+                          (("sim", "seed"), "0x1F", True), (("telemetry", "enabled"), "yes", False),
+                          (("telemetry", "enabled"), "off", False), (("wrench", "gravity_compensation"), "on", True),
+                          (("sim", "timestep"), "1e-3", True), (("name",), "2024-01-01", True),
+                          (("controller", "k"), "-0_5", False), (("sim", "seed"), "+012", False)):
+        cases.append((f"YAML 1.1 form {'.'.join(path)}: {raw}", Raw(at(path, raw), ok=ok), 0.05))
+    # names of the refused Unicode classes (as YAML escapes, so the file itself is plain UTF-8)
+    for label, raw in (("U+0085 (C1 control)", '"a\\x85b"'), ("only U+200B", '"\\u200b"'),
+                       ("only U+FEFF", '"\\ufeff"'), ("U+200B and U+FEFF", '"\\u200b\\ufeff"'),
+                       ("U+2028 line separator", '"a\\u2028b"'), ("U+2029 paragraph separator", '"a\\u2029b"'),
+                       ("U+E000 private use", '"a\\ue000"'), ("U+0378 unassigned", '"a\\u0378"'),
+                       ("U+202E bidi override", '"\\u202egnikcod"'), ("lone surrogate", '"\\ud800x"'),
+                       ("NUL", '"a\\0b"'), ("DEL", '"a\\x7fb"'), ("a combining mark alone", '"\\u0301"'),
+                       ("only spaces", '"   "'), ("U+3000 ideographic spaces only", '"\\u3000\\u3000"')):
+        cases.append((f"name {label}", Raw(at(("name",), raw)), 0.05))
+    cases.append(("description with a lone surrogate", Raw(at(("description",), '"x\\udfffy"')), 0.05))
+    # code from a scenario file, without the opt-in
+    for entry in ("antigravity", "my_plugin.py", "/tmp/evil_plugin.py", "../" * 12 + "tmp/evil_plugin.py",
+                  "os.path"):
+        cases.append((f"plugins: [{entry}] without the opt-in", Raw(at(("plugins",), f"['{entry}']")), 0.05))
+    cases.append(("--set plugins=[x.py] without the opt-in", Raw(text, sets=("plugins=[x.py]",)), 0.05))
+    # campaign files (load_campaign and the trials' scenarios; nothing runs)
+    camp = 'name: c\nbase: "{base}"\nrepeats: 2\n'
+    for label, extra in (("seed", f"seed: {bomb}\n"),
+                         ("axis values", f"axes:\n  - key: controller.k\n    values: {bomb}\n"),
+                         ("set:", f"set: {{controller.k: {bomb}}}\n"), ("metrics", f"metrics: {bomb}\n")):
+        cases.append((f"campaign: bomb in {label}", Raw(camp + extra, campaign=True), None))
+    cases.append(("campaign: duplicate seed", Raw(camp + "seed: 1\nseed: 2\n", campaign=True), None))
+    cases.append(("campaign: seed 010", Raw(camp + "seed: 010\n", campaign=True), None))
+    cases.append(("campaign: base scenario with a bomb",
+                  Raw(camp, campaign=True, base_text=at(("controller", "k"), bomb)), None))
+    cases.append(("campaign: base scenario with a second controller",
+                  Raw(camp, campaign=True, base_text=text + "controller: {type: hqp}\n"), None))
+    cases.append(("campaign: set: plugins without the opt-in", Raw(camp + "set: {plugins: [x.py]}\n", campaign=True),
+                  None))
+    return cases
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """Dumps a value shared by two keys twice (a dumped dict with anchors would be refused: no aliases)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _run_raw(raw: Raw, path: Path, out_root: Path, duration: float | None) -> Any:
+    """Load (and for a scenario, run) a :class:`Raw` case written to ``path``; returns the RunResult or
+    None (a campaign)."""
+    from dockbench.sim.loop import run
+    from dockbench.sim.scenario import load_scenario
+
+    if not raw.campaign:
+        path.write_text(raw.text, encoding="utf-8")
+        return run(load_scenario(path, list(raw.sets) or None), out_root=out_root / "runs", duration=duration)
+    from dockbench.sim.campaign.spec import load_campaign
+    from dockbench.sim.scenario import scenario_from_dict
+
+    base = path.with_name(path.stem + "_base.yaml")
+    base.write_text(raw.base_text if raw.base_text is not None else _text(shipped()["iiwa14_docking"]),
+                    encoding="utf-8")
+    try:
+        path.write_text(raw.text.replace("{base}", str(base)), encoding="utf-8")
+        camp = load_campaign(path)
+        from dockbench.sim.campaign.runner import _read_base
+
+        data = _read_base(base)
+        for t in camp.trials()[:4]:
+            scenario_from_dict(t.scenario_data(data), file=str(path))
+    finally:
+        base.unlink(missing_ok=True)
+    return None
+
+
 # --------------------------------------------------------------------------------------- one case
 @dataclasses.dataclass
 class Outcome:
@@ -300,20 +444,32 @@ def run_case(data: Any, out_root: Path, duration: float | None, label: str = "",
     os.close(fd)
     path = Path(name)
     try:
-        try:
-            path.write_text(yaml.safe_dump(data, allow_unicode=True))
-        except (yaml.YAMLError, ValueError, UnicodeEncodeError) as exc:
-            return Outcome("ok", f"not representable as YAML ({exc})", label)
+        if not isinstance(data, Raw):
+            try:
+                path.write_text(yaml.dump(data, Dumper=_NoAliasDumper, allow_unicode=True))
+            except (yaml.YAMLError, ValueError, UnicodeEncodeError) as exc:
+                return Outcome("ok", f"not representable as YAML ({exc})", label)
         file = str(path)
         try:
-            sc = load_scenario(path)
-            r = run(sc, out_root=out_root / "runs", duration=duration)
+            if isinstance(data, Raw):
+                r = _run_raw(data, path, out_root, duration)
+                if r is None:  # a campaign that loaded
+                    return Outcome("ok", "campaign loaded", label, time.perf_counter() - t0)
+                sc = load_scenario(path, list(data.sets) or None)  # (nothing runs: plugins already imported)
+            else:
+                sc = load_scenario(path)
+                r = run(sc, out_root=out_root / "runs", duration=duration)
         except InternalError as exc:
             return Outcome("traceback", f"InternalError: {exc}", label, time.perf_counter() - t0)
         except ScenarioError as exc:
             named = str(exc).startswith(file + ": ") or (exc.file is not None and exc.file.startswith(file))
             if exc.file is None and "--duration" in str(exc):
                 named = True  # a CLI argument, not a file key
+            if exc.file is not None and exc.file.startswith(str(path.with_name(path.stem + "_base"))):
+                named = True  # a campaign's base scenario
+            if "\n" in str(exc):
+                return Outcome("unnamed error", f"more than one line: {str(exc)[:300]!r}", label,
+                               time.perf_counter() - t0)
             kind = "clean error" if named else "unnamed error"
             return Outcome(kind, str(exc)[:300], label, time.perf_counter() - t0)
         except SimulationDiverged as exc:
@@ -429,6 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--adversarial-only", action="store_true")
     ap.add_argument("--no-adversarial", action="store_true")
+    ap.add_argument("--hostile-yaml-only", action="store_true",
+                    help="only the hostile-YAML list (issue 36: bombs, duplicate keys, YAML 1.1, Unicode, plugins)")
     ap.add_argument("--duration", type=float, default=0.05, help="run length of each case [s]")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds before a case counts as a hang")
@@ -445,10 +603,13 @@ def main(argv: list[str] | None = None) -> int:
             print(run_case(data, Path(tmp), duration, label))
         return 0
     cases: list[tuple[str, Any, float | None]] = []
-    if not args.adversarial_only:
-        cases += mutation_cases(args.mutations, args.seed, args.duration)
-    if not args.no_adversarial:
-        cases += adversarial_cases()
+    if args.hostile_yaml_only:
+        cases += hostile_yaml_cases()
+    else:
+        if not args.adversarial_only:
+            cases += mutation_cases(args.mutations, args.seed, args.duration)
+        if not args.no_adversarial:
+            cases += adversarial_cases() + hostile_yaml_cases()
     counts: Counter[str] = Counter()
     slow: list[Outcome] = []
     t0 = time.perf_counter()
@@ -470,9 +631,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             pool.close()
     n = sum(counts.values())
-    print(f"\n{n} cases ({args.mutations if not args.adversarial_only else 0} mutations of seed {args.seed}, "
-          f"{n - (0 if args.adversarial_only else args.mutations)} adversarial) in {time.perf_counter() - t0:.0f} s: "
-          + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    mutations = 0 if (args.adversarial_only or args.hostile_yaml_only) else args.mutations
+    print(f"\n{n} cases ({mutations} mutations of seed {args.seed}, {n - mutations} adversarial) in "
+          f"{time.perf_counter() - t0:.0f} s: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     for o in slow[:20]:
         print(f"slow ({o.seconds:.1f} s): {o.label}")
     return 1 if counts["traceback"] or counts["hang"] or counts["unnamed error"] else 0

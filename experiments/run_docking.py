@@ -19,7 +19,7 @@ joint states, EE and reference poses and the F/T and truth wrenches on ROS 2 top
 Exit codes: 0 = all gates pass, 2 = a gate fails, the run is unstable (sustained torque saturation or a
 velocity runaway, telemetry/gates.py) or incomplete, 1 = error (the message is printed without a
 traceback; a diverged run, a run whose metrics fail and a run that fills the disk still write what
-they recorded), 130 / 143 = interrupted by Ctrl-C (SIGINT) / SIGTERM (both take the same path: the
+they recorded), 130 / 143 / 129 = interrupted by Ctrl-C (SIGINT) / SIGTERM / SIGHUP (all take the same path: the
 telemetry recorded so far is written to a complete run folder with status ``interrupted``; a signal
 before the first step leaves nothing), 64 = command-line usage error (an unknown option, a missing
 ``--scenario``, ``--set controller.k 800``). ``dockbench run`` is this same program (dockbench/cli.py).
@@ -31,8 +31,9 @@ if __name__ == "__main__":  # as a program: hold a Ctrl-C / SIGTERM from the fir
     import signal as _signal
 
     _EARLY_SIGNALS: list[int] = []
-    for _s in (_signal.SIGINT, _signal.SIGTERM):
-        _signal.signal(_s, lambda signum, frame: _EARLY_SIGNALS.append(signum))
+    for _s in (_signal.SIGINT, _signal.SIGTERM, *((_signal.SIGHUP,) if hasattr(_signal, "SIGHUP") else ())):
+        if _s != getattr(_signal, "SIGHUP", None) or _signal.getsignal(_s) is not _signal.SIG_IGN:  # nohup: stays
+            _signal.signal(_s, lambda signum, frame: _EARLY_SIGNALS.append(signum))
 else:
     _EARLY_SIGNALS = []
 
@@ -191,6 +192,10 @@ def _main(argv: list[str] | None) -> int:
     ap.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
                     help="import a module (my_pkg.my_controller) or a .py file before reading the scenario, so "
                     "that the types it registers can be named (repeatable; docs/extending.md)")
+    ap.add_argument("--allow-plugins", action="store_true",
+                    help="import the plugins the scenario (or --set) names: a plugin is Python code, run with "
+                    "your rights; without this (or DOCKBENCH_ALLOW_PLUGINS=1) such a scenario is refused "
+                    "(docs/extending.md)")
     ap.add_argument("--out", default="runs", help="parent folder of run folders (default: runs)")
     ap.add_argument("--duration", default=None, help="override the run length [s] (same bounds as sim.duration)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
@@ -239,9 +244,10 @@ def _main(argv: list[str] | None) -> int:
             overrides.insert(0, f"controller.type={args.controller}")
         if args.planner:
             overrides.insert(0, f"planner.type={args.planner}")
-        cli_plugins = load_plugins(args.plugin, key="--plugin")
+        cli_plugins = load_plugins(args.plugin, key="--plugin", allow=True)  # named on the command line: asked
         try:
-            scenario, notes = load_scenario_notes(resolve_scenario(args.scenario), overrides or None)
+            scenario, notes = load_scenario_notes(resolve_scenario(args.scenario), overrides or None,
+                                                  allow_plugins=True if args.allow_plugins else None)
         except ScenarioError as exc:
             raise ScenarioError(exc.detail + _origin(exc.key, args.sets), file=exc.file, key=exc.key) from None
         for note in notes:

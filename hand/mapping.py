@@ -93,7 +93,10 @@ def validate_sdk_values(values: Any, spec: HandSpec) -> SdkCommand:
         HandCommandError: not a flat sequence, empty, more than 20 values, a non-numeric entry, NaN, Inf or
             an integer too large for a float (``kind`` says which).
     """
-    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, (Sequence, np.ndarray)):
+    # raw bytes in any of Python's byte types (bytes, bytearray, memoryview) are a wire frame, not a list of
+    # channel values: refused alike (a bytearray and a memoryview are Sequences and used to pass)
+    if isinstance(values, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(
+            values, (Sequence, np.ndarray)):
         raise HandCommandError(
             f"SDK command must be a sequence of 1 to {N_CHANNELS} numbers, got {type(values).__name__}",
             kind="not_a_sequence",

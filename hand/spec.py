@@ -27,7 +27,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
 from dockbench.sim.errors import ModelError
 
 DEFAULT_SPEC_RESOURCE = ("hands", "g20_left_spec.yaml")
@@ -326,9 +325,12 @@ def load_spec(path: str | Path | None = None) -> HandSpec:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ModelError(f"{source}: cannot read hand spec: {exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+    from dockbench.sim.errors import ScenarioError
+    from dockbench.sim.yamlio import load_yaml
+
+    try:  # the input files' strict reader: no aliases, no duplicate keys, YAML 1.2 numbers (sim/yamlio.py)
+        data = load_yaml(text, file=None, what="a hand spec")
+    except ScenarioError as exc:
         raise ModelError(f"{source}: invalid YAML: {exc}") from None
     return dataclasses.replace(parse_spec(data, source), base_dir=base_dir)
 

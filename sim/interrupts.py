@@ -1,7 +1,13 @@
-"""Ctrl-C (SIGINT) and SIGTERM: one path for both, and the sections a signal may not cut.
+"""Ctrl-C (SIGINT), SIGTERM and SIGHUP: one path for all three, and the sections a signal may not cut.
 
-:func:`guard` installs one handler for SIGINT and SIGTERM (main thread only; elsewhere, and when a
-guard is already installed, it does nothing). The handler has two modes:
+:func:`guard` installs one handler for SIGINT, SIGTERM and SIGHUP (the terminal was closed, or an SSH
+session dropped: the user did not ask to lose the run; where the platform has it; not when SIGHUP is
+ignored on entry, as under ``nohup``, where the run goes on) — main thread only;
+elsewhere, and when a guard is already installed, it does nothing. SIGQUIT (Ctrl-\\) is deliberately
+left to its default (quit at once, with a core dump where enabled): it is the way out when a handled
+signal is held by a section that may not be cut, and a ``.partial`` folder it leaves loads as partial.
+SIGKILL cannot be caught; what it leaves loads as partial too (telemetry/run.py). The handler has two
+modes:
 
 * **armed** (building, the control loop, the metrics): the signal raises :class:`Interrupted` — a
   :class:`KeyboardInterrupt`, so ``except KeyboardInterrupt`` handles both signals — at once, and
@@ -25,14 +31,15 @@ import signal
 import threading
 from collections.abc import Iterator
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: the signals handled (the process's exit code after one is 128 + its number: 130, 143, 129)
+SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
 
 
 class Interrupted(KeyboardInterrupt):
-    """The run was interrupted by ``signum`` (SIGINT or SIGTERM).
+    """The run was interrupted by ``signum`` (SIGINT, SIGTERM or SIGHUP).
 
     Attributes:
-        signum: the signal number. exit_code: the shell convention 128 + signum (130, 143).
+        signum: the signal number. exit_code: the shell convention 128 + signum (130, 143, 129).
     """
 
     def __init__(self, signum: int):
@@ -66,6 +73,13 @@ def _handler(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal m
     _state.pending.append(signum)
 
 
+def _handled() -> tuple[int, ...]:
+    """:data:`SIGNALS`, less SIGHUP when it is ignored (``nohup``: the user asked the process to survive
+    the terminal's hang-up, and it does)."""
+    hup = getattr(signal, "SIGHUP", None)
+    return tuple(s for s in SIGNALS if s != hup or signal.getsignal(s) is not signal.SIG_IGN)
+
+
 def installed() -> bool:
     """True while a :func:`guard` is installed."""
     return _state.depth > 0
@@ -79,7 +93,7 @@ def _active() -> bool:
 
 @contextlib.contextmanager
 def guard(*, restore: bool = True) -> Iterator[None]:
-    """Install the SIGINT/SIGTERM handler (armed) for the duration of the block, restoring the
+    """Install the handler of :data:`SIGNALS` (armed) for the duration of the block, restoring the
     previous handlers afterwards. Nested calls and calls outside the main thread do nothing.
 
     ``restore=False`` (a program about to exit, the CLI): afterwards both signals are ignored
@@ -96,11 +110,11 @@ def guard(*, restore: bool = True) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _state.previous = {s: signal.getsignal(s) for s in SIGNALS}
+    _state.previous = {s: signal.getsignal(s) for s in _handled()}
     _state.pending = []
     _state.armed = True
     _state.depth = 1
-    for s in SIGNALS:
+    for s in _state.previous:
         signal.signal(s, _handler)
     try:
         yield

@@ -19,6 +19,7 @@ sim.interrupts), on an exception in the loop or the metrics (``error``) and on a
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -27,10 +28,11 @@ import platform
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -384,6 +386,40 @@ def steps_for(duration: float, control_period: float) -> int:
     return int(math.floor(duration / control_period + 1e-9)) + 1
 
 
+#: the MuJoCo warnings of the run in progress (None outside :func:`run`), written to the run folder's
+#: MUJOCO_LOG.TXT; see :func:`_mujoco_warnings`
+_mj_log: list[str] | None = None
+#: most MuJoCo warnings kept per run (MuJoCo reports each kind once per MjData, so a run has a handful)
+MAX_MUJOCO_WARNINGS = 1000
+
+
+@contextlib.contextmanager
+def _mujoco_warnings() -> Iterator[list[str]]:
+    """Collect MuJoCo's warnings while the block runs, echoed to stderr. MuJoCo's own handler appends them
+    to ``MUJOCO_LOG.TXT`` in the *working directory*, wherever ``--out`` points; :func:`run` writes them
+    into the run folder instead (nothing when there were none; stderr only without a folder)."""
+    global _mj_log
+    setter = getattr(mujoco, "set_mju_user_warning", None)
+    if setter is None or _mj_log is not None:  # an old MuJoCo, or nested: the outer block collects
+        yield _mj_log if _mj_log is not None else []
+        return
+    previous = mujoco.get_mju_user_warning()
+    log: list[str] = []
+
+    def handler(msg: str) -> None:
+        if len(log) < MAX_MUJOCO_WARNINGS:
+            log.append(f"{time.strftime('%a %b %d %H:%M:%S %Y')}\nWARNING: {msg}")
+        sys.stderr.write(f"MuJoCo warning: {msg}\n")
+
+    _mj_log = log
+    setter(handler)
+    try:
+        yield log
+    finally:
+        setter(previous)
+        _mj_log = None
+
+
 def _signum(exc: BaseException) -> int:
     """The signal behind a KeyboardInterrupt (SIGINT unless it is an :class:`interrupts.Interrupted`)."""
     return exc.signum if isinstance(exc, interrupts.Interrupted) else int(signal.SIGINT)
@@ -391,7 +427,8 @@ def _signum(exc: BaseException) -> int:
 
 def _interrupt_message(exc: BaseException, steps: int) -> str:
     name = exc.name if isinstance(exc, interrupts.Interrupted) else "SIGINT"
-    what = "terminated (SIGTERM)" if name == "SIGTERM" else "interrupted (Ctrl-C)"
+    what = {"SIGTERM": "terminated (SIGTERM)", "SIGHUP": "hung up (SIGHUP: the terminal was closed)"}.get(
+        name, "interrupted (Ctrl-C)")
     return f"{what} after {steps} recorded steps; the telemetry recorded so far is kept"
 
 
@@ -875,10 +912,14 @@ def _fmt_bytes(n: float) -> str:
 
 #: bytes the run folder needs beyond the telemetry (meta, summary, scene.xml, timing) [bytes]
 FOLDER_SLACK_BYTES = 256 << 10
-#: memory the metrics take per recorded step [bytes]: they work on whole (N,)/(N, 6) vectors (≈ 350 B
-#: per step measured on iiwa14_docking_twophase × 10, tests/test_run_folder.py); the telemetry itself
-#: is flat in the duration, the metrics are not
-METRICS_BYTES_PER_STEP = 512
+#: anonymous memory the metrics take per recorded step [bytes]: they work on whole (N,)/(N, 6) vectors.
+#: Measured (issue 36; peak RssAnon sampled every 2 ms, iiwa14_docking at 5 s and 65 s simulated, the
+#: slope between them): 629 B per step; 512 B, the earlier figure, was below it. The telemetry itself is
+#: flat in the duration while the loop runs; after it the metrics read the memory-mapped telemetry.npz,
+#: whose pages are resident too (peak RssFile 460 B per step, at most the row size), so
+#: :func:`check_budget` adds the row size: 1024 + 773 B per step for iiwa14_docking against a measured
+#: peak RSS of 1089 B per step (192 MB at 65 s)
+METRICS_BYTES_PER_STEP = 1024
 
 
 def _memory_available() -> int | None:
@@ -897,8 +938,8 @@ def check_budget(setup: Setup, duration: float, where: Path | None, key: str, wh
     """Check, before the first step, that the telemetry of a run of ``duration`` [s] fits: a run of at
     most :data:`telemetry.log.CHUNK_ROWS` steps in memory (a few tens of MB at most), a longer one on
     the disk holding ``where`` (its part files plus the assembled telemetry.npz: twice its size); and
-    that the memory the metrics need (:data:`METRICS_BYTES_PER_STEP`) is available. Returns the
-    telemetry size [bytes].
+    that the memory the metrics need (:data:`METRICS_BYTES_PER_STEP` per step, plus the telemetry they read
+    memory-mapped) is available. Returns the telemetry size [bytes].
 
     Raises:
         ScenarioError: naming ``key`` (``--duration``, ``sim.duration`` or ``planner``), the step count,
@@ -912,7 +953,7 @@ def check_budget(setup: Setup, duration: float, where: Path | None, key: str, wh
     size = n * Telemetry.bytes_per_step(setup.plant.nv, extra, shaped) if sc.telemetry.enabled else 0
     spills = sc.telemetry.enabled and n > CHUNK_ROWS
     if sc.telemetry.enabled:
-        mem = n * METRICS_BYTES_PER_STEP
+        mem = n * METRICS_BYTES_PER_STEP + size  # + the memory-mapped telemetry the metrics read (resident)
         avail = _memory_available()
         if avail is not None and mem > avail:
             raise ScenarioError(
@@ -1016,7 +1057,7 @@ def run(
     """
     if duration is not None:
         duration = check_value(SimConfig, "duration", duration, file=scenario.source_file or None, key="--duration")
-    with interrupts.guard():
+    with interrupts.guard(), _mujoco_warnings():
         folder = RunFolder.create(out_root, folder_name(scenario.name)) if out_root is not None else None
         try:
             if setup is None:
@@ -1135,6 +1176,9 @@ def _finish_run(
                 folder.attempt("scene.xml", atomic_write_text, folder.file("scene.xml"), xml)
             if errors:
                 folder.attempt("error.txt", atomic_write_text, folder.file("error.txt"), "\n".join(errors))
+            if _mj_log:  # MuJoCo's warnings, here rather than in the working directory (_mujoco_warnings)
+                folder.attempt("MUJOCO_LOG.TXT", atomic_write_text, folder.file("MUJOCO_LOG.TXT"),
+                               "\n\n".join(_mj_log) + "\n")
             if status == "aborted" and not folder.problems:
                 folder.problems.append(message)
             result.run_dir = folder.finalize(tel.n)

@@ -37,7 +37,7 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import yaml
+from dockbench.sim.config import short_repr
 from dockbench.sim.errors import ScenarioError
 
 #: top-level blocks chosen from a registry by their ``type`` key
@@ -65,7 +65,7 @@ def parse_path(text: str, where: str = "--set") -> Path:
         ScenarioError: an empty path or a malformed segment (``where`` names the option).
     """
     if not isinstance(text, str) or not text.strip():
-        raise ScenarioError(f"empty key path in {text!r}; expected e.g. controller.k", key=where)
+        raise ScenarioError(f"empty key path in {short_repr(text)}; expected e.g. controller.k", key=where)
     path: list[str | int] = []
     for part in text.strip().split("."):
         if part.isdigit() and path:  # position.0 = position[0] (no brackets to quote in YAML flow style)
@@ -74,7 +74,8 @@ def parse_path(text: str, where: str = "--set") -> Path:
         m = _SEGMENT.match(part)
         if m is None:
             raise ScenarioError(
-                f"bad key path {text!r}: segment {part!r} is not a key name optionally followed by [index] "
+                f"bad key path {short_repr(text)}: segment {short_repr(part)} is not a key name optionally followed "
+                "by [index] "
                 "(e.g. controller.k, target.pose.position[0], gates[1].max)",
                 key=where,
             )
@@ -95,12 +96,11 @@ def _numbers(value: Any) -> Any:
 
 
 def parse_value(text: str) -> Any:
-    """A ``--set`` value: YAML (with ``1e-3`` read as a number)."""
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"value {text!r} is not valid YAML: {exc}", key="--set") from None
-    return _numbers(value)
+    """A ``--set`` value: YAML under the rules of the scenario files (sim/yamlio.py: no aliases, no
+    duplicate keys, YAML 1.2 numbers, at most 64 kB)."""
+    from dockbench.sim.yamlio import MAX_VALUE_CHARS, load_yaml
+
+    return _numbers(load_yaml(text, file=None, key="--set", what="a --set value", max_chars=MAX_VALUE_CHARS))
 
 
 def parse_assignment(text: str) -> tuple[Path, Any]:
@@ -110,9 +110,13 @@ def parse_assignment(text: str) -> tuple[Path, Any]:
         ScenarioError: no ``=``, a bad path or a value that is not YAML (key ``--set``).
     """
     if not isinstance(text, str) or "=" not in text:
-        raise ScenarioError(f"expected KEY=VALUE (e.g. controller.k=500), got {text!r}", key="--set")
+        raise ScenarioError(f"expected KEY=VALUE (e.g. controller.k=500), got {short_repr(text)}", key="--set")
     key, _, value = text.partition("=")
-    return parse_path(key), parse_value(value)
+    path = parse_path(key)
+    try:
+        return path, parse_value(value)
+    except ScenarioError as exc:  # name the key the value was meant for
+        raise ScenarioError(exc.detail, key=f"--set {format_path(path)}") from None
 
 
 # ----------------------------------------------------------------------------------------- schema
@@ -269,7 +273,7 @@ def _kind(value: Any) -> str:
         return "a list"
     if isinstance(value, dict):
         return "a mapping"
-    return f"the value {value!r}"
+    return f"the value {short_repr(value)}"
 
 
 def _merge(base: Any, over: Any, notes: list[str], top: str | None = None) -> Any:
@@ -325,7 +329,7 @@ def merge_overrides(data: Any, overrides: Overrides, where: str = "overrides") -
     if isinstance(overrides, Mapping):
         for key, value in overrides.items():
             if not isinstance(key, str):
-                raise ScenarioError(f"override keys are strings, got {key!r}", key=where)
+                raise ScenarioError(f"override keys are strings, got {short_repr(key)}", key=where)
             if "." in key or "[" in key:
                 set_path(out, parse_path(key, where), _plain(value), notes, where)
             elif key in out:
@@ -347,5 +351,5 @@ def _as_list(items: Iterable[str]) -> list[str]:
     out = list(items)
     for x in out:
         if not isinstance(x, str):
-            raise ScenarioError(f"expected 'path=value' strings, got {x!r}", key="--set")
+            raise ScenarioError(f"expected 'path=value' strings, got {short_repr(x)}", key="--set")
     return out

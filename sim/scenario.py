@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from dockbench.controllers.insertion import InsertionConfig
 from dockbench.sim.config import config_to_dict, describe_config, param, parse_config, short_repr
 from dockbench.sim.errors import ScenarioError
@@ -26,6 +25,7 @@ from dockbench.sim.mounts import BaseConfig
 from dockbench.sim.plugins import load_entry_points, load_plugins
 from dockbench.sim.robots import resolve_model_path, robot_for, robot_names
 from dockbench.sim.uncertainty import UncertaintyConfig
+from dockbench.sim.yamlio import read_yaml_file
 
 _TWO_PI = 6.283185307179586
 #: longest run [s] a scenario or --duration may ask for (the telemetry must also fit on disk)
@@ -343,7 +343,8 @@ class Scenario:
                 file = value
                 continue
             if key not in _TOP_KEYS:
-                raise ScenarioError(f"unknown top-level key {key!r}; allowed: {', '.join(_TOP_KEYS)}", file=file)
+                raise ScenarioError(f"unknown top-level key {short_repr(key)}; allowed: {', '.join(_TOP_KEYS)}",
+                                    file=file)
             data, _ = merge_overrides(data, {key: value})
         return scenario_from_dict(data, file=file)
 
@@ -408,12 +409,30 @@ def parse_typed_block(kind: str, data: Any, file: str) -> TypedBlock:
 
 
 _UNSAFE_NAME_CHARS = frozenset('<>:"/\\|?*')
+#: Unicode categories a name may not contain: control (Cc: C0, DEL, C1 such as U+0085), format (Cf: U+200B,
+#: U+FEFF, bidi overrides), surrogate (Cs), private use (Co), unassigned (Cn), line/paragraph separators
+_REFUSED_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))
+
+
+def _refused_char(c: str) -> bool:
+    import unicodedata
+
+    return unicodedata.category(c) in _REFUSED_CATEGORIES
+
+
+def _visible(c: str) -> bool:
+    """A letter, digit, punctuation or symbol (not a space, a mark alone or a refused character)."""
+    import unicodedata
+
+    return unicodedata.category(c)[0] in "LNPS"
 
 
 def check_name(name: Any, *, file: str | None = None, key: str = "name") -> str:
     """The scenario ``name`` if it can name a run folder: a non-empty string of at most
     :data:`MAX_NAME_LENGTH` characters that is one path component (not ``.`` or ``..``, no ``/``,
-    ``\\``, NUL or other control characters).
+    ``\\``), with no control, format, surrogate, private-use, unassigned or line/paragraph-separator
+    character (Unicode categories Cc, Cf, Cs, Co, Cn, Zl, Zp: NUL, U+0085, U+200B, U+FEFF, U+2028, …) and
+    at least one visible character (a letter, digit, punctuation or symbol).
 
     Raises:
         ScenarioError: naming ``file`` and ``key``.
@@ -426,11 +445,12 @@ def check_name(name: Any, *, file: str | None = None, key: str = "name") -> str:
             file=file,
             key=key,
         )
-    bad = sorted({c for c in name if c in "/\\" or ord(c) < 32 or ord(c) == 127})
-    if bad or name.strip(". ") == "":
-        shown = ", ".join(repr(c) for c in bad) if bad else "only dots/spaces"
+    bad = sorted({c for c in name if c in "/\\" or _refused_char(c)})
+    if bad or name.strip(". ") == "" or not any(_visible(c) for c in name):
+        shown = (", ".join(f"U+{ord(c):04X}" if _refused_char(c) else repr(c) for c in bad[:5]) if bad
+                 else "only dots/spaces" if name.strip(". ") == "" else "no visible character")
         raise ScenarioError(
-            f"{short_repr(name)} cannot name a folder ({shown}); use letters, digits, '_', '-', '.'",
+            f"{ascii(name[:40])} cannot name a folder ({shown}); use letters, digits, '_', '-', '.'",
             file=file,
             key=key,
         )
@@ -438,15 +458,15 @@ def check_name(name: Any, *, file: str | None = None, key: str = "name") -> str:
 
 
 def folder_name(name: str) -> str:
-    """``name`` as one safe path component on every OS: characters ``<>:"/\\|?*`` and control
-    characters become ``_``; leading dots and trailing dots/spaces are dropped."""
-    out = "".join("_" if (c in _UNSAFE_NAME_CHARS or ord(c) < 32 or ord(c) == 127) else c for c in name)
+    """``name`` as one safe path component on every OS: characters ``<>:"/\\|?*`` and the characters
+    :func:`check_name` refuses become ``_``; leading dots and trailing dots/spaces are dropped."""
+    out = "".join("_" if (c in _UNSAFE_NAME_CHARS or _refused_char(c)) else c for c in name)
     out = out.lstrip(".").rstrip(". ")
     return out or "_"
 
 
-def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
-    """Validate a scenario mapping (already read from YAML)."""
+def scenario_from_dict(data: Any, file: str = "<scenario>", *, allow_plugins: bool | None = None) -> Scenario:
+    """Validate a scenario mapping (already read from YAML). ``allow_plugins``: see :func:`load_scenario`."""
     if not isinstance(data, dict):
         raise ScenarioError("the scenario must be a YAML mapping", file=file)
     for key in data:
@@ -460,7 +480,7 @@ def scenario_from_dict(data: Any, file: str = "<scenario>") -> Scenario:
     # plugins first: they register the types the blocks below name (sim/plugins.py)
     load_entry_points()
     base_dir = Path(file).resolve().parent if Path(file).is_file() else None
-    plugins = load_plugins(data.get("plugins") or [], base_dir=base_dir, file=file)
+    plugins = load_plugins(data.get("plugins") or [], base_dir=base_dir, file=file, allow=allow_plugins)
     name = check_name(data["name"], file=file)
     description = data.get("description", "")
     if not isinstance(description, str):
@@ -610,7 +630,7 @@ def resolve_scenario(name_or_path: str | Path) -> Path:
                         file=str(name_or_path))
 
 
-def load_scenario(path: str | Path, overrides: Any = None) -> Scenario:
+def load_scenario(path: str | Path, overrides: Any = None, *, allow_plugins: bool | None = None) -> Scenario:
     """Read and validate a scenario file.
 
     Args:
@@ -619,14 +639,18 @@ def load_scenario(path: str | Path, overrides: Any = None) -> Scenario:
             (``{"controller": {"k": 500}}``, or key paths ``{"controller.k": 500}``), or a list of
             ``"path=value"`` strings (``--set``). A changed ``type`` keeps the block's keys that the new type
             also has (:func:`load_scenario_notes` also returns what was dropped).
+        allow_plugins: import the plugins the file (or an override) names: a plugin is code
+            (sim/plugins.py). None = only when ``DOCKBENCH_ALLOW_PLUGINS=1`` is set.
 
     Raises:
-        ScenarioError: missing file, YAML syntax error, or any schema violation.
+        ScenarioError: missing file, YAML syntax error (sim/yamlio.py), any schema violation, or a plugin
+            named without the opt-in.
     """
-    return load_scenario_notes(path, overrides)[0]
+    return load_scenario_notes(path, overrides, allow_plugins=allow_plugins)[0]
 
 
-def load_scenario_notes(path: str | Path, overrides: Any = None) -> tuple[Scenario, list[str]]:
+def load_scenario_notes(path: str | Path, overrides: Any = None, *,
+                        allow_plugins: bool | None = None) -> tuple[Scenario, list[str]]:
     """:func:`load_scenario`, and the notes of the overrides (typed blocks whose type changed: kept and
     dropped keys)."""
     from dockbench.sim.overrides import merge_overrides
@@ -635,21 +659,7 @@ def load_scenario_notes(path: str | Path, overrides: Any = None) -> tuple[Scenar
     file = str(path)
     if not p.is_file():
         raise ScenarioError(f"scenario file not found (looked at {p.resolve()})", file=file)
-    try:
-        size = p.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ScenarioError(f"{size} bytes; a scenario file is at most {MAX_FILE_BYTES} bytes", file=file)
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"cannot read the file: {exc.strerror or exc}", file=file) from None
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=file) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"YAML syntax error: {exc}", file=file) from None
-    except RecursionError:
-        raise ScenarioError("YAML nested too deeply", file=file) from None
+    data = read_yaml_file(p, what="a scenario file", max_bytes=MAX_FILE_BYTES)  # sim/yamlio.py's rules
     try:
         data, notes = merge_overrides(data, overrides, where="--set" if isinstance(overrides, (list, tuple)) else
                                       "overrides")
@@ -657,7 +667,7 @@ def load_scenario_notes(path: str | Path, overrides: Any = None) -> tuple[Scenar
         raise ScenarioError(exc.detail, file=file, key=exc.key) from None
     except RecursionError:
         raise ScenarioError("YAML nested too deeply", file=file) from None
-    return scenario_from_dict(data, file=file), notes
+    return scenario_from_dict(data, file=file, allow_plugins=allow_plugins), notes
 
 
 def docs_markdown() -> str:
@@ -674,7 +684,14 @@ def docs_markdown() -> str:
         "",
         "`plugins`: a list of modules (`my_pkg.my_controller`, searched first in the scenario's folder) or `.py`",
         "files (relative to the scenario) imported before the blocks are read, so that the types they register",
-        "can be named (docs/extending.md). The tables below list the built-in types only.",
+        "can be named (docs/extending.md). A plugin is Python code: it is imported only with an opt-in",
+        "(`--allow-plugins`, `DOCKBENCH_ALLOW_PLUGINS=1`, or `allow_plugins=True`); without it the scenario is",
+        "refused. The tables below list the built-in types only.",
+        "",
+        "The file is read by `sim/yamlio.py`: no aliases (`*name`), no duplicate keys, YAML 1.2 numbers (`1e-3`",
+        "is a number; `5:00`, `010`, `0b1` and `1_000`, which YAML 1.1 reads as other numbers, are refused;",
+        "`yes`/`no`/`on`/`off` are strings), at most 1 MiB and 50 levels of nesting. `--set` values follow the",
+        "same rules.",
         "",
     ]
 

@@ -80,9 +80,22 @@ def write_manifest(folder: str | Path, *, steps: int | None = None, complete: bo
 
 
 def check_manifest(folder: str | Path) -> list[str]:
-    """What keeps ``folder`` from being a complete run folder (empty list: it is complete): a missing
-    or unreadable manifest, one that records problems, a listed file missing or of another size."""
+    """What keeps ``folder`` from being a complete run folder (empty list: it is complete): a name that
+    still ends in ``.partial``, a missing or unreadable manifest, one that records problems, a listed file
+    missing or of another size.
+
+    The name comes first: :meth:`RunFolder.finalize` writes a complete manifest and then renames the
+    folder, so a process killed between the two (SIGKILL, a power cut) leaves a ``.partial`` folder with a
+    manifest that says complete; only the rename makes a folder complete."""
     folder = Path(folder)
+    renamed: list[str] = []
+    if folder.name.endswith(PARTIAL_SUFFIX):
+        renamed.append(f"the folder was never renamed into place (its name ends in {PARTIAL_SUFFIX}): the run "
+                       "stopped while it was being finished")
+    return renamed + _check_manifest_file(folder)
+
+
+def _check_manifest_file(folder: Path) -> list[str]:
     path = folder / MANIFEST
     if not path.is_file():
         return [f"no {MANIFEST}: the run folder was not finished (stopped or failed while writing)"]
@@ -129,9 +142,13 @@ class RunFolder:
         """Create the partial folder of a new run of the scenario folder ``folder_name``.
 
         Raises:
-            DockbenchError: ``out_root`` cannot hold run folders (not a directory, below a file, not
-                writable, read-only file system); the message names it.
+            DockbenchError: ``out_root`` cannot hold run folders (empty — ``--out ""`` would write into
+                the working directory —, not a directory, below a file, not writable, read-only file
+                system); the message names it.
         """
+        if isinstance(out_root, str) and not out_root.strip():
+            raise DockbenchError(f"--out {out_root!r}: empty path; give the parent folder of the run folders "
+                                 "(e.g. runs, or . for the working directory)")
         root = Path(out_root)
         parent = root / folder_name
         try:

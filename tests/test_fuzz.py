@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from dockbench.experiments.fuzz_scenarios import adversarial_cases, mutation_cases, run_case
+from dockbench.experiments.fuzz_scenarios import adversarial_cases, hostile_yaml_cases, mutation_cases, run_case
 
 N_MUTATIONS = 300
 SEED = 23
@@ -55,3 +55,23 @@ def test_a_run_without_telemetry_is_not_counted_as_a_broken_folder(tmp_path: Pat
     d["telemetry"] = {"enabled": False}
     o = run_case(d, tmp_path, 0.05, "telemetry off")
     assert o.kind == "ok", o.detail
+
+
+def test_hostile_yaml_is_a_one_line_error_never_a_hang_or_a_traceback(tmp_path: Path, monkeypatch) -> None:
+    """Issue 36: alias bombs in every position (scenario keys, plugins:, a mapping key, --set values, a
+    campaign's seed, axes, set: and base scenario), duplicate keys, the YAML 1.1 forms, names of every
+    refused Unicode class and plugins without the opt-in. Each is a clean error of one line naming the
+    file, except the few the YAML 1.2 reading gets right (``ok``). A bomb that expanded would not finish."""
+    monkeypatch.delenv("DOCKBENCH_ALLOW_PLUGINS", raising=False)
+    cases = hostile_yaml_cases()
+    assert len(cases) > 60
+    bad = []
+    for label, raw, duration in cases:
+        o = run_case(raw, tmp_path, duration, label)
+        want = "ok" if raw.ok else "clean error"
+        if o.kind != want or "\n" in o.detail:
+            bad.append(f"{label}: {o.kind} (want {want}): {o.detail}")
+    assert not bad, "\n".join(bad)
+    # nothing of a plugin ran and nothing was written for the refused cases
+    assert not list(tmp_path.glob("runs/*/*")) or all(p.parent.name in {"iiwa14_docking", "2024-01-01"}
+                                                     for p in tmp_path.glob("runs/*/*"))

@@ -139,6 +139,9 @@ def test_empty_command_is_rejected_not_padded(spec):
     (list(range(21)), "too_many_values"),
     (np.zeros((2, 2)), "bad_shape"),
     ("255", "not_a_sequence"),
+    (b"\x80" * 20, "not_a_sequence"),
+    (bytearray(b"\x80" * 20), "not_a_sequence"),  # issue 36: bytearray and memoryview are treated like bytes
+    (memoryview(b"\x80" * 20), "not_a_sequence"),
 ])
 def test_bad_sdk_values_raise_hand_command_errors_with_a_kind(spec, values, kind):
     with pytest.raises(HandCommandError) as exc:

@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM (issue 23): one path for both, the telemetry recorded so far kept whenever a
+"""Ctrl-C, SIGTERM and SIGHUP (issue 23, issue 36): one path for all, the telemetry recorded so far kept whenever a
 signal arrives after the first step — in the loop, in a telemetry spill, while scoring, while the
 folder is written — and nothing left behind (and no traceback) before it.
 
@@ -26,7 +26,16 @@ from dockbench.telemetry.run import Run
 
 from tests.helpers import REPO, SCENARIOS, scenario_dict
 
-SIGNALS = [signal.SIGINT, signal.SIGTERM]
+SIGNALS = list(interrupts.SIGNALS)  # SIGINT, SIGTERM and SIGHUP (closing the terminal)
+
+
+@pytest.fixture(autouse=True)
+def _hangup_not_ignored():
+    """Under ``nohup`` SIGHUP is ignored and the guard leaves it so (tested below); the other tests model
+    a terminal session."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, before)
 
 
 def _short(duration: float = 0.5) -> dict:
@@ -59,7 +68,7 @@ def test_a_signal_in_the_loop_keeps_every_step_recorded(tmp_path: Path, sig) -> 
     assert r.status == "interrupted" and r.signal == sig and r.verdict == "INCOMPLETE"
     # progress is reported every 10 steps; the signal raised right after the call at t = 0.2 s
     loaded = _check_interrupted_folder(r.run_dir, 201)
-    assert ("SIGTERM" if sig == signal.SIGTERM else "Ctrl-C") in loaded.summary["message"]
+    assert {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}.get(sig, "Ctrl-C") in loaded.summary["message"]
 
 
 @pytest.mark.parametrize("sig", SIGNALS)
@@ -153,6 +162,19 @@ def test_the_guard_restores_the_previous_handlers() -> None:
         assert interrupts.installed()
     assert {s: signal.getsignal(s) for s in SIGNALS} == before
     assert not interrupts.installed()
+
+
+def test_under_nohup_sighup_stays_ignored() -> None:
+    """``nohup`` (SIGHUP ignored on entry): the user asked the run to survive the hang-up; the guard does not
+    take SIGHUP over, and one sent meanwhile is ignored."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    with interrupts.guard():
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is interrupts._handler
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.01)
+        assert interrupts.pending() is None
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
 
 
 def test_deferred_holds_a_signal_until_the_section_ends() -> None:

@@ -53,6 +53,34 @@ def test_a_complete_folder_has_a_manifest_and_no_partial_name(tmp_path: Path) ->
     assert _folders(tmp_path) == [r.run_dir]
 
 
+def test_a_kill_between_the_manifest_and_the_rename_leaves_a_partial_folder(tmp_path: Path) -> None:
+    """SIGKILL in the last window of the transaction: the complete manifest is written, the folder not
+    yet renamed. The folder keeps its ``.partial`` name and must load as partial (never complete), with
+    every step recorded (its manifest alone would say complete)."""
+    code = f"""
+import json, os, signal
+real = os.rename
+def killed(src, dst, *args, **kwargs):
+    if str(src).endswith(".partial"):  # the folder's rename: the process dies here
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(src, dst, *args, **kwargs)
+os.rename = killed
+from dockbench.sim.loop import run
+from dockbench.sim.scenario import scenario_from_dict
+run(scenario_from_dict(json.loads({json.dumps(json.dumps(_short()))})), out_root={str(tmp_path)!r})
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == -9, r.stderr
+    (folder,) = _folders(tmp_path)
+    assert folder.name.endswith(".partial")
+    assert json.loads((folder / MANIFEST).read_text())["complete"]  # the window: the manifest says complete
+    loaded = Run.load(folder)
+    assert loaded.partial and not loaded.complete
+    assert "never renamed into place" in loaded.problems[0]
+    assert len(loaded.t) == 301 and loaded.meta["timing"]["steps"] == 301
+
+
 def test_every_run_file_gets_the_mode_a_plain_open_gives(tmp_path: Path) -> None:
     """The atomic writes (temp file + rename) used to leave 0600 files beside a 0644 scene.xml: every file of
     the folder, and a plot written into it, has 0666 less the umask (telemetry.log.FILE_MODE)."""
@@ -426,3 +454,36 @@ def test_progress_lines_appear_on_a_terminal_only(tmp_path: Path) -> None:
     out = tty.getvalue()
     assert out.count("\r") == 2 and "figures 1/2  tracking" in out and "figures 2/2  forces" in out
     assert out.endswith("\n")
+
+
+def test_mujoco_warnings_go_to_the_run_folder_not_the_working_directory(tmp_path: Path, monkeypatch) -> None:
+    """MuJoCo's default warning handler appends to MUJOCO_LOG.TXT in the working directory whatever --out
+    says (issue 36); run() collects the warnings into the run folder's MUJOCO_LOG.TXT instead."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    scenario = scenario_from_dict(_short())
+    setup = build(scenario)
+
+    def blow_up(t: float, duration: float) -> None:
+        if t >= 0.02:
+            setup.data.qvel[:] = 1e30  # MuJoCo warns "Nan, Inf or huge value in QVEL"
+
+    with pytest.raises(loop.SimulationDiverged) as exc:
+        run(scenario, out_root=tmp_path / "runs", setup=setup, progress=blow_up)
+    assert not (cwd / "MUJOCO_LOG.TXT").exists()
+    log = exc.value.result.run_dir / "MUJOCO_LOG.TXT"
+    assert "WARNING: Nan, Inf or huge value in QVEL" in log.read_text()
+    assert "MUJOCO_LOG.TXT" in json.loads((exc.value.result.run_dir / MANIFEST).read_text())["files"]
+    import mujoco
+
+    assert mujoco.get_mju_user_warning() is None  # the handler is restored
+
+
+def test_an_empty_out_is_refused_not_the_working_directory(tmp_path: Path, monkeypatch) -> None:
+    """``--out ""`` used to write the run folder into the working directory."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DockbenchError, match=r"--out '': empty path"):
+        RunFolder.create("", "x")
+    code = cli_main(["--scenario", str(SCENARIOS / "iiwa14_docking.yaml"), "--out", "", "--no-progress"])
+    assert code == 1 and not list(tmp_path.iterdir())

@@ -129,7 +129,8 @@ def _atomic_bytes(path: Path, data: bytes) -> None:
 
 def _read_base(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
+        from dockbench.sim.yamlio import read_yaml_file
+        data = read_yaml_file(path)  # sim/yamlio.py: the scenario files' rules
     except (OSError, yaml.YAMLError) as exc:
         raise ScenarioError(f"cannot read the scenario: {exc}", file=str(path)) from None
     if not isinstance(data, dict):

@@ -415,7 +415,8 @@ def load_campaign(path: str | Path) -> Campaign:
     if not file.is_file():
         raise _err(f"campaign file not found (looked at {file.resolve()})", file)
     try:
-        data = yaml.safe_load(file.read_text())
+        from dockbench.sim.yamlio import read_yaml_file
+        data = read_yaml_file(file, what="a campaign file")  # sim/yamlio.py: no aliases, no duplicate keys
     except yaml.YAMLError as exc:
         raise _err(f"YAML syntax error: {exc}", file) from None
     return campaign_from_dict(data, file)
