@@ -131,7 +131,8 @@ def measure_once(scenario_path: str, live: str = "none") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         obs, cleanup = _live_observer(live, Path(tmp))
         try:
-            tel, status, _, timing = simulate(setup, step_observer=obs)
+            outcome = simulate(setup, step_observer=obs)
+            tel, status, _, timing = outcome
         finally:
             cleanup()
     steps = timing["steps"]
@@ -144,7 +145,7 @@ def measure_once(scenario_path: str, live: str = "none") -> dict:
         "rtf": timing["real_time_factor"],
         "us_per_step": timing["us_per_step"],
         "kernels": kernel_paths(setup),
-        "kernel_check": setup.guard.every,
+        "kernel_check": outcome.guard.every,
     }
     setup = build(sc)
     _, _, _, prof = simulate(setup, profile=True, kernel_check=out["kernel_check"])

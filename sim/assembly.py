@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import mujoco
 import numpy as np
@@ -25,7 +26,9 @@ from dockbench.sim.errors import ModelError, ScenarioError
 from dockbench.sim.interfaces import TARGETS, TOOLS, Target, Tool, make_target
 from dockbench.sim.mounts import BASE_JOINT, add_momentum_sensors, mount_free_floating_base, target_joint_addresses
 from dockbench.sim.robots import RobotSpec, robot_for, robot_model_spec
-from dockbench.sim.scenario import Scenario
+
+if TYPE_CHECKING:  # the scenario (runner layer) is only named in annotations here
+    from dockbench.sim.scenario import Scenario
 
 _INTEGRATORS = {
     "euler": mujoco.mjtIntegrator.mjINT_EULER,

@@ -1,14 +1,7 @@
-"""The control loop: ``run(scenario) → RunResult`` (docs/architecture.md "One control cycle").
-
-Per control step (period T_c = k · timestep)::
-
-    snap  = dynamics.update(q, v)          # one Pinocchio pass
-    w     = wrench.update(data, snap)      # F/T + truth (sensors of the last MuJoCo step)
-    planner.evaluate(t, ref)               # world-frame reference
-    controller.compute(snap, ref, w, cmd)  # τ (+ diagnostics)
-    τ_applied = clip(τ, ±τ_max)            # per-joint actuator limits (or scenario max_torque)
-    k × mj_step                            # the plant
-    record                                 # preallocated telemetry
+"""Build, simulate, score and write a run: ``run(scenario) → RunResult`` (docs/architecture.md "One control
+cycle"). :func:`build` makes the :class:`Setup` (plant, initial state, planner, law, F/T pipeline) without
+changing what it is given; :func:`simulate` runs the control cycle of :mod:`sim.cycle` (its stages composed
+once per run) and returns an :class:`~sim.cycle.Outcome`.
 
 The run folder is one transaction (:func:`run`, telemetry.run.RunFolder): reserved as
 ``<stamp>.partial`` before the first step, renamed into place with its manifest when complete. It is
@@ -30,7 +23,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,22 +32,29 @@ from typing import Any, Protocol
 import mujoco
 import numpy as np
 from dockbench.controllers.base import CONTROLLERS, Controller, PlantInfo
-from dockbench.controllers.insertion import CHANNELS as INSERTION_CHANNELS
 from dockbench.controllers.insertion import InsertionSupervisor
-from dockbench.planners.base import PLANNERS, Planner, PlannerContext, Reference
+from dockbench.planners.base import PLANNERS, Planner, PlannerContext
 from dockbench.sim import interrupts, kernels
 from dockbench.sim.assembly import FORCE_SENSOR, TORQUE_SENSOR, Assembly, assemble
 from dockbench.sim.config import check_value
+from dockbench.sim.cycle import (  # noqa: F401 - the cycle's helpers, importable from here as before
+    Cycle,
+    Outcome,
+    Status,
+    _coalesce,
+    _derive_pose_channels,
+    contiguous_slice,
+    kernel_paths,
+)
 from dockbench.sim.dynamics import Dynamics
 from dockbench.sim.errors import InternalError, ModelError, RunFolderError, ScenarioError, SimulationDiverged
 from dockbench.sim.ik import solve_ik
 from dockbench.sim.interfaces import ToolRuntime, rpy_to_matrix
-from dockbench.sim.lie import mat2quat_batch
 from dockbench.sim.mounts import initial_target_state
 from dockbench.sim.orbit import OrbitTelemetry, TargetTracking
 from dockbench.sim.scenario import MAX_DURATION, Scenario, SimConfig, folder_name
 from dockbench.sim.uncertainty import UncertaintyRuntime, belief_transform, make_runtime
-from dockbench.sim.wrench import PEAK_CHANNELS, SubstepContact, WrenchPipeline
+from dockbench.sim.wrench import WrenchPipeline
 from dockbench.telemetry.gates import detect_instability, evaluate_gates
 from dockbench.telemetry.log import CHUNK_ROWS, Telemetry, TelemetryWriteError, atomic_write_text
 from dockbench.telemetry.metrics import compute_metrics
@@ -93,6 +92,8 @@ class RunResult:
     signal: int | None = None
     #: what kept the run folder from being finished (then it is ``<stamp>.partial``)
     problems: list[str] = field(default_factory=list)
+    #: the traceback of an unexpected exception in the loop or the metrics (status ``error``), else ""
+    error: str = ""
 
 
 @dataclass
@@ -113,16 +114,8 @@ class Setup:
     approach_axis: np.ndarray
     duration: float
     runtime: ToolRuntime | None = None
-    #: what the kernel guard saw in the last :func:`simulate` of this setup (sim/kernels.py)
-    guard: kernels.GuardReport | None = None
     #: floating-body telemetry (a free-floating base or a moving target; sim/orbit.py), else None
     orbit: OrbitTelemetry | None = None
-    #: the telemetry of the last :func:`simulate` on this setup (set before its first step)
-    telemetry: Telemetry | None = None
-    #: the traceback of an unexpected exception in the last :func:`simulate` (status ``error``)
-    error: str = ""
-    #: the signal that interrupted the last run (status ``interrupted``), else None
-    interrupted_by: int | None = None
     #: F/T noise and bias, delays, belief error (sim/uncertainty.py); None when the scenario has none
     uncertainty: UncertaintyRuntime | None = None
 
@@ -206,19 +199,58 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
             :data:`sim.scenario.MAX_DURATION`, a controller the plant cannot serve.
     """
     file = scenario.source_file or "<scenario>"
-    asm = assemble(scenario) if assembly is None else assembly
     unc = make_runtime(scenario.uncertainty, scenario.sim.seed, np.array(scenario.wrench.ft_bias))
-    if unc is not None and asm.target is not None and "belief_offset_drawn" in unc.record:
-        drawn = unc.record["belief_offset_drawn"]  # the estimate error, after the configured belief offset
-        T_delta = belief_transform(drawn["position"], drawn["rpy_deg"])
-        # a copy of the target carries this run's estimate: the assembly given (e.g. a cached one) is not
-        # changed, so building twice from it draws the same belief instead of composing two
-        target = copy.copy(asm.target)
-        target.T_world_believed = asm.target.T_world_believed @ T_delta
-        asm = dataclasses.replace(asm, target=target)
-    m = asm.model
-    robot = asm.robot
-    nv = len(robot.joint_names)
+    asm = _believed(assemble(scenario) if assembly is None else assembly, unc)
+    q0, T_start, T_goal, axis, plant = _initial_configuration(scenario, asm, file)
+    data = _initial_state(scenario, asm, q0)
+    planner = _planner(scenario, asm, data, T_start, T_goal, axis, file)
+    try:
+        controller = CONTROLLERS.get(scenario.controller.type)(scenario.controller.config, plant, planner)
+    except ScenarioError as exc:
+        raise _in_file(exc, file, "controller") from None
+    dyn = _dynamics(scenario, asm, data, controller)
+    wp = _wrench_pipeline(scenario, asm, unc)
+    duration = (
+        scenario.sim.duration
+        if scenario.sim.duration is not None
+        else planner.duration + scenario.sim.settle_time + getattr(planner, "reserve_time", 0.0)
+    )
+    try:
+        runtime = asm.tool.make_runtime(asm.model, data, scenario)
+    except ScenarioError as exc:
+        raise _in_file(exc, file, "tool") from None
+    if runtime is not None:
+        runtime.bind_dynamics(dyn)  # e.g. the hand keeps the lumped inertia at its current pose
+    return Setup(
+        scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration, runtime,
+        orbit=_orbit_telemetry(scenario, asm, data), uncertainty=unc,
+    )
+
+
+def _mount(scenario: Scenario) -> Any:
+    """The target's mount block (None without a target)."""
+    return getattr(scenario.target.config, "mount", None) if scenario.target is not None else None
+
+
+def _believed(asm: Assembly, unc: UncertaintyRuntime | None) -> Assembly:
+    """``asm`` with this run's target-pose estimate: the configured belief composed with the error drawn by
+    the uncertainty model (``T_believed = T_target · T_offset · T_δ``), in a copy of the target, so the
+    assembly given (e.g. a cached one) is not changed and building twice from it draws the same belief."""
+    if unc is None or asm.target is None or "belief_offset_drawn" not in unc.record:
+        return asm
+    drawn = unc.record["belief_offset_drawn"]  # the estimate error, after the configured belief offset
+    target = copy.copy(asm.target)
+    target.T_world_believed = asm.target.T_world_believed @ belief_transform(drawn["position"], drawn["rpy_deg"])
+    return dataclasses.replace(asm, target=target)
+
+
+def _initial_configuration(
+    scenario: Scenario, asm: Assembly, file: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, PlantInfo]:
+    """(q0, T_world_start, T_world_goal, approach axis, the plant's limits): the start configuration from
+    ``robot.q_init``, or IK onto the start pose (from home / ``robot.q_guess``), both checked against the
+    joint ranges."""
+    m, robot = asm.model, asm.robot
     jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot.joint_names]
     q_min = np.array([m.jnt_range[j, 0] for j in jids])
     q_max = np.array([m.jnt_range[j, 1] for j in jids])
@@ -241,10 +273,31 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
                 file=file,
                 key="start",
             ) from None
+    tau_max = np.array([m.actuator_ctrlrange[a, 1] for a in asm.act_ids])
+    if scenario.robot.max_torque is not None:
+        tau_max = np.minimum(tau_max, scenario.robot.max_torque)
+    plant = PlantInfo(
+        nv=len(robot.joint_names),
+        joint_names=robot.joint_names,
+        tau_max=tau_max,
+        q_min=q_min,
+        q_max=q_max,
+        v_max=robot.velocity_limit.copy(),
+        dof_damping=np.array(m.dof_damping[asm.dof_adr]),
+        dof_frictionloss=np.array(m.dof_frictionloss[asm.dof_adr]),
+        control_period=scenario.sim.control_period,
+        q_home=q0.copy(),
+    )
+    return q0, T_start, T_goal, axis, plant
 
+
+def _initial_state(scenario: Scenario, asm: Assembly, q0: np.ndarray) -> mujoco.MjData:
+    """MjData at q0 (and a moving target's initial twist), forward-computed so the first step reads its
+    sensors; with gravity on, held by g(q0)."""
+    m = asm.model
     data = mujoco.MjData(m)
     data.qpos[asm.qpos_adr] = q0
-    mount = getattr(scenario.target.config, "mount", None) if scenario.target is not None else None
+    mount = _mount(scenario)
     if mount is not None and mount.moving:  # the target's initial twist (e.g. a slow tumble)
         initial_target_state(m, data, asm.target_body, mount, asm.target.T_world_target[:3, :3])
     mujoco.mj_forward(m, data)
@@ -255,7 +308,15 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
         lim = np.array([m.actuator_ctrlrange[a, 1] for a in asm.act_ids])
         data.ctrl[asm.act_ids] = np.clip(data.qfrc_bias[asm.dof_adr], -lim, lim)
         mujoco.mj_forward(m, data)
+    return data
 
+
+def _planner(
+    scenario: Scenario, asm: Assembly, data: mujoco.MjData, T_start: np.ndarray, T_goal: np.ndarray,
+    axis: np.ndarray, file: str,
+) -> Planner:
+    """The scenario's planner from start to goal, riding on a moving target when its mount tracks it, under
+    the insertion supervisor when the scenario's ``insertion:`` block is on."""
     ctx = PlannerContext(T_world_start=T_start, T_world_goal=T_goal, approach_axis_world=axis)
     try:
         planner = PLANNERS.get(scenario.planner.type)(scenario.planner.config, ctx)
@@ -275,48 +336,40 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
             file=file,
             key="planner",
         )
+    mount = _mount(scenario)
     if mount is not None and mount.moving and mount.track:  # the plan rides on the moving target
         planner = TargetTracking(
-            planner, data, m, asm.target_body, asm.target_qpos, asm.target_qvel, floating=mount.type == "floating"
+            planner, data, asm.model, asm.target_body, asm.target_qpos, asm.target_qvel,
+            floating=mount.type == "floating",
         )
     if scenario.insertion.active:  # the outer compliance loop, jam detection, recovery (controllers/insertion.py)
         planner = InsertionSupervisor(planner, scenario.insertion, scenario.sim.control_period)
+    return planner
 
-    tau_max = np.array([m.actuator_ctrlrange[a, 1] for a in asm.act_ids])
-    if scenario.robot.max_torque is not None:
-        tau_max = np.minimum(tau_max, scenario.robot.max_torque)
-    plant = PlantInfo(
-        nv=nv,
-        joint_names=robot.joint_names,
-        tau_max=tau_max,
-        q_min=q_min,
-        q_max=q_max,
-        v_max=robot.velocity_limit.copy(),
-        dof_damping=np.array(m.dof_damping[asm.dof_adr]),
-        dof_frictionloss=np.array(m.dof_frictionloss[asm.dof_adr]),
-        control_period=scenario.sim.control_period,
-        q_home=q0.copy(),
-    )
-    try:
-        controller = CONTROLLERS.get(scenario.controller.type)(scenario.controller.config, plant, planner)
-    except ScenarioError as exc:
-        raise _in_file(exc, file, "controller") from None
-    dyn_flags = dict(
+
+def _dynamics(scenario: Scenario, asm: Assembly, data: mujoco.MjData, controller: Controller) -> Dynamics:
+    """The snapshot's source: the fixed-base one Pinocchio pass, or the base-eliminated one of a
+    free-floating base (sim/floating.py, base state read from MjData), computing only what the law needs."""
+    flags = dict(
         body_frame=controller.needs_body_frame,
         sensor_pose=controller.needs_sensor_pose or scenario.wrench.force_source == "observer",
         world_drift=controller.needs_world_drift,
     )
-    if asm.floating_base:  # the base-eliminated snapshot (sim/floating.py), base state read from MjData
-        from dockbench.sim.floating import FloatingBaseDynamics  # scipy's LAPACK: imported when a scenario needs it
+    if not asm.floating_base:
+        return Dynamics(asm.pin_model, asm.frame_ids[asm.tool.ee_site], asm.frame_ids[asm.tool.sensor_site], **flags)
+    from dockbench.sim.floating import FloatingBaseDynamics  # scipy's LAPACK: imported when a scenario needs it
 
-        fids = asm.floating_frame_ids
-        dyn = FloatingBaseDynamics(asm.pin_floating, fids[asm.tool.ee_site], fids[asm.tool.sensor_site], **dyn_flags)
-        dyn.bind_base(data.qpos[asm.base_qpos], data.qvel[asm.base_qvel])
-    else:
-        dyn = Dynamics(asm.pin_model, asm.frame_ids[asm.tool.ee_site], asm.frame_ids[asm.tool.sensor_site], **dyn_flags)
+    fids = asm.floating_frame_ids
+    dyn = FloatingBaseDynamics(asm.pin_floating, fids[asm.tool.ee_site], fids[asm.tool.sensor_site], **flags)
+    dyn.bind_base(data.qpos[asm.base_qpos], data.qvel[asm.base_qvel])
+    return dyn
 
-    wp = WrenchPipeline(
-        m,
+
+def _wrench_pipeline(scenario: Scenario, asm: Assembly, unc: UncertaintyRuntime | None) -> WrenchPipeline:
+    """The F/T pipeline of the tool's sensor (docs/theory/ft_pipeline.md), with the drawn bias when the
+    uncertainty models are on."""
+    return WrenchPipeline(
+        asm.model,
         asm.tool.sensor_site,
         FORCE_SENSOR,
         TORQUE_SENSOR,
@@ -328,32 +381,22 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
         tare_step=None if scenario.wrench.tare_time is None
         else int(round(scenario.wrench.tare_time / scenario.sim.control_period)),
     )
-    duration = (
-        scenario.sim.duration
-        if scenario.sim.duration is not None
-        else planner.duration + scenario.sim.settle_time + getattr(planner, "reserve_time", 0.0)
-    )
-    try:
-        runtime = asm.tool.make_runtime(m, data, scenario)
-    except ScenarioError as exc:
-        raise _in_file(exc, file, "tool") from None
-    if runtime is not None:
-        runtime.bind_dynamics(dyn)  # e.g. the hand keeps the lumped inertia at its current pose
-    orbit = None
-    if asm.floating_base or (mount is not None and mount.moving):
-        base_body = int(m.jnt_bodyid[m.dof_jntid[asm.base_qvel.start]]) if asm.floating_base else -1
-        moving = mount is not None and mount.moving
-        orbit = OrbitTelemetry(
-            m, data, base_body, asm.target_body if moving else -1, asm.base_qpos, asm.base_qvel,
-            asm.target_qpos, asm.target_qvel, moving and mount.type == "floating", scenario.sim.timestep,
-        )
-    return Setup(
-        scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration, runtime,
-        orbit=orbit, uncertainty=unc,
+
+
+def _orbit_telemetry(scenario: Scenario, asm: Assembly, data: mujoco.MjData) -> OrbitTelemetry | None:
+    """Floating-body telemetry for a free-floating base or a moving target (sim/orbit.py), else None."""
+    mount = _mount(scenario)
+    moving = mount is not None and mount.moving
+    if not (asm.floating_base or moving):
+        return None
+    m = asm.model
+    base_body = int(m.jnt_bodyid[m.dof_jntid[asm.base_qvel.start]]) if asm.floating_base else -1
+    return OrbitTelemetry(
+        m, data, base_body, asm.target_body if moving else -1, asm.base_qpos, asm.base_qvel,
+        asm.target_qpos, asm.target_qvel, moving and mount.type == "floating", scenario.sim.timestep,
     )
 
 
-@functools.lru_cache(maxsize=1)
 def _git_revision() -> str:
     """The checkout's short revision (once per process: a campaign's worker runs many trials)."""
     try:
@@ -442,49 +485,6 @@ def _dist_version(name: str) -> str:
         return "not installed"
 
 
-def contiguous_slice(idx: np.ndarray) -> slice | np.ndarray:
-    """``idx`` as a slice when its entries are consecutive (indexing MjData with it then gives a view
-    that stays valid, MjData's buffers never move), else ``idx`` itself (fancy indexing: a copy)."""
-    if len(idx) and np.all(np.diff(idx) == 1):
-        return slice(int(idx[0]), int(idx[-1]) + 1)
-    return idx
-
-
-def _derive_pose_channels(tel: Telemetry, n: int) -> None:
-    """ee_pos, ee_quat (w, x, y, z) and ee_quat_des of the block's first ``n`` rows from the raw
-    T_world_ee (4×4, row-major) and R_world_ee_des (3×3) columns, once per block (before a spill, and
-    after the loop): MuJoCo's ``mju_mat2Quat`` vectorised (:func:`sim.lie.mat2quat_batch`, equal to it
-    to round-off)."""
-    if n == 0:
-        return
-    T = tel.raw["T_world_ee"][:n].reshape(n, 4, 4)
-    tel.arrays["ee_pos"][:n] = T[:, :3, 3]
-    mat2quat_batch(T[:, :3, :3].reshape(n, 9), out=tel.arrays["ee_quat"][:n])
-    mat2quat_batch(tel.raw["R_world_ee_des"][:n], out=tel.arrays["ee_quat_des"][:n])
-
-
-def _coalesce(sources: list[np.ndarray]) -> list[np.ndarray]:
-    """Merge runs of sources that are consecutive pieces of one contiguous float buffer (e.g. a
-    Reference's pos/vel/acc, a WrenchState's four wrenches, the controller's diagnostics) into one
-    view each, so that ``np.concatenate`` copies fewer, larger pieces. The values are the same."""
-    out: list[np.ndarray] = []
-    for a in sources:
-        if out:
-            b = out[-1]
-            if (
-                a.ndim == 1 and b.ndim == 1 and a.dtype == b.dtype and a.flags.c_contiguous and b.flags.c_contiguous
-                and a.base is not None and a.base is b.base
-                and a.ctypes.data == b.ctypes.data + b.nbytes
-            ):
-                base = a.base
-                start = (b.ctypes.data - base.ctypes.data) // base.itemsize
-                if base.ndim == 1 and base.flags.c_contiguous:
-                    out[-1] = base[start : start + b.size + a.size]
-                    continue
-        out.append(a)
-    return out
-
-
 class StepObserver(Protocol):
     """Something that watches the loop while it runs (the viewer, a live Rerun or ROS 2 stream):
     the one per-step seam of :func:`simulate`. Implementations live in :mod:`telemetry.live`.
@@ -519,323 +519,23 @@ def simulate(
     *,
     spill_dir: str | Path | None = None,
     chunk_rows: int = CHUNK_ROWS,
-) -> tuple[Telemetry, str, str, dict[str, float]]:
-    """Run the control loop. Returns (telemetry, status, message, timing).
+) -> Outcome:
+    """Run the control loop of ``setup`` for ``duration`` [s] (default: the setup's) and return its
+    :class:`~sim.cycle.Outcome` (telemetry, status, message, timing, the kernel guard's report; it unpacks
+    as ``tel, status, message, timing``).
 
-    With ``profile=True`` the timing also holds the wall time [s] spent in each phase
-    (``t_physics``, ``t_dynamics``, ``t_controller`` incl. planner, wrench and clipping,
-    ``t_telemetry``); the results are identical either way.
-
-    The kernel guard (sim/kernels.py) checks every compiled kernel against its Python reference on the
-    first step and then every ``kernel_check`` steps (default :func:`sim.kernels.check_every`; 0 = off);
-    what it saw is left in ``setup.guard``. A guarded run equals the unguarded one bit for bit unless a
-    kernel disagrees, in which case that component runs its Python reference from that step on.
-
-    ``step_observer`` (:class:`StepObserver`, e.g. the viewer or a live stream from
-    :mod:`telemetry.live`) is called every ``step_observer.every`` control steps, after the step's
-    telemetry row is recorded and before the plant steps; it returns True to end the run early
-    (status ``interrupted``, e.g. the viewer window was closed). Without one the loop pays a single
-    ``is not None`` test per step.
-
-    A run of more than ``chunk_rows`` steps spills its telemetry to part files in ``spill_dir`` (None:
-    a temporary folder) every ``chunk_rows`` steps, so memory stays flat (:class:`Telemetry`). Status
-    ``aborted``: such a write failed (e.g. the disk is full); the parts written are kept. The
-    telemetry object is also left in ``setup.telemetry``, for a caller that must save what was
-    recorded when a signal interrupts this function after the loop.
+    The cycle's stages are composed once from the setup (:class:`sim.cycle.Cycle`): ``profile`` times each
+    stage (the results are identical), ``kernel_check`` is the kernel guard's period (default
+    :func:`sim.kernels.check_every`; 0 = off), ``step_observer`` watches the loop (the viewer, live
+    streams; True from it ends the run), and a run of more than ``chunk_rows`` steps spills its telemetry
+    to ``spill_dir`` (None: a temporary folder) so memory stays flat. The setup is not changed.
     """
-    sc = setup.scenario
-    m, d = setup.asm.model, setup.data
-    T_c = sc.sim.control_period
-    nsub = int(round(T_c / sc.sim.timestep))
     duration = setup.duration if duration is None else duration
-    n_steps = steps_for(duration, T_c)
-    ctrl = setup.controller
-    wallclock = {f"ctrl_{n}": ctrl.diag_units.get(n, "s") for n in ctrl.guard_skip_diag}
-    extra = {f"ctrl_{n}": ctrl.diag_units.get(n, "") for n in ctrl.diag_names if f"ctrl_{n}" not in wallclock}
-    supervisor = setup.planner if isinstance(setup.planner, InsertionSupervisor) else None
-    if supervisor is not None:
-        extra.update(INSERTION_CHANNELS)
-    runtime = setup.runtime
-    orbit = setup.orbit
-    unc = setup.uncertainty
-    shaped = {**(runtime.channels if runtime is not None else {}), **(orbit.channels if orbit is not None else {}),
-              **(unc.channels if unc is not None else {})}
-    # contact at every substep (per-period maxima; no extra work at one substep per period)
-    axis = setup.asm.target.T_world_target[:3, 2] if setup.asm.target is not None else np.array([0.0, 0.0, 1.0])
-    substeps = SubstepContact(setup.wrench, m, d, nsub, n_steps, axis)
-    resolved = substeps.resolved
-
-    def derive(t: Telemetry, rows: int) -> None:  # per block of rows: before a spill and after the loop
-        _derive_pose_channels(t, rows)
-        substeps.fill(t.arrays, rows, t.raw.get("substep_peaks"))
-        if orbit is not None:
-            orbit.derive(t, rows)
-
-    # The EE pose and the desired rotation are copied raw each step (a contiguous 4×4 and 3×3, part of
-    # the one row copy), and so are the substep contact maxima of the period before; ee_pos, ee_quat,
-    # ee_quat_des and the peak channels are derived from them per block of rows (derive), which costs
-    # less than two quaternion conversions per step.
-    raw = {"T_world_ee": 16, "R_world_ee_des": 9}
-    if resolved:
-        raw["substep_peaks"] = 3
-    tel = Telemetry(
-        n_steps,
-        setup.plant.nv,
-        extra,
-        shaped or None,
-        raw={**raw, **(orbit.raw if orbit is not None else {})},
-        derived=("ee_pos", "ee_quat", "ee_quat_des", *PEAK_CHANNELS),
-        wallclock=wallclock,
-        derive=derive,
-        spill_dir=spill_dir,
-        chunk_rows=chunk_rows,
-        recording=sc.telemetry.enabled,
+    cycle = Cycle(
+        setup, steps_for(duration, setup.scenario.sim.control_period), profile=profile, kernel_check=kernel_check,
+        step_observer=step_observer, spill_dir=spill_dir, chunk_rows=chunk_rows,
     )
-    setup.telemetry = tel
-
-    qadr, dadr, aids = setup.asm.qpos_adr, setup.asm.dof_adr, setup.asm.act_ids
-    floating = setup.asm.floating_base
-
-    qs, vs, as_ = contiguous_slice(qadr), contiguous_slice(dadr), contiguous_slice(aids)
-    dyn, wp, planner = setup.dynamics, setup.wrench, setup.planner
-    ref = Reference()
-    cmd = ctrl.make_command()
-    tau_max = setup.plant.tau_max
-    # the applied (clipped) torque: clipped straight into MjData.ctrl when the arm's actuators are
-    # contiguous (a view that stays valid), else into a buffer copied there
-    ctrl_is_view = isinstance(as_, slice)
-    tau_applied = d.ctrl[as_] if ctrl_is_view else np.zeros(setup.plant.nv)
-    # uncertainty (sim/uncertainty.py): F/T noise, a sensing delay, a control delay (the applied torque is
-    # then the clipped command of control_delay steps ago, kept apart from this step's clipped command)
-    noisy = unc is not None and unc.noisy
-    delay_w = unc is not None and unc.sensing_delay > 0
-    delay_tau = unc is not None and unc.control_delay > 0
-    tau = np.zeros(setup.plant.nv) if delay_tau else tau_applied
-    if unc is not None:
-        unc.start(n_steps, wp.comp[0:6], wp.state, d.ctrl[as_])
-    use_truth = sc.wrench.force_source == "truth"
-    observer = None
-    if sc.wrench.force_source == "observer":  # sensorless: the momentum observer's estimate (docs/theory/hqp.md)
-        from dockbench.controllers.observer import MomentumObserver
-        from dockbench.sim.wrench import WrenchState
-
-        observer = MomentumObserver(setup.plant, sc.wrench.observer_gain)
-        w_obs = WrenchState()  # keeps wp.state (the F/T reading) intact for telemetry
-    mj_step = mujoco.mj_step
-    record = sc.telemetry.enabled
-    w_qpos = d.warning[mujoco.mjtWarning.mjWARN_BADQPOS]
-    w_qvel = d.warning[mujoco.mjtWarning.mjWARN_BADQVEL]
-    w_qacc = d.warning[mujoco.mjtWarning.mjWARN_BADQACC]
-    w_ctrl = d.warning[mujoco.mjtWarning.mjWARN_BADCTRL]  # MuJoCo zeroes a NaN/Inf ctrl and warns
-
-    # the arm's qpos/qvel: views into MjData (its buffers never move) when the arm's joints are
-    # contiguous, as they are for every robot here; otherwise gathered into buffers each step
-    gather = not (isinstance(qs, slice) and isinstance(vs, slice))
-    q_now = np.zeros(len(qadr)) if gather else d.qpos[qs]
-    v_now = np.zeros(len(dadr)) if gather else d.qvel[vs]
-
-    def gather_state() -> None:
-        np.take(d.qpos, qadr, out=q_now)
-        np.take(d.qvel, dadr, out=v_now)
-
-    if gather:
-        gather_state()
-    snap = dyn.update(q_now, v_now, 0.0)
-    # One telemetry row per step: every source below is updated in place each step (the snapshot,
-    # the reference, the command, the wrench state), so the list is built once.
-    scal = np.zeros(5)  # t, saturated, tool contacts, all contacts, manipulability
-    neg_tau_max = -tau_max
-    ws = wp.state
-    used = unc.w_delayed.ext_world if delay_w else (w_obs if observer is not None else ws).ext_world
-    src = {
-        "t": scal[0:1], "q": snap.q, "v": snap.v, "tau_cmd": cmd.tau, "tau_applied": tau_applied,
-        "saturated": scal[1:2], "ee_vel": snap.twist_ee_lwa,
-        "ee_pos_des": ref.pos, "ee_vel_des": ref.vel, "ee_acc_des": ref.acc, "ee_omega_des": ref.omega,
-        "wrench_ext_world": ws.truth_world if use_truth else ws.ext_world,
-        "wrench_ext_body": ws.truth_body if use_truth else ws.ext_body,
-        "wrench_truth_world": ws.truth_world, "wrench_truth_body": ws.truth_body, "wrench_used_world": used,
-        "contact_count": scal[2:3], "contact_count_all": scal[3:4], "manipulability": scal[4:5],
-        # raw: views (T and R are C-contiguous and updated in place; test_loop's pose-channel test
-        # fails if either ever becomes a copy)
-        "T_world_ee": snap.T_world_ee.reshape(16), "R_world_ee_des": ref.R.reshape(9),
-        "substep_peaks": substeps.last,
-    }
-    for k, name in enumerate(ctrl.diag_names):
-        src[f"ctrl_{name}"] = cmd.diag[k : k + 1]
-    if supervisor is not None:  # reads the wrench the controller reads, and this step's EE pose
-        supervisor.bind(w_obs if observer is not None else ws, snap)
-        src.update(supervisor.sources)
-    if orbit is not None:
-        src.update(orbit.sources)  # base / target joint states and the momentum sensors (views of MjData)
-    row_sources = _coalesce([src[name] for name in tel.row_channels])
-    noise_ch = tel.arrays["ft_noise"] if noisy else None  # written by its owner at the row (extra_shaped)
-    block = tel.block
-    spill_at, base = tel.spill_at, 0  # the step at which the block is full, the first step it holds
-    planner.evaluate(0.0, ref)
-    ctrl.reset(snap, ref)
-
-    every = kernels.check_every() if kernel_check is None else kernel_check
-    guard = setup.guard = kernels.GuardReport(every)
-    # the next guarded step (-1: none): the first step, then every `every` steps while a kernel is bound
-    next_check = 0 if every > 0 and "compiled" in kernel_paths(setup).values() else -1
-
-    status, message = "completed", ""
-    watch, watch_every = step_observer, 0
-    if watch is not None:
-        watch.start(setup, tel)  # may set ``every`` from the setup (e.g. a frame rate → steps)
-        watch_every = int(watch.every)
-        if watch_every < 1:
-            watch.finish("error")
-            raise ValueError(f"step_observer.every must be an integer >= 1, got {watch.every!r}")
-    clock = time.perf_counter
-    t_phys = t_dyn = t_ctrl = t_tel = t_tool = 0.0
-    t_wall0 = time.perf_counter()
-    i = 0
-    report_every = max(1, n_steps // 50)
-    interrupts.arm()  # Ctrl-C / SIGTERM raise in the loop (a no-op without interrupts.guard())
-    try:
-        for i in range(n_steps):
-            t = i * T_c
-            if profile:
-                c0 = clock()
-            if gather:
-                gather_state()
-            snap = dyn.update(q_now, v_now, t)
-            checking = i == next_check
-            if checking:
-                guard.checks += 1
-                guard.note("dynamics", dyn.check_kernel(), i, t)
-            if profile:
-                c1 = clock()
-                t_dyn += c1 - c0
-            if noisy:
-                unc.sense(i)
-            w = wp.update(d, snap.T_world_ee)
-            if checking:
-                guard.note("wrench", wp.check_kernel(d, snap.T_world_ee), i, t)
-            if use_truth:
-                w.ext_world[:] = w.truth_world
-                w.ext_body[:] = w.truth_body
-            elif observer is not None:
-                observer.update(snap, tau_applied)  # the torque applied during the last step (clipped)
-                w = observer.fill_wrench_state(snap, w_obs)
-            if delay_w:
-                w = unc.delay_wrench(w)
-            if floating:  # the base's response to the measured wrench joins the snapshot's drift (sim/floating.py)
-                dyn.apply_wrench(w.ext_body)
-            planner.evaluate(t, ref)
-            if checking:
-                guard.note("controller", ctrl.compute_checked(snap, ref, w, cmd), i, t)
-                next_check = i + every if "compiled" in kernel_paths(setup).values() else -1
-            else:
-                ctrl.compute(snap, ref, w, cmd)
-            np.minimum(cmd.tau, tau_max, out=tau)  # = np.clip(cmd.tau, -τ_max, τ_max), 3× cheaper
-            np.maximum(tau, neg_tau_max, out=tau)
-            if delay_tau:
-                unc.delay_torque(tau, tau_applied)
-            if not ctrl_is_view:
-                d.ctrl[as_] = tau_applied
-            if profile:
-                c2 = clock()
-                t_ctrl += c2 - c1
-            if record:
-                if i == spill_at:  # a long run: the block is full, write it to disk and start over
-                    spill_at, base = tel.spill(i), i
-                # saturated ⇔ clipping changed a joint torque (⇔ |τ_cmd| > τ_max for some joint)
-                scal[:] = (t, cmd.tau.tolist() != tau.tolist(), wp.state.contact_count, d.ncon, snap.manipulability)
-                np.concatenate(row_sources, out=block[i - base])  # the whole step in one copy
-                if runtime is not None:
-                    runtime.record(i - base, tel.arrays)
-                if noisy:
-                    noise_ch[i - base] = unc.now  # this step's F/T noise (sim/uncertainty.py)
-            tel.n = i + 1
-            if watch is not None and i % watch_every == 0 and watch.step(i, t):
-                status, message = "interrupted", f"{watch.stop_reason} at t = {t:.4f} s (step {i})"
-                break
-            if profile:
-                c3 = clock()
-                t_tel += c3 - c2
-            if runtime is not None:
-                runtime.pre_step(t)
-                if profile:
-                    c4 = clock()
-                    t_tool += c4 - c3
-                    c3 = c4
-            if resolved:  # the substeps one by one, reading the contact after each
-                substeps.step(i)
-            else:
-                mj_step(m, d, nsub)  # the substeps of one control period, looped inside MuJoCo
-            if profile:
-                t_phys += clock() - c3
-            # MuJoCo checks ctrl, qpos, qvel and qacc for NaN/Inf (and |x| > mjMAXVAL) in every mj_step,
-            # zeroes the ctrl or resets the state, and counts a warning: the counters are the signal.
-            if w_qpos.number + w_qvel.number + w_qacc.number + w_ctrl.number:
-                status = "diverged"
-                message = (
-                    f"state or torque became NaN/Inf after t = {t:.4f} s (step {i}); last commanded torque "
-                    f"{np.array2string(cmd.tau, precision=2)} N·m; telemetry up to this step is kept"
-                )
-                break
-            if progress is not None and i % report_every == 0:
-                progress(t, duration)
-        interrupts.disarm()
-    except KeyboardInterrupt as exc:
-        interrupts.disarm()
-        status, message = "interrupted", _interrupt_message(exc, tel.n)
-        setup.interrupted_by = _signum(exc)
-    except TelemetryWriteError as exc:
-        status = "aborted"
-        message = (
-            f"telemetry could not be written at step {i} ({exc.strerror}); the simulation stopped; the "
-            f"{tel.base} steps written before are kept, the {tel.n - tel.base} in memory only if they fit"
-        )
-    except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
-        status = "diverged"
-        message = (
-            f"numerical failure at t = {i * T_c:.4f} s (step {i}): {exc}; the state was "
-            f"q = {np.array2string(d.qpos[qs], precision=3)}; telemetry up to this step is kept"
-        )
-    except Exception as exc:  # noqa: BLE001 - a bug must not lose the telemetry recorded so far
-        status = "error"
-        message = (
-            f"unexpected {type(exc).__name__} at t = {i * T_c:.4f} s (step {i}): {exc}; telemetry up to "
-            "this step is kept"
-        )
-        setup.error = traceback.format_exc()
-    finally:
-        interrupts.disarm()
-        if watch is not None:
-            watch.finish(status)
-    try:
-        tel.finish()  # the derived channels of the rows in memory (and, spilled, the last part)
-    except TelemetryWriteError as exc:
-        status = "aborted"
-        message = f"{message}; " if message else ""
-        message += f"the last {tel.n - tel.base} steps could not be written to disk ({exc.strerror})"
-    wall = time.perf_counter() - t_wall0
-    sim_time = tel.n * T_c
-    timing = {
-        "wall_s": wall,
-        "sim_s": sim_time,
-        "real_time_factor": sim_time / wall if wall > 0 else float("inf"),
-        "steps": tel.n,
-        "us_per_step": 1e6 * wall / max(tel.n, 1),
-    }
-    if profile:
-        timing.update(
-            t_physics=t_phys, t_dynamics=t_dyn, t_controller=t_ctrl, t_telemetry=t_tel, t_tool=t_tool
-        )
-    return tel, status, message, timing
-
-
-def kernel_paths(setup: Setup) -> dict[str, str]:
-    """Which implementation ran each hot-path component: ``compiled`` (a C kernel, sim/kernels.py) or
-    ``python`` (the reference; also every component without a kernel)."""
-    return {
-        "dynamics": setup.dynamics.kernel,
-        "controller": setup.controller.kernel,
-        "wrench": setup.wrench.kernel,
-    }
+    return cycle.run(progress, duration)
 
 
 def _mount_type(scenario: Scenario) -> str | None:
@@ -846,7 +546,8 @@ def _mount_type(scenario: Scenario) -> str | None:
     return mount.type if mount is not None else "fixed"
 
 
-def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -> dict[str, Any]:
+def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry,
+          guard: kernels.GuardReport | None = None) -> dict[str, Any]:
     asm = setup.asm
     return {
         "scenario": setup.scenario.to_dict(),
@@ -857,8 +558,8 @@ def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry) -
         "seed": setup.scenario.sim.seed,
         "timing": timing,
         "kernels": kernel_paths(setup),
-        "kernel_guard": setup.guard.to_dict() if setup.guard is not None else None,
-        "kernel_mismatch": [m.to_dict() for m in setup.guard.mismatches] if setup.guard is not None else [],
+        "kernel_guard": guard.to_dict() if guard is not None else None,
+        "kernel_mismatch": [m.to_dict() for m in guard.mismatches] if guard is not None else [],
         "robot": asm.robot.name,
         "joint_names": list(asm.robot.joint_names),
         "q0": setup.q0,
@@ -1059,10 +760,10 @@ def run(
         duration = check_value(SimConfig, "duration", duration, file=scenario.source_file or None, key="--duration")
     with interrupts.guard(), _mujoco_warnings():
         folder = RunFolder.create(out_root, folder_name(scenario.name)) if out_root is not None else None
+        cycle: Cycle | None = None
         try:
             if setup is None:
                 setup = build(scenario)
-            setup.telemetry, setup.error, setup.interrupted_by = None, "", None
             length = setup.duration if duration is None else duration
             key, what = _duration_key(scenario, duration, setup)
             check_budget(setup, length, folder.path if folder else None, key, what)
@@ -1070,39 +771,41 @@ def run(
                 with interrupts.deferred():
                     if not folder.attempt("meta.json", write_json, folder.file("meta.json"), _preliminary_meta(setup)):
                         raise RunFolderError(f"cannot write into the run folder {folder.path}: {folder.problems[-1]}")
-            tel, status, message, timing = simulate(
-                setup, duration, progress, kernel_check=kernel_check, step_observer=step_observer,
-                spill_dir=folder.path if folder else None, chunk_rows=chunk_rows,
+            cycle = Cycle(
+                setup, steps_for(length, scenario.sim.control_period), kernel_check=kernel_check,
+                step_observer=step_observer, spill_dir=folder.path if folder else None, chunk_rows=chunk_rows,
             )
-        except KeyboardInterrupt as exc:
-            tel = setup.telemetry if setup is not None else None
+            outcome = cycle.run(progress, length)
+        except KeyboardInterrupt as exc:  # a signal outside the loop (between steps it ends the loop itself)
+            tel = cycle.telemetry if cycle is not None else None
             if tel is None or tel.n == 0:
                 if folder is not None:
                     folder.abandon()
                 raise
-            status, message = "interrupted", _interrupt_message(exc, tel.n)
-            setup.interrupted_by = _signum(exc)
+            status, message = Status.INTERRUPTED, _interrupt_message(exc, tel.n)
             try:
                 with interrupts.deferred():
                     tel.finish()
             except TelemetryWriteError as werr:
-                status, message = "aborted", f"{message}; the last steps could not be written ({werr.strerror})"
+                status, message = Status.ABORTED, f"{message}; the last steps could not be written ({werr.strerror})"
             steps = tel.n
             timing = {"wall_s": 0.0, "sim_s": steps * scenario.sim.control_period, "steps": steps}
+            outcome = Outcome(tel, status, message, timing, cycle.guard, interrupted_by=_signum(exc))
         except BaseException:
-            if folder is not None and (setup is None or setup.telemetry is None or setup.telemetry.n == 0):
+            if folder is not None and (cycle is None or cycle.telemetry.n == 0):
                 folder.abandon()
             raise
-        return _finish_run(setup, folder, tel, status, message, timing)
+        return _finish_run(setup, folder, outcome)
 
 
-def _finish_run(
-    setup: Setup, folder: RunFolder | None, tel: Telemetry, status: str, message: str, timing: dict[str, Any]
-) -> RunResult:
+def _finish_run(setup: Setup, folder: RunFolder | None, outcome: Outcome) -> RunResult:
     """Everything after the loop (see :func:`run`): telemetry first, then meta, metrics, summary, the
     manifest and the rename, each write guarded, signals deferred while writing."""
     scenario = setup.scenario
-    errors: list[str] = [setup.error] if setup.error else []
+    tel, status, message, timing = outcome
+    status = str(status)
+    interrupted_by = outcome.interrupted_by
+    errors: list[str] = [outcome.error] if outcome.error else []
     timing = dict(timing)
     try:
         wall = _wallclock_summary(tel)
@@ -1110,7 +813,7 @@ def _finish_run(
         wall = {}
     if wall:
         timing["wallclock"] = wall
-    meta = _meta(setup, timing, status, tel)
+    meta = _meta(setup, timing, status, tel, outcome.guard)
     have_tel = True
     with interrupts.deferred():
         if folder is not None:
@@ -1142,7 +845,7 @@ def _finish_run(
             status, verdict, metrics, gates = "interrupted", "INCOMPLETE", {}, []
             message = (f"{_interrupt_message(exc, tel.n)} (all {tel.n} steps were simulated; interrupted after "
                        "the loop, before the metrics were computed)")
-            setup.interrupted_by = _signum(exc)
+            interrupted_by = _signum(exc)
         except Exception as exc:  # noqa: BLE001 - a metrics bug must not lose the run folder
             interrupts.disarm()
             status, verdict, metrics, gates = "error", "INCOMPLETE", {}, []
@@ -1151,7 +854,8 @@ def _finish_run(
         finally:
             interrupts.disarm()
     meta["status"] = status
-    result = RunResult(status, verdict, metrics, gates, channels, meta, None, message, timing)
+    result = RunResult(status, verdict, metrics, gates, channels, meta, None, message, timing,
+                       error="\n".join(errors))
     with interrupts.deferred():
         if folder is not None:
             summary = {
@@ -1184,7 +888,7 @@ def _finish_run(
             result.run_dir = folder.finalize(tel.n)
             result.problems = list(folder.problems)
     pending = interrupts.take_pending()
-    result.signal = setup.interrupted_by if status == "interrupted" else pending
+    result.signal = interrupted_by if status == "interrupted" else pending
     where = f" (run folder: {result.run_dir})" if result.run_dir else ""
     if result.problems:
         raise RunFolderError(

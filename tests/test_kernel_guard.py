@@ -134,9 +134,9 @@ def test_unedited_laws_never_trip_the_guard_through_contact(scene: str) -> None:
     setup = build(scenario_from_dict(scenario_dict(scene)))
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        tel, status, _, _ = simulate(setup, kernel_check=7)
+        out = simulate(setup, kernel_check=7)
+    tel, status, g = out.telemetry, out.status, out.guard
     assert status == "completed"
-    g = setup.guard
     assert g.mismatches == [] and g.checks == math.ceil(tel.n / 7) > 500  # the press (3.9 s): 554
     assert set(g.max_ratio) == {"dynamics", "wrench", "controller"}
     assert setup.controller.summary()["kernel"] == "compiled"
@@ -157,8 +157,9 @@ def test_a_guarded_run_equals_the_unguarded_one_bit_for_bit(scene: str) -> None:
     tels = []
     for every in (0, 3):
         setup = build(scenario_from_dict(d))
-        tel, status, _, _ = simulate(setup, kernel_check=every)
-        assert status == "completed" and setup.guard.checks == (0 if every == 0 else math.ceil(tel.n / every))
+        out = simulate(setup, kernel_check=every)
+        tel = out.telemetry
+        assert out.status == "completed" and out.guard.checks == (0 if every == 0 else math.ceil(tel.n / every))
         tels.append(tel)
     a, b = tels
     assert np.asarray(a.arrays["contact_count"][: a.n]).max() > 0
@@ -181,9 +182,10 @@ def test_a_mismatch_in_the_middle_of_a_run_switches_from_that_step() -> None:
     setup = build(scenario_from_dict(_short("iiwa14_docking")))
     setup.controller._compute_python = late_edit.__get__(setup.controller)
     with pytest.warns(RuntimeWarning, match="at step 200 "):
-        tel, _, _, _ = simulate(setup, kernel_check=100)
-    assert [m.step for m in setup.guard.mismatches] == [200]
-    assert setup.guard.checks == 4  # 0, 100, 200 and 300: the snapshot and wrench kernels are still checked
+        out = simulate(setup, kernel_check=100)
+    tel = out.telemetry
+    assert [m.step for m in out.guard.mismatches] == [200]
+    assert out.guard.checks == 4  # 0, 100, 200 and 300: the snapshot and wrench kernels are still checked
     tau = tel.arrays["tau_cmd"][: tel.n]
     assert np.all(np.any(tau[:200] != 0.0, axis=1)) and np.all(tau[200:] == 0.0)
 
@@ -194,8 +196,8 @@ def test_the_guard_period_comes_from_the_environment_and_is_validated(monkeypatc
     assert kernels.check_every() == 250
     monkeypatch.setenv(kernels.CHECK_ENV, "0")
     setup = build(scenario_from_dict(_short("iiwa14_docking", 0.05)))
-    simulate(setup)
-    assert setup.guard.every == 0 and setup.guard.checks == 0
+    guard = simulate(setup).guard
+    assert guard.every == 0 and guard.checks == 0
     monkeypatch.delenv(kernels.CHECK_ENV)
     assert kernels.check_every() == kernels.DEFAULT_CHECK_EVERY
     for bad in ("-1", "ten", "1.5", "1e3"):

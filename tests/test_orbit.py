@@ -353,9 +353,9 @@ def test_unedited_floating_kernels_never_trip_the_guard_through_contact() -> Non
     s = build(scenario_from_dict(d))
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        tel, status, _, _ = simulate(s, kernel_check=7)
-    assert status == "completed" and not s.guard.mismatches and s.guard.checks > 1000
-    assert s.guard.max_ratio["dynamics"] < 1.0
+        out = simulate(s, kernel_check=7)
+    assert out.status == "completed" and not out.guard.mismatches and out.guard.checks > 1000
+    assert out.guard.max_ratio["dynamics"] < 1.0
     assert np.max(tel.channels()["contact_count"]) > 0
 
 

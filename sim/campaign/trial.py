@@ -155,7 +155,7 @@ def run_trial(task: TrialTask) -> TrialResult:
         out = TrialResult(
             task.trial_id, result.status, result.verdict, result.message, metrics=_jsonable(result.metrics),
             gates=_jsonable(result.gates), summary=_jsonable(summary), meta=_jsonable(result.meta),
-            worker=worker, cache_hit=cache_hit, error=setup.error if result.status == "error" else "",
+            worker=worker, cache_hit=cache_hit, error=result.error if result.status == "error" else "",
         )
         keep = task.keep == "all" or (task.keep == "failures" and result.verdict != "PASS")
         t3 = time.perf_counter()
