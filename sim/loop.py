@@ -287,6 +287,7 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
         dof_frictionloss=np.array(m.dof_frictionloss[asm.dof_adr]),
         control_period=scenario.sim.control_period,
         q_home=q0.copy(),
+        floating_base=bool(asm.floating_base),
     )
     try:
         controller = CONTROLLERS.get(scenario.controller.type)(scenario.controller.config, plant, planner)
