@@ -80,6 +80,7 @@ def independent_read_class():
             super().__init__(pipeline, m, d, nsub, n_steps, axis)
             if not self.resolved:  # Euler-type at one substep: step it here too
                 self.resolved = True
+                self._root, self._tb = pipeline.root_body, pipeline.tool_body
                 self.cfrc[self._tb] = d.cfrc_ext[pipeline.tool_bodies].sum(axis=0)
                 pipeline.attach_acting(self)
 

@@ -573,10 +573,10 @@ class SubstepContact:
         self.cfrc = np.zeros((m.nbody, 6))
         #: the most tool contacts of the last period's evaluations
         self.count = 0
-        self._root = pipeline.root_body
-        self._tb = pipeline.tool_body
         if not self.resolved:
             return
+        self._root = pipeline.root_body
+        self._tb = pipeline.tool_body
         # before the first period: the initial state's own evaluation (what the MjData holds)
         self.cfrc[self._tb] = d.cfrc_ext[pipeline.tool_bodies].sum(axis=0)
         self.count = pipeline._count_tool_contacts(d, d.ncon) if d.ncon else 0
