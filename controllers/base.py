@@ -57,6 +57,8 @@ class PlantInfo:
         dof_frictionloss: (nv,) dry friction of the MjModel [N·m].
         control_period: [s].
         q_home: (nv,) nominal posture [rad] (posture tasks).
+        floating_base: the arm sits on a free-floating base (docs/theory/floating_base.md): its joint
+            motion exchanges momentum with the base.
     """
 
     nv: int
@@ -69,6 +71,7 @@ class PlantInfo:
     dof_frictionloss: np.ndarray
     control_period: float
     q_home: np.ndarray
+    floating_base: bool = False
 
 
 class Controller(ABC):

@@ -192,6 +192,12 @@ class HQPConfig:
     d_j: float = param(10.0, unit="1/s", ge=0.0, le=1e5, doc="level-2 posture damping D_j")
     k_sa: float = param(500.0, unit="rad/s²", ge=0.0, le=1e6, doc="singularity-avoidance gain on ∇w")
     w_th: float = param(0.08, ge=0.0, le=10.0, doc="manipulability threshold below which ∇w is active")
+    floating_singularity_avoidance: bool = param(
+        False,
+        doc="apply k_sa ∇w on a free-floating base too; off by default there: the null-space motion it drives "
+        "turns the base, and the fixed-chain ∇w is not the gradient of the generalized Jacobian's w* "
+        "(docs/theory/floating_base.md)",
+    )
     solver: Literal["daqp", "proxqp", "quadprog"] = param(
         "daqp", doc="QP backend (daqp through its own API, the others through qpsolvers)"
     )
@@ -501,8 +507,13 @@ class HQPController(Controller):
         self._plain = c.sigmoid == "plain"
         self._k_min_ratio = c.k_min_ratio
         self._minus_k_j, self._d_j = -c.k_j, c.d_j
-        self._k_sa = c.k_sa
-        self._w_th_sa = c.w_th if c.k_sa > 0.0 else -math.inf  # ∇w term on when w < this
+        # the ∇w term: off with k_sa = 0, and by default on a free-floating base (every null-space joint
+        # motion there turns the base; docs/theory/floating_base.md, "The HQP's level 2 on a floating base")
+        self.singularity_avoidance = c.k_sa > 0.0 and (
+            not getattr(plant, "floating_base", False) or c.floating_singularity_avoidance
+        )
+        self._k_sa = c.k_sa if self.singularity_avoidance else 0.0
+        self._w_th_sa = c.w_th if self.singularity_avoidance else -math.inf  # ∇w term on when w < this
         self._wrench_comp = c.wrench_compensation
         self._auto = c.qp_mode == "auto"
         self._JT = self._prob.J.T  # view: Jᵀ of the problem's (per-step) copy of J

@@ -6,9 +6,9 @@
 The control period stays at the scenario's (1 ms); the MuJoCo timestep is divided by 1, 2 and 4, so a
 control period has 1, 2 or 4 substeps. Per scenario the table gives the verdict and the peak truth
 contact force at each step size: the substep-resolved peak (``contact.peak_force_truth``, the maximum
-over every substep, sim.wrench.SubstepContact) and, in brackets, the peak of the force sampled once per
-control period, which is what a reading at the last substep sees. The last columns are the largest
-deviation of the substep peak from its dt value and whether the verdict is the same at all three. The
+over every substep, sim.wrench.SubstepContact) and, in brackets, the peak of the truth channel, the
+contact force that acted over a control period (its impulse / T_c: the mean over the period's substeps).
+The last columns are the largest deviation of the substep peak from its dt value and whether the verdict is the same at all three. The
 acceptance (docs/theory/ft_pipeline.md): the same verdict, peaks within 10 %.
 """
 

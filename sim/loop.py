@@ -288,6 +288,7 @@ def _initial_configuration(
         dof_frictionloss=np.array(m.dof_frictionloss[asm.dof_adr]),
         control_period=scenario.sim.control_period,
         q_home=q0.copy(),
+        floating_base=bool(asm.floating_base),
     )
     return q0, T_start, T_goal, axis, plant
 
