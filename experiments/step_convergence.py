@@ -8,8 +8,8 @@ control period has 1, 2 or 4 substeps. Per scenario the table gives the verdict 
 contact force at each step size: the substep-resolved peak (``contact.peak_force_truth``, the maximum
 over every substep, sim.wrench.SubstepContact) and, in brackets, the peak of the truth channel, the
 contact force that acted over a control period (its impulse / T_c: the mean over the period's substeps).
-The last columns are the largest deviation of the substep peak from its dt value and whether the verdict is the same at all three. The
-acceptance (docs/theory/ft_pipeline.md): the same verdict, peaks within 10 %.
+The last columns are the largest deviation of the substep peak from its dt value and whether the verdict
+is the same at all three. The acceptance (docs/theory/ft_pipeline.md): the same verdict, peaks within 10 %.
 """
 
 from __future__ import annotations
