@@ -440,6 +440,21 @@ def absolute_asset_paths(spec: mujoco.MjSpec) -> None:
             tex.cubefiles = [resolve(f, sub) for f in tex.cubefiles]
 
 
+def urdf_to_mjcf(urdf: str | Path) -> str:
+    """The MJCF text of a URDF as dockbench loads it (docs/robots.md §4): ``package://`` / ``file://`` mesh names
+    resolved, ``fusestatic`` off (``tool0`` and other links on fixed joints stay bodies), every asset file an
+    absolute path. Save it beside the URDF and edit it (actuators, armature, sites) for more control::
+
+        python -c "from dockbench.sim.robots import urdf_to_mjcf; print(urdf_to_mjcf('arm.urdf'))" > arm.xml
+
+    Raises:
+        ScenarioError: a collision mesh is not found (the message lists where it looked).
+    """
+    spec = _load_user_spec(Path(urdf).resolve())
+    absolute_asset_paths(spec)
+    return spec.to_xml()
+
+
 def robot_model_spec(robot: RobotSpec) -> mujoco.MjSpec:
     """The robot's MjSpec, ready for the tool and target: its asset files as absolute paths
     (:func:`absolute_asset_paths`, so that a run folder's scene.xml loads from anywhere). For a user model:
