@@ -213,3 +213,31 @@ def test_a_missing_mesh_copy_is_named(tmp_path, monkeypatch) -> None:
         load_render_model(result.run_dir / "scene.xml")
     assert "shoulder.obj" in str(exc.value) and "run folder" in str(exc.value), str(exc.value)
     assert any("shoulder.obj" in p for p in check_manifest(result.run_dir))
+
+
+def test_the_ik_recipe_of_robots_md_runs_as_printed(capsys) -> None:
+    """docs/robots.md §2 step 3, executed verbatim from the repository root: it prints six joint angles that put
+    the tool tip at the recipe's pose (to the solver's tolerance, 1e-9 m, with margin for the 4-decimal
+    rounding: 1e-4 rad × 1 m of arm ≈ 1e-4 m)."""
+    import os
+    import re
+    import textwrap
+
+    from tests.helpers import REPO
+
+    text = (REPO / "docs" / "robots.md").read_text()
+    block = textwrap.dedent(re.search(r"`sim\.ik\.solve_ik`.*?```python\n(.*?) *```", text, re.S).group(1))
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        scope: dict = {}
+        exec(compile(block, "docs/robots.md", "exec"), scope)  # noqa: S102 - the documented recipe itself
+    finally:
+        os.chdir(cwd)
+    q = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    asm, T = scope["asm"], scope["T"]
+    import pinocchio as pin
+
+    data = asm.pin_model.createData()
+    pin.framesForwardKinematics(asm.pin_model, data, np.array(q))
+    np.testing.assert_allclose(data.oMf[asm.frame_ids[asm.tool.ee_site]].translation, T[:3, 3], atol=1e-3)
