@@ -1,6 +1,7 @@
 """The run folder: ``runs/<scenario>/<UTC timestamp>/`` with telemetry.npz, meta.json, summary.json,
-timing.npz (wall-clock diagnostics, when the controller records them: the HQP), scene.xml with the model's mesh and texture files in
-``meshes/`` and ``textures/`` (:func:`write_scene`) and manifest.json (and figures, video when asked).
+timing.npz (wall-clock diagnostics, when the controller records them: the HQP), scene.xml with the
+model's mesh and texture files in ``meshes/`` and ``textures/`` (:func:`write_scene`) and manifest.json
+(and figures, video when asked).
 :meth:`Run.load` is the one way tools read a run.
 
 The folder is one transaction (:class:`RunFolder`): it is created, exclusively, as
