@@ -199,19 +199,22 @@ def resolve_package_uri(uri: str, urdf: Path) -> tuple[Path | None, list[Path]]:
 def _urdf_text_with_resolved_meshes(path: Path, file: str | None) -> str:
     """The URDF's text with every ``package://`` and ``file://`` mesh file name replaced by the absolute path
     of the file (:func:`resolve_package_uri`); relative names are left to MuJoCo (the URDF's folder and its
-    ``<mujoco><compiler meshdir>``). A collision mesh found nowhere is a ScenarioError listing where it looked;
-    a visual one is left as it is (MuJoCo's URDF import drops visual elements)."""
+    ``<mujoco><compiler meshdir>``). A collision mesh found nowhere is a ScenarioError listing where it looked
+    (unless the URDF sets its own compiler meshdir: then it is left to MuJoCo); a visual one is left as it is
+    (MuJoCo's URDF import drops visual elements)."""
     text = path.read_text()
     if "package://" not in text and "file://" not in text:
         return text
     root = ET.fromstring(text)
+    # a <mujoco><compiler meshdir=... strippath="true"/> of the URDF's own: MuJoCo finds what dockbench does not
+    own_meshdir = any(c.get("meshdir") for m in root.iter("mujoco") for c in m.iter("compiler"))
     for part in root.iter():
         if part.tag not in ("collision", "visual"):
             continue
         for el in part.iter("mesh"):
             uri = el.get("filename", "")
             if uri.startswith(("package://", "file://")):
-                _resolve_mesh(el, uri, path, file, required=part.tag == "collision")
+                _resolve_mesh(el, uri, path, file, required=part.tag == "collision" and not own_meshdir)
     return ET.tostring(root, encoding="unicode")
 
 

@@ -241,3 +241,17 @@ def test_the_ik_recipe_of_robots_md_runs_as_printed(capsys) -> None:
     data = asm.pin_model.createData()
     pin.framesForwardKinematics(asm.pin_model, data, np.array(q))
     np.testing.assert_allclose(data.oMf[asm.frame_ids[asm.tool.ee_site]].translation, T[:3, 3], atol=1e-3)
+
+
+def test_a_urdf_with_its_own_meshdir_recipe_still_loads(tmp_path, monkeypatch) -> None:
+    """The recipe older docs gave (a ``<mujoco><compiler meshdir strippath>`` element in the URDF): a package
+    name dockbench cannot resolve is then left to MuJoCo, which strips the directories and finds the files in
+    the meshdir."""
+    monkeypatch.delenv(PACKAGE_PATH_ENV, raising=False)
+    urdf = write_package(tmp_path / "ws")
+    text = urdf.read_text().replace(PKG, "not_a_folder_name").replace(
+        '<robot name="user_arm6">',
+        '<robot name="user_arm6"><mujoco><compiler meshdir="../meshes" strippath="true"/></mujoco>')
+    urdf.write_text(text)
+    asm = build(scenario_from_dict(meshed_docking(urdf))).asm
+    assert _mesh_vertices(asm.model) == {"base": 4, "shoulder": 8}
