@@ -59,7 +59,7 @@ from dockbench.sim.wrench import WrenchPipeline
 from dockbench.telemetry.gates import detect_instability, evaluate_gates
 from dockbench.telemetry.log import CHUNK_ROWS, Telemetry, TelemetryWriteError, atomic_write_text
 from dockbench.telemetry.metrics import compute_metrics
-from dockbench.telemetry.run import RunFolder, write_json
+from dockbench.telemetry.run import RunFolder, write_json, write_scene
 
 
 @dataclass
@@ -879,7 +879,7 @@ def _finish_run(setup: Setup, folder: RunFolder | None, outcome: Outcome) -> Run
             except Exception as exc:  # noqa: BLE001 - MuJoCo's XML writer; its failure is recorded, not fatal
                 folder.problems.append(f"scene.xml could not be generated: {exc}")
             else:
-                folder.attempt("scene.xml", atomic_write_text, folder.file("scene.xml"), xml)
+                folder.attempt("scene.xml", write_scene, folder.path, xml)  # with copies of its mesh files
             if errors:
                 folder.attempt("error.txt", atomic_write_text, folder.file("error.txt"), "\n".join(errors))
             if _mj_log:  # MuJoCo's warnings, here rather than in the working directory (_mujoco_warnings)

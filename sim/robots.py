@@ -14,6 +14,8 @@ YAML copy is checked against it by the model tests, a user's ``torque_limits`` b
 
 from __future__ import annotations
 
+import os
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -162,12 +164,85 @@ def _torque_motor_problem(m: mujoco.MjModel, a: int) -> str | None:
     return None
 
 
-def _load_user_spec(path: Path) -> mujoco.MjSpec:
-    """The model file as an MjSpec; URDF with ``fusestatic`` off (a link on a fixed joint, e.g. ``tool0``, stays
-    a body that ``ee_body`` can name)."""
-    spec = mujoco.MjSpec.from_file(str(path))
-    if path.suffix.lower() == ".urdf":
-        spec.compiler.fusestatic = False
+#: the environment variable whose folders (``os.pathsep``-separated) hold ROS packages, as in ROS
+PACKAGE_PATH_ENV = "ROS_PACKAGE_PATH"
+
+
+def resolve_package_uri(uri: str, urdf: Path) -> tuple[Path | None, list[Path]]:
+    """The file a URDF's ``package://NAME/rest`` (or ``file://…``) names, and the places looked at.
+
+    ``package://NAME/rest`` is looked up, first match wins, in: each folder of ``$ROS_PACKAGE_PATH`` (the
+    folder itself when it is named NAME, else ``folder/NAME``); then the URDF's own folder and its
+    ancestors (an ancestor named NAME, else ``ancestor/NAME``) — so a package laid out as ROS and PyPI
+    packages ship them (``…/NAME/urdf/arm.urdf`` beside ``…/NAME/meshes/``) resolves with nothing set.
+
+    Returns:
+        (the existing file or None, the candidate paths tried).
+    """
+    if uri.startswith("file://"):
+        p = Path(uri[len("file://"):])
+        return (p if p.is_file() else None), [p]
+    name, _, rest = uri[len("package://"):].partition("/")
+    roots = [Path(d).expanduser() for d in os.environ.get(PACKAGE_PATH_ENV, "").split(os.pathsep) if d]
+    roots += [urdf.parent, *urdf.parent.parents]
+    tried: list[Path] = []
+    for root in roots:
+        for pkg in ((root,) if root.name == name else ()) + (root / name,):
+            cand = pkg / rest
+            if cand not in tried:
+                tried.append(cand)
+            if cand.is_file():
+                return cand.resolve(), tried
+    return None, tried
+
+
+def _urdf_text_with_resolved_meshes(path: Path, file: str | None) -> str:
+    """The URDF's text with every ``package://`` and ``file://`` mesh file name replaced by the absolute path
+    of the file (:func:`resolve_package_uri`); relative names are left to MuJoCo (the URDF's folder and its
+    ``<mujoco><compiler meshdir>``). A collision mesh found nowhere is a ScenarioError listing where it looked
+    (unless the URDF sets its own compiler meshdir: then it is left to MuJoCo); a visual one is left as it is
+    (MuJoCo's URDF import drops visual elements)."""
+    text = path.read_text()
+    if "package://" not in text and "file://" not in text:
+        return text
+    root = ET.fromstring(text)
+    # a <mujoco><compiler meshdir=... strippath="true"/> of the URDF's own: MuJoCo finds what dockbench does not
+    own_meshdir = any(c.get("meshdir") for m in root.iter("mujoco") for c in m.iter("compiler"))
+    for part in root.iter():
+        if part.tag not in ("collision", "visual"):
+            continue
+        for el in part.iter("mesh"):
+            uri = el.get("filename", "")
+            if uri.startswith(("package://", "file://")):
+                _resolve_mesh(el, uri, path, file, required=part.tag == "collision" and not own_meshdir)
+    return ET.tostring(root, encoding="unicode")
+
+
+def _resolve_mesh(el: ET.Element, uri: str, path: Path, file: str | None, required: bool) -> None:
+    """Set ``el``'s filename to the file ``uri`` names; a ScenarioError when a ``required`` one is not found."""
+    found, tried = resolve_package_uri(uri, path)
+    if found is not None:
+        el.set("filename", str(found))
+        return
+    if not required:  # a visual mesh: MuJoCo drops the URDF's visual elements anyway
+        return
+    shown = "; ".join(str(t) for t in tried[:8]) + (f"; … ({len(tried)} in all)" if len(tried) > 8 else "")
+    fix = "fix the path" if uri.startswith("file://") else (
+        f"add the folder that holds the package {uri[len('package://'):].partition('/')[0]!r} to "
+        f"${PACKAGE_PATH_ENV} (folders separated by {os.pathsep!r})")
+    raise ScenarioError(f"{path.name}: mesh {uri!r} not found (looked at {shown}); {fix}",
+                        file=file, key="robot.model")
+
+
+def _load_user_spec(path: Path, file: str | None = None) -> mujoco.MjSpec:
+    """The model file as an MjSpec. A URDF: ``package://`` / ``file://`` mesh names resolved to absolute paths
+    (:func:`resolve_package_uri`; MuJoCo does not resolve them), ``fusestatic`` off (a link on a fixed joint,
+    e.g. ``tool0``, stays a body that ``ee_body`` can name), relative file names still relative to its folder."""
+    if path.suffix.lower() != ".urdf":
+        return mujoco.MjSpec.from_file(str(path))
+    spec = mujoco.MjSpec.from_string(_urdf_text_with_resolved_meshes(path, file))
+    spec.modelfiledir = str(path.parent) + os.sep
+    spec.compiler.fusestatic = False
     return spec
 
 
@@ -194,7 +269,9 @@ def user_robot(cfg: Any, file: str | None) -> RobotSpec:
             f"{path.name}: expected an MJCF or URDF file ({', '.join(MODEL_SUFFIXES)})", file=file, key="robot.model"
         )
     try:
-        m = _load_user_spec(path).compile()
+        m = _load_user_spec(path, file).compile()
+    except ScenarioError:
+        raise
     except Exception as exc:  # noqa: BLE001 - MuJoCo's parser/compiler raise ValueError with its message
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0].removeprefix("Error: ")
         raise ScenarioError(f"{path.name} does not load in MuJoCo: {first}", file=file, key="robot.model") from None
@@ -364,6 +441,21 @@ def absolute_asset_paths(spec: mujoco.MjSpec) -> None:
         tex.file = resolve(tex.file, sub)
         if any(tex.cubefiles):
             tex.cubefiles = [resolve(f, sub) for f in tex.cubefiles]
+
+
+def urdf_to_mjcf(urdf: str | Path) -> str:
+    """The MJCF text of a URDF as dockbench loads it (docs/robots.md §4): ``package://`` / ``file://`` mesh names
+    resolved, ``fusestatic`` off (``tool0`` and other links on fixed joints stay bodies), every asset file an
+    absolute path. Save it beside the URDF and edit it (actuators, armature, sites) for more control::
+
+        python -c "from dockbench.sim.robots import urdf_to_mjcf; print(urdf_to_mjcf('arm.urdf'))" > arm.xml
+
+    Raises:
+        ScenarioError: a collision mesh is not found (the message lists where it looked).
+    """
+    spec = _load_user_spec(Path(urdf).resolve())
+    absolute_asset_paths(spec)
+    return spec.to_xml()
 
 
 def robot_model_spec(robot: RobotSpec) -> mujoco.MjSpec:

@@ -278,10 +278,24 @@ class GateSpec:
 
 @dataclass(frozen=True)
 class TypedBlock:
-    """A registry-selected block: ``type`` plus that type's parsed ``config``."""
+    """A registry-selected block: ``type`` plus that type's parsed ``config``. The config's keys read as the
+    block's own attributes too: ``scenario.controller.k`` is ``scenario.controller.config.k``."""
 
     type: str
     config: Any
+
+    def __getattr__(self, name: str) -> Any:
+        # called only for names that are not ``type`` / ``config`` (or a method): the config's keys
+        config = self.__dict__.get("config")
+        if name.startswith("_") or config is None:
+            raise AttributeError(name)
+        try:
+            return getattr(config, name)
+        except AttributeError:
+            keys = [f.name for f in dataclasses.fields(config)] if dataclasses.is_dataclass(config) else []
+            raise AttributeError(
+                f"the {self.__dict__.get('type')!r} block has no key {name!r}; its keys: {', '.join(keys) or '-'}"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -692,6 +706,12 @@ def docs_markdown() -> str:
         "is a number; `5:00`, `010`, `0b1` and `1_000`, which YAML 1.1 reads as other numbers, are refused;",
         "`yes`/`no`/`on`/`off` are strings), at most 1 MiB and 50 levels of nesting. `--set` values follow the",
         "same rules.",
+        "",
+        "From Python, `load_scenario(path)` returns a frozen `Scenario` whose attributes follow these keys:",
+        "`scenario.sim.timestep`, `scenario.robot.model`, and for a typed block (`tool`, `target`, `planner`,",
+        "`controller`) its `type` and its keys directly, `scenario.controller.k` (the same value as",
+        "`scenario.controller.config.k`; an unknown key is an AttributeError listing the block's keys). Change",
+        "values with `scenario.replace({\"controller.k\": 800})`, validated like a file.",
         "",
     ]
 

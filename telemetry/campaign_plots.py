@@ -8,11 +8,17 @@
   parameter, and the success rate with its Wilson 95% interval, one line per variant.
 * No numeric grid axis (pure Monte Carlo): the metric's histogram per variant, the success rate and its
   interval in the legend.
+
+Every axis and colour bar carries its unit: a grid axis the unit of the scenario key it sets (from the typed
+configs, :func:`key_unit`; the axis' tick labels are the campaign's own when it names them), a metric the unit
+of :data:`telemetry.metrics.METRICS`, the success rate the share of trials that pass every gate.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +32,80 @@ from dockbench.sim.campaign.spec import Axis, Campaign  # noqa: E402
 from dockbench.sim.campaign.stats import wilson_interval  # noqa: E402
 
 DEFAULT_METRIC = "contact.peak_force_truth"
+#: the colour bar / axis label of the success rate
+SUCCESS_LABEL = "success rate [share of trials]"
+
+
+@lru_cache(maxsize=8)
+def _base_types(base: str) -> dict[str, str]:
+    """The typed blocks' types of the campaign's base scenario (tool, target, planner, controller)."""
+    from dockbench.sim.scenario import load_scenario
+
+    try:
+        s = load_scenario(base)
+    except Exception:  # noqa: BLE001 - a unit is a label; an unreadable base only loses it
+        return {}
+    return {k: getattr(s, k).type for k in ("tool", "target", "planner", "controller") if getattr(s, k) is not None}
+
+
+def key_unit(key: str, types: dict[str, str] | None = None) -> str:
+    """The unit of the scenario key path ``key`` (``controller.k`` → ``N/m``, ``target.belief_offset.position.0``
+    → ``m``; list indices dropped) from the typed configs' metadata (docs/scenarios.md); a typed block's keys
+    need its ``type`` from ``types``. "" when unknown or unitless."""
+    from dockbench.sim.config import describe_config
+    from dockbench.sim.scenario import (
+        InsertionConfig,
+        RobotConfig,
+        SimConfig,
+        StartConfig,
+        TelemetryConfig,
+        UncertaintyConfig,
+        WrenchConfig,
+        _registries,
+    )
+
+    parts = [p for p in re.split(r"[.\[\]]", key) if p and not p.lstrip("-").isdigit()]
+    if not parts:
+        return ""
+    block = parts[0]
+    fixed = {"robot": RobotConfig, "sim": SimConfig, "start": StartConfig, "wrench": WrenchConfig,
+             "insertion": InsertionConfig, "telemetry": TelemetryConfig, "uncertainty": UncertaintyConfig}
+    try:
+        if block in fixed:
+            cls = fixed[block]
+        else:
+            cls = _registries()[block].get((types or {})[block]).Config
+        rows = describe_config(cls, block + ".")
+    except Exception:  # noqa: BLE001 - unknown block or type: no unit
+        return ""
+    path = ".".join(parts)
+    return next((str(r[2]) for r in rows if r[0] == path), "")
+
+
+def _axis_label(campaign: Campaign, axis: Axis) -> str:
+    """``k [N/m]``; with the campaign's own tick labels, ``dx (target.belief_offset.position.0 [m])``."""
+    types = _base_types(str(campaign.base))
+    units = {key_unit(k, types) for k in axis.keys}
+    unit = units.pop() if len(units) == 1 else ""
+    unit = unit or "–"
+    default = all(lab == _default_label(v) for lab, v in zip(axis.labels, axis.values, strict=False))
+    if default or not axis.labels:
+        return f"{axis.name} [{unit}]"
+    return f"{axis.name} ({', '.join(axis.keys)} [{unit}])"
+
+
+def _default_label(value: tuple[Any, ...]) -> str:
+    from dockbench.sim.campaign.spec import _label
+
+    return _label(value[0] if len(value) == 1 else list(value))
+
+
+def _metric_label(metric: str) -> str:
+    """``contact.peak_force_truth [N]`` (the unit of :data:`telemetry.metrics.METRICS`; [–] if it has none)."""
+    from dockbench.telemetry.metrics import METRICS
+
+    unit = METRICS.get(metric, ("",))[0] or "–"
+    return f"{metric} [{unit}]"
 
 
 def _numeric(axis: Axis) -> bool:
@@ -89,7 +169,7 @@ def _heatmaps(campaign: Campaign, rows: list[dict[str, Any]], x: Axis, y: Axis, 
     nrows = int(math.ceil(n / cols))
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols + 1.2, 3.6 * nrows + 0.6), squeeze=False,
                              layout="constrained")
-    label = "success rate" if metric is None else f"median {metric}"
+    label = SUCCESS_LABEL if metric is None else f"median {_metric_label(metric)}"
     vmax = 1.0
     grids = []
     for v in variants:
@@ -115,8 +195,10 @@ def _heatmaps(campaign: Campaign, rows: list[dict[str, Any]], x: Axis, y: Axis, 
         im = ax.imshow(Z, origin="lower", cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto")
         ax.set_xticks(range(len(xs)), x.labels, rotation=45 if len(xs) > 6 else 0)
         ax.set_yticks(range(len(ys)), y.labels)
-        ax.set_xlabel(x.name)
-        ax.set_ylabel(y.name)
+        if k // cols == nrows - 1 or k + cols >= n:  # the bottom panel of its column
+            ax.set_xlabel(_axis_label(campaign, x), fontsize=9)
+        if k % cols == 0:
+            ax.set_ylabel(_axis_label(campaign, y), fontsize=9)
         if v:
             ax.set_title(v, fontsize=10)
         for j in range(len(ys)):
@@ -130,7 +212,8 @@ def _heatmaps(campaign: Campaign, rows: list[dict[str, Any]], x: Axis, y: Axis, 
     if im is not None:
         fig.colorbar(im, ax=axes.ravel().tolist(), label=label, shrink=0.9)
     pooled = [a.name for a in campaign.grid_axes if a is not x and a is not y]
-    fig.suptitle(f"{campaign.name}: {label}" + (f" (pooled over {', '.join(pooled)})" if pooled else ""),
+    title = "success rate" if metric is None else f"median {metric}"
+    fig.suptitle(f"{campaign.name}: {title}" + (f" (pooled over {', '.join(pooled)})" if pooled else ""),
                  fontsize=11)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -159,10 +242,10 @@ def _line(campaign: Campaign, rows: list[dict[str, Any]], x: Axis, variants: lis
         line = a1.plot(xs, med, "o-", label=v or "median")[0]
         a1.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2)
         a2.errorbar(xs, rate, yerr=[elo, ehi], fmt="o-", color=line.get_color(), capsize=3, label=v or None)
-    a1.set_ylabel(f"{metric} (median, 5–95%)")
-    a2.set_ylabel("success rate (Wilson 95%)")
+    a1.set_ylabel(f"{_metric_label(metric)}\n(median, 5–95%)")
+    a2.set_ylabel(f"{SUCCESS_LABEL}\n(Wilson 95%)")
     a2.set_ylim(-0.05, 1.05)
-    a2.set_xlabel(x.name)
+    a2.set_xlabel(_axis_label(campaign, x))
     if any(variants):
         a1.legend(fontsize=8)
     fig.suptitle(campaign.name, fontsize=11)
@@ -182,8 +265,8 @@ def _histogram(rows: list[dict[str, Any]], variants: list[str], metric: str, pat
         lab = f"{v + ': ' if v else ''}success {k}/{len(rs)}" + (f" [{ci[0]:.0%}, {ci[1]:.0%}]" if ci else "")
         if vals:
             ax.hist(vals, bins=min(30, max(5, len(vals) // 4)), alpha=0.6, label=lab)
-    ax.set_xlabel(metric)
-    ax.set_ylabel("trials")
+    ax.set_xlabel(_metric_label(metric))
+    ax.set_ylabel("trials [count]")
     ax.legend(fontsize=8)
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -67,7 +67,7 @@ from dockbench.telemetry.run import Run  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.patches import Patch, Rectangle  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 #: Figure names, in the order :func:`plot_run` writes them (those the run has channels for:
@@ -119,6 +119,7 @@ _TRUTH = dict(color="C3", lw=1.0, ls="--")
 _SEG_COLORS = ("#4c72b0", "#dd8452")
 _COMMAND = dict(color="0.15", lw=0.9, ls="-.", zorder=3)
 _LIMIT = dict(color="C3", lw=0.9, ls=":")
+_PLANNER_END = dict(color="0.4", lw=0.8, ls=":", zorder=1)
 _OUTSIDE = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, handlelength=1.8)
 
 
@@ -132,7 +133,9 @@ def _title(run: Run) -> str:
 
 def shade_segments(ax: Any, run: Run, label: bool = False) -> int:
     """Shade the planner segments of ``run`` on a time axis (alternating colours) and mark the end of
-    the planner with a dotted line when the run goes on after it. Returns the number of spans drawn."""
+    the planner with a dotted line when the run goes on after it (the hold/settle time follows); with
+    ``label`` the segments' names and "planner end" are written above the axes. Returns the number of
+    spans drawn."""
     n = 0
     for k, seg in enumerate(run.segments):
         t1 = min(seg.t1, float(run.t[-1])) if len(run.t) else seg.t1
@@ -144,7 +147,10 @@ def shade_segments(ax: Any, run: Run, label: bool = False) -> int:
             ax.text((seg.t0 + t1) / 2, 1.0, seg.name, transform=ax.get_xaxis_transform(), ha="center",
                     va="bottom", fontsize=7, color="0.3", clip_on=False)
     if len(run.t) and run.planner_duration < float(run.t[-1]):
-        ax.axvline(run.planner_duration, color="0.4", lw=0.8, ls=":", zorder=1)
+        ax.axvline(run.planner_duration, **_PLANNER_END)
+        if label:
+            ax.text(run.planner_duration, 1.0, " planner end", transform=ax.get_xaxis_transform(), ha="left",
+                    va="bottom", fontsize=7, color="0.3", clip_on=False)
     return n
 
 
@@ -357,9 +363,38 @@ _GATE = dict(color="C3", lw=1.0, ls="--", zorder=4)
 _WINDOW = dict(color="0.5", alpha=0.12, lw=0, zorder=0)
 
 
+def _gate_zoom(ax: Any, t: np.ndarray, y: np.ndarray, bounds: dict[str, float], mask: np.ndarray,
+               mean: float, unit: str) -> Any:
+    """An inset of ``ax`` (upper left, where the approach leaves room) zoomed on a gate band too narrow for
+    the panel's scale (the depth gate's ±1 mm about the seat on a 200 mm approach): the band shaded between
+    its dashed bounds, the trace and the window mean, over the last three window lengths (at least the last
+    20 % of the run). A box on the main panel marks the zoomed region."""
+    lo, hi = bounds["min"], bounds["max"]
+    width = hi - lo
+    t_win = float(t[mask][0])
+    t0 = max(float(t[0]), min(float(t[-1]) - 3.0 * (float(t[-1]) - t_win), float(t[-1]) - 0.2 * (t[-1] - t[0])))
+    inset = ax.inset_axes((0.05, 0.47, 0.33, 0.40))
+    inset.axhspan(lo, hi, color="C2", alpha=0.12, lw=0)
+    for v in (lo, hi):
+        inset.axhline(v, **_GATE)
+    inset.plot(t, y, **_ACTUAL)
+    inset.axvspan(t_win, float(t[-1]), **_WINDOW)
+    inset.plot([t_win, t[-1]], [mean, mean], color="k", lw=1.6, zorder=5)
+    inset.set_xlim(t0, float(t[-1]))
+    y0, y1 = lo - 0.75 * width, hi + 0.75 * width
+    inset.set_ylim(y0, y1)
+    inset.tick_params(labelsize=6)
+    inset.set_title(f"gate band {lo:.4g} to {hi:.4g} {unit}", fontsize=7, pad=2)
+    inset.set_facecolor("white")
+    ax.add_patch(Rectangle((t0, y0), float(t[-1]) - t0, y1 - y0, fill=False, ec="0.35", lw=0.8, zorder=6))
+    return inset
+
+
 def fig_docking(run: Run) -> Figure:
-    """Depth, lateral offset [mm] and tilt [deg] over time with the gate bounds (dashed), the final
-    window the gate averages over (grey) and the window mean with its verdict."""
+    """Depth, lateral offset [mm] and tilt [deg] over time with the gate bounds (dashed; the scenario's, or
+    the ones the gate derived, e.g. the depth band about the seat), the final window the gate averages over
+    (grey) and the window mean with its verdict. A band too narrow for its panel (the depth gate's ±1 mm on
+    the approach's ±100 mm) gets a zoomed inset."""
     from dockbench.telemetry.metrics import DEFAULT_WINDOW, final_window_mask
 
     ch, t = run.channels, run.t
@@ -379,25 +414,32 @@ def fig_docking(run: Run) -> Figure:
         ax.axvspan(float(t[mask][0]), float(t[-1]), **_WINDOW)
         mean = float(np.mean(y[mask]))
         ax.plot([t[mask][0], t[-1]], [mean, mean], color="k", lw=1.6, zorder=5)
-        lo_hi = []
-        for g in mine:
+        resolved = verdicts.get(metric, {})  # the bounds the gate used (the depth band is derived from the seat)
+        bounds: dict[str, float] = {}
+        for g in mine or [{}]:
             for bound in ("min", "max"):
-                if g.get(bound) is not None:
-                    v = scale * float(g[bound])
-                    ax.axhline(v, **_GATE)
-                    ax.text(float(t[0]), v, f" gate {bound} {v:g}", va="bottom", ha="left", fontsize=7, color="C3")
-                    lo_hi.append(v)
-        verdict = verdicts.get(metric, {}).get("verdict", "")
+                v = g.get(bound) if g.get(bound) is not None else resolved.get(bound)
+                if v is not None and bound not in bounds:
+                    bounds[bound] = scale * float(v)
+        lo_hi = list(bounds.values())
+        lo = min([float(np.nanmin(y))] + lo_hi)
+        hi = max([float(np.nanmax(y))] + lo_hi)
+        span = max(hi - lo, 1e-6)
+        zoom = len(bounds) == 2 and bounds["max"] - bounds["min"] < 0.05 * span
+        for bound, v in bounds.items():
+            ax.axhline(v, **_GATE)
+            if not zoom:  # a zoomed band is labelled by its inset
+                ax.text(float(t[0]), v, f" gate {bound} {v:.4g}", va="bottom", ha="left", fontsize=7, color="C3")
+        verdict = resolved.get("verdict", "")
         unit = label.split("[")[1].rstrip("]")
         ax.text(0.99, 0.96, f"window mean {mean:.4g} {unit}" + (f"  {verdict}" if verdict else ""),
                 transform=ax.transAxes, ha="right", va="top", fontsize=8,
                 color={"PASS": "C2", "FAIL": "C3"}.get(verdict, "0.2"),
                 bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="0.8", alpha=0.9))
-        lo = min([float(np.nanmin(y))] + lo_hi)
-        hi = max([float(np.nanmax(y))] + lo_hi)
-        span = max(hi - lo, 1e-6)
         ax.set_ylim(lo - 0.08 * span, hi + 0.25 * span)
         ax.set_ylabel(label)
+        if zoom:
+            _gate_zoom(ax, t, y, bounds, mask, mean, label.split("[")[1].rstrip("]"))
     axes[0].legend(handles=[Line2D([], [], **_ACTUAL), Line2D([], [], **_GATE), Line2D([], [], color="k", lw=1.6),
                             Patch(facecolor="0.5", alpha=0.25)],
                    labels=["tip in target frame", "gate bound", "window mean", "gate window"],
@@ -424,8 +466,23 @@ def _groups(names: Sequence[str]) -> list[list[str]]:
     return list(groups.values())
 
 
+#: why a controller diagnostic stays constant, by channel stem (formatted with the scenario's controller block)
+_CONSTANT_WHY = {
+    "f_i": "\n(the friction integral was off or never engaged: friction_integral {friction_integral};\n"
+           "auto turns it on only for a model with joint friction)",
+}
+
+
+def _constant(x: np.ndarray) -> bool:
+    """True when every sample equals the first (NaN-free): a flat line."""
+    x = np.asarray(x, dtype=float)
+    return bool(len(x)) and bool(np.all(x == x[0]))
+
+
 def fig_controller(run: Run) -> Figure:
-    """The controller's diagnostic channels (``ctrl_*``), grouped by common prefix, with their units."""
+    """The controller's diagnostic channels (``ctrl_*``), grouped by common prefix, with their units. A group
+    whose channels are constant over the run (the friction integral's f_i when it is off) is a sentence with
+    the value instead of flat lines."""
     names = controller_channels(run)
     if not names:
         raise DockbenchError(f"{run.path}: the controller figure needs ctrl_* channels; the run has none")
@@ -433,19 +490,34 @@ def fig_controller(run: Run) -> Figure:
     ch, t = run.channels, run.t
     ncols = 2 if len(groups) > 3 else 1
     nrows = (len(groups) + ncols - 1) // ncols
-    fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH, 1.5 * nrows + 1.0), sharex=True, layout="constrained",
-                             squeeze=False)
+    flat_groups = [all(_constant(ch[n]) for n in g) for g in groups]
+    row_height = 0.8 if all(flat_groups) else 1.5  # rows of sentences need no plot height
+    fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH, row_height * nrows + 1.0), sharex=True,
+                             layout="constrained", squeeze=False)
     flat = axes.ravel()
     controller = ((run.meta.get("scenario") or {}).get("controller") or {}).get("type", "?")
-    for ax, group in zip(flat, groups, strict=False):
-        for k, n in enumerate(group):
-            ax.plot(t, ch[n], lw=1.0, color=f"C{k}", label=n[len("ctrl_"):])
+    scenario_ctrl = (run.meta.get("scenario") or {}).get("controller") or {}
+    for i, (ax, group) in enumerate(zip(flat, groups, strict=False)):
         unit = run.units.get(group[0], "") or "–"
         stem = group[0][len("ctrl_"):] if len(group) == 1 else group[0][len("ctrl_"):].rpartition("_")[0]
         ax.set_ylabel(f"{stem} [{unit}]", fontsize=7)
+        if flat_groups[i]:  # flat lines say nothing: the value, in words
+            values = ", ".join(sorted({f"{float(ch[n][0]):g}" for n in group}))
+            why = _CONSTANT_WHY.get(stem, "")
+            why = why.format(**scenario_ctrl) if why and "friction_integral" in scenario_ctrl else ""
+            ax.text(0.5, 0.5, f"{', '.join(n[len('ctrl_'):] for n in group)}: {values}"
+                    f"{' ' + unit if unit != '–' else ''} for the whole run{why}", transform=ax.transAxes,
+                    ha="center", va="center", fontsize=8, color="0.2",
+                    bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="0.8"))
+            ax.set_yticks([])
+            shade_segments(ax, run, label=i == 0)
+            ax.set_xlim(float(t[0]), float(t[-1]))
+            continue
+        for k, n in enumerate(group):
+            ax.plot(t, ch[n], lw=1.0, color=f"C{k}", label=n[len("ctrl_"):])
         if len(group) > 1:
             ax.legend(loc="upper left", ncols=len(group), fontsize=7)
-        shade_segments(ax, run)
+        shade_segments(ax, run, label=i == 0)
         ax.set_xlim(float(t[0]), float(t[-1]))
     for ax in flat[len(groups):]:
         ax.set_visible(False)
@@ -454,7 +526,8 @@ def fig_controller(run: Run) -> Figure:
     if len(groups) % ncols:
         axes[-2, -1].set_xlabel("t [s]")
         axes[-2, -1].xaxis.set_tick_params(labelbottom=True)
-    fig.suptitle(f"Controller diagnostics ({controller}: {len(names)} ctrl_* channels)\n{_title(run)}")
+    note = ", all constant" if all(flat_groups) else ""
+    fig.suptitle(f"Controller diagnostics ({controller}: {len(names)} ctrl_* channels{note})\n{_title(run)}")
     return fig
 
 

@@ -1,5 +1,7 @@
 """The run folder: ``runs/<scenario>/<UTC timestamp>/`` with telemetry.npz, meta.json, summary.json,
-timing.npz (wall-clock diagnostics), scene.xml and manifest.json (and figures, video when asked).
+timing.npz (wall-clock diagnostics, when the controller records them: the HQP), scene.xml with the
+model's mesh and texture files in ``meshes/`` and ``textures/`` (:func:`write_scene`) and manifest.json
+(and figures, video when asked).
 :meth:`Run.load` is the one way tools read a run.
 
 The folder is one transaction (:class:`RunFolder`): it is created, exclusively, as
@@ -19,6 +21,7 @@ import datetime as _dt
 import json
 import os
 import shutil
+import xml.etree.ElementTree as ET
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,15 +58,64 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(_jsonable(data), indent=2, sort_keys=False) + "\n")
 
 
+#: the MJCF elements whose attributes name asset files, and the run-folder subfolder their copies go to
+_SCENE_ASSETS = {"mesh": "meshes", "hfield": "meshes", "skin": "meshes", "texture": "textures"}
+_SCENE_FILE_ATTRS = ("file", "fileright", "fileleft", "fileup", "filedown", "filefront", "fileback")
+
+
+def write_scene(folder: str | Path, xml: str) -> Path:
+    """Write ``scene.xml`` (the assembled MJCF, ``MjSpec.to_xml()``) into the run folder ``folder``, self-contained:
+    every mesh, height-field, skin and texture file it names is copied into ``folder/meshes/`` or
+    ``folder/textures/`` and named there by a path relative to scene.xml; the compiler's ``meshdir``,
+    ``texturedir`` and ``assetdir`` are dropped. The run folder then loads (video, replay) from any working
+    directory, after the model's folder moved, and on another machine. Two files of the same name from
+    different folders get ``_1``, ``_2`` … before the suffix.
+
+    Raises:
+        OSError: a file could not be read or written (the run folder records it as a problem).
+    """
+    folder = Path(folder)
+    root = ET.fromstring(xml)
+    for comp in root.iter("compiler"):
+        for attr in ("meshdir", "texturedir", "assetdir"):
+            comp.attrib.pop(attr, None)
+    copied: dict[Path, str] = {}
+    taken: set[str] = set()
+    for tag, sub in _SCENE_ASSETS.items():
+        for el in root.iter(tag):
+            for attr in _SCENE_FILE_ATTRS:
+                name = el.get(attr)
+                if not name:
+                    continue
+                src = Path(name)
+                if not src.is_absolute():  # left as the model gave it (the assembly makes them absolute)
+                    continue
+                if src not in copied:
+                    stem, suffix, k = src.stem, src.suffix, 0
+                    rel = f"{sub}/{src.name}"
+                    while rel in taken:
+                        k += 1
+                        rel = f"{sub}/{stem}_{k}{suffix}"
+                    taken.add(rel)
+                    (folder / sub).mkdir(exist_ok=True)
+                    shutil.copyfile(src, folder / rel)
+                    copied[src] = rel
+                el.set(attr, copied[src])
+    path = folder / "scene.xml"
+    atomic_write_text(path, ET.tostring(root, encoding="unicode") + "\n")
+    return path
+
+
 def write_manifest(folder: str | Path, *, steps: int | None = None, complete: bool = True,
                    problems: list[str] | None = None) -> Path:
-    """Write ``manifest.json`` into ``folder``: every file in it (but the manifest) with its size in
-    bytes, the recorded steps, ``complete`` and the ``problems`` met while writing. Written last; a
-    folder is complete only with a manifest that says so and whose files all have their sizes."""
+    """Write ``manifest.json`` into ``folder``: every file in it and its subfolders (``meshes/base.stl``), but
+    the manifest, with its size in bytes, the recorded steps, ``complete`` and the ``problems`` met while
+    writing. Written last; a folder is complete only with a manifest that says so and whose files all have
+    their sizes."""
     folder = Path(folder)
     files = {
-        p.name: p.stat().st_size
-        for p in sorted(folder.iterdir())
+        p.relative_to(folder).as_posix(): p.stat().st_size
+        for p in sorted(folder.rglob("*"))
         if p.is_file() and p.name != MANIFEST and not p.name.endswith(".tmp")
     }
     data = {

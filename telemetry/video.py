@@ -138,8 +138,8 @@ def load_render_model(scene: Path) -> mujoco.MjModel:
     the physics is not stepped). Falls back to the plain model if the MjSpec edit fails.
 
     Raises:
-        DockbenchError: scene.xml does not load, e.g. a mesh or texture file it names (by absolute path,
-            where the run found it; docs/robots.md §6) has been moved or deleted since the run.
+        DockbenchError: scene.xml does not load, e.g. a mesh or texture file it names (the run folder's copy
+            in meshes/ or textures/; docs/robots.md §6) has been deleted since the run.
     """
     try:
         spec = mujoco.MjSpec.from_file(str(scene))
@@ -154,8 +154,10 @@ def load_render_model(scene: Path) -> mujoco.MjModel:
             first = (str(exc).strip().splitlines() or ["?"])[0].removeprefix("Error: ")
             hint = ""
             if "opening file" in first:
-                hint = (" (scene.xml names the model's mesh and texture files by absolute path, where the run "
-                        "found them: put them back there, or re-run the scenario from the model's new place)")
+                hint = (" (scene.xml names the model's mesh and texture files in the run folder's meshes/ and "
+                        "textures/, where the run copied them: that file was removed from the run folder since, "
+                        "or a run folder written before those copies names it by an absolute path that no "
+                        "longer holds it; re-run the scenario to write a self-contained run folder)")
             raise DockbenchError(f"{scene}: does not load in MuJoCo: {first}{hint}") from None
     model.vis.headlight.ambient[:] = 0.35
     model.vis.headlight.diffuse[:] = 0.65

@@ -6,9 +6,9 @@ markers get metric sizes (:data:`CONTACT_MARKER_RADIUS`); these settings change 
 Drawn on top of the model: MuJoCo's contact points and contact-force arrows (``mjVIS_CONTACTPOINT``,
 ``mjVIS_CONTACTFORCE``; :data:`FORCE_ARROW_M_PER_N` long per newton), the reference pose of the step
 (a frame of three arrows, x red, y green, z blue, :data:`REFERENCE_AXIS_LENGTH` long, and a small
-sphere at ``ee_pos_des``), the goal pose as a thinner frame, and a text line with t, the speed and
-the contact force. Closing the window ends the run (status ``interrupted``, reason ``viewer
-closed``); the loop still writes the run folder.
+sphere at ``ee_pos_des``), the goal pose as a thinner frame, and a text line with t, the measured speed
+(and the one asked for) and the contact force. Closing the window ends the run (status ``interrupted``,
+reason ``viewer closed``); the loop still writes the run folder.
 
 The window comes from a *launcher* ``launch(model, data) -> handle`` (default
 ``mujoco.viewer.launch_passive``); a handle needs ``is_running()``, ``sync()``, ``lock()``, ``close()``,
@@ -33,6 +33,8 @@ from dockbench.telemetry.live import Pacer, RowLayout, every_steps
 
 DEFAULT_FPS = 60.0
 """Frames per wall-clock second the viewer is synced at."""
+RATE_WINDOW = 1.0
+"""Wall-clock seconds over which the viewer's text line measures the real-time factor [s]."""
 REFERENCE_AXIS_LENGTH = 0.05
 """Length of the reference frame's arrows [m]."""
 REFERENCE_AXIS_WIDTH = 0.002
@@ -206,6 +208,9 @@ class RunViewer:
         self.handle: Any = None
         self.frames = 0
         self.pacer: Pacer | None = None
+        #: the measured real-time factor (simulated s per wall s over the last RATE_WINDOW); None until measured
+        self.rate: float | None = None
+        self._rate_anchor: tuple[float, float] | None = None
 
     def start(self, setup: Any, tel: Any) -> None:
         m, d = setup.asm.model, setup.data
@@ -271,17 +276,36 @@ class RunViewer:
             return True
         if self.pacer is not None:
             self.pacer.step(i, t)
+        self._measure_rate(t)
         f = float(np.linalg.norm(self._truth[i - self._tel.base, :3]))
         with h.lock():
             self.draw(h.user_scn, i)
         if hasattr(h, "set_texts"):  # outside the lock: the passive viewer's set_texts takes it itself
-            speed = f"{self.speed:g}x real time" if self.speed else "unpaced"
             h.set_texts((None, None, "dockbench",
-                         f"t = {t:.3f} s ({speed}); contact truth |f| = {f:.2f} N, "
+                         f"t = {t:.3f} s ({self.rate_text()}); contact truth |f| = {f:.2f} N, "
                          f"{int(self._contacts[i - self._tel.base])} tool contacts"))
         h.sync()
         self.frames += 1
         return False
+
+    def _measure_rate(self, t: float) -> None:
+        """Update :attr:`rate` = simulated time / wall time over the last :data:`RATE_WINDOW` of wall time."""
+        now = self.clock()
+        if self._rate_anchor is None:
+            self._rate_anchor = (t, now)
+            return
+        t0, w0 = self._rate_anchor
+        if now - w0 >= RATE_WINDOW:
+            self.rate = (t - t0) / (now - w0)
+            self._rate_anchor = (t, now)
+
+    def rate_text(self) -> str:
+        """The speed the run is *measured* at, beside the one asked for: ``0.45x real time, paced to 1x``
+        (a run slower than ``--speed`` is not sped up; the text used to show the requested 1x only)."""
+        asked = f"paced to {self.speed:g}x" if self.speed else "unpaced"
+        if self.rate is None:
+            return f"{asked}, measuring"
+        return f"{self.rate:.2g}x real time, {asked}"
 
     def finish(self, status: str) -> None:
         pass

@@ -480,3 +480,22 @@ def test_mailbox_rows_of_a_spilled_hqp_run_equal_its_telemetry(tmp_path):
     full = tel.channels()
     for name in ("t", "q", "tau_applied", "ee_pos", "ee_quat_des", "ctrl_alpha"):
         np.testing.assert_array_equal(ch[name], full[name][steps], err_msg=name)
+
+
+def test_the_viewer_text_shows_the_measured_speed_not_the_asked_one(scenario):
+    """A run that cannot keep up with --speed 1 (the fake wall clock advances 2.2 ms per reading while a
+    control step is 1 ms of simulated time, and a frame every 17 steps): the text says the measured
+    ~0.45x, beside "paced to 1x" (it used to say "1x real time" whatever the run did)."""
+    fc = FakeClock(tick=0.0)
+    v, handles = _viewer(speed=1.0, clock=fc)
+    orig_step = v.step
+
+    def slow_step(i, t):  # 17 steps of 1 ms take 17 × 2.2 ms of wall time: 1 / 2.2 ≈ 0.45x
+        fc.now += 17 * 2.2e-3 if i else 0.0
+        return orig_step(i, t)
+
+    v.step = slow_step
+    simulate(build(scenario), 3.0, step_observer=v)
+    text = handles[0].texts[3]
+    assert v.rate == pytest.approx(1 / 2.2, rel=0.02), v.rate
+    assert "0.45x real time, paced to 1x" in text, text

@@ -77,9 +77,10 @@ def test_segments_are_shaded_and_named(run_dir: Path) -> None:
     fig, ax = plt.subplots()
     try:
         assert shade_segments(ax, run, label=True) == len(SEGMENTS)
-        assert [t.get_text() for t in ax.texts] == [s["name"] for s in SEGMENTS]
+        # the segments' names, then the label of the planner-end marker (the run goes on after the planner)
+        assert [t.get_text() for t in ax.texts] == [s["name"] for s in SEGMENTS] + [" planner end"]
         assert len(ax.patches) == len(SEGMENTS)
-        assert len(ax.lines) == 1  # the planner-end marker: the run goes on after the planner
+        assert len(ax.lines) == 1  # the planner-end marker
     finally:
         plt.close(fig)
     figs = make_figures(run, ["tracking"])
@@ -183,7 +184,7 @@ def test_hand_figure_content(hand_dir: Path) -> None:
         legend = [txt.get_text() for txt in angles.get_legend().get_texts()]
         assert "thumb_cmc_pitch" in legend and "pinky_pip" in legend and "index_dip" not in legend
         names = [txt.get_text().strip() for txt in angles.texts]
-        assert [n for n in names if n not in {s["name"] for s in SEGMENTS}] == ["half_fist", "open"]
+        assert [n for n in names if n not in {s["name"] for s in SEGMENTS} | {"planner end"}] == ["half_fist", "open"]
         # command lines (dash-dot, at the command times) on every row; segments shaded on every row
         for ax in (angles, error, penetration):
             cmd = [ln for ln in ax.lines if ln.get_linestyle() == "-." and len(ln.get_xdata()) == 2]
@@ -392,3 +393,69 @@ def test_overlay_of_several_runs(tmp_path: Path, capsys: pytest.CaptureFixture) 
     assert "6 figures" in capsys.readouterr().out
     with pytest.raises(DockbenchError, match="at least two run folders"):
         plot_compare([a], out)
+
+
+# ------------------------------------------------------------------ issue 30: readable docking / controller
+def test_a_narrow_depth_band_from_the_summary_gets_a_zoomed_inset(tmp_path: Path) -> None:
+    """The shipped scenarios' depth gate has no min/max of its own (the band is derived from the seat, ±1 mm):
+    the figure takes the bounds the gate used from summary.json, draws them, and zooms on them in an inset
+    (y limits = the band ± 75 % of its width), since 2 mm vanish on the approach's scale."""
+    import json
+
+    folder = _docking_run(tmp_path, depth_min=0.07)
+    run0 = Run.load(folder)
+    from dockbench.telemetry.plots import docking_series
+
+    seat = float(np.mean(docking_series(run0.channels, run0.meta)["depth"][-100:]))
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["scenario"]["gates"][0] = {"metric": "docking.depth", "min": None, "max": None}
+    write_json(folder / "meta.json", meta)
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["gates"] = [{"metric": "docking.depth", "verdict": "PASS", "value": seat, "min": seat - 0.001,
+                         "max": seat + 0.001}]
+    write_json(folder / "summary.json", summary)
+    run = Run.load(folder)
+    depth = docking_series(run.channels, run.meta)["depth"] * 1e3
+    fig = make_figures(run, ["docking"])["docking"]
+    try:
+        depth_ax = fig.axes[0]
+        assert np.ptp(depth) > 40.0  # mm: the 2 mm band is < 5 % of the panel's span, so it is zoomed
+        insets = depth_ax.child_axes
+        assert len(insets) == 1, "no zoomed inset"
+        lo, hi = 1e3 * (seat - 0.001), 1e3 * (seat + 0.001)
+        assert insets[0].get_ylim() == pytest.approx((lo - 1.5, hi + 1.5))
+        assert "gate band" in insets[0].get_title() and "mm" in insets[0].get_title()
+        assert not any(t.get_text().startswith(" gate") for t in depth_ax.texts)  # labelled by the inset
+    finally:
+        plt.close(fig)
+
+
+def test_constant_controller_channels_are_a_sentence_and_the_planner_end_is_labelled(tmp_path: Path) -> None:
+    """f_i identically 0 (the friction integral off) is written as a sentence with its value and unit, not as
+    flat lines; a varying group is still plotted; the dotted planner-end line is labelled on the top row."""
+    import json
+
+    from dockbench.telemetry.log import atomic_save_npz
+
+    folder = _docking_run(tmp_path, depth_min=0.05)
+    with np.load(folder / "telemetry.npz") as z:
+        ch = {k: z[k] for k in z.files}
+    for axis in "xyz":
+        ch[f"ctrl_f_i_{axis}"] = np.zeros(len(ch["t"]))
+    atomic_save_npz(folder / "telemetry.npz", ch)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["scenario"].setdefault("controller", {})["friction_integral"] = "off"
+    write_json(folder / "meta.json", meta)
+    run = Run.load(folder)
+    fig = make_figures(run, ["controller"])["controller"]
+    try:
+        f_i_ax, frozen_ax = (ax for ax in fig.axes if ax.get_visible())
+        assert not [ln for ln in f_i_ax.lines if not ln.get_label().startswith("_")]  # no flat data lines
+        texts = " ".join(t.get_text() for t in f_i_ax.texts)
+        assert "f_i_x, f_i_y, f_i_z: 0 N for the whole run" in texts and "friction_integral off" in texts, texts
+        assert len([ln for ln in frozen_ax.lines if not ln.get_label().startswith("_")]) == 1  # it varies
+        if run.planner_duration < float(run.t[-1]):
+            assert "planner end" in texts
+        _assert_units("controller", fig)
+    finally:
+        plt.close(fig)

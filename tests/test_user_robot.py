@@ -8,6 +8,8 @@ Pinocchio agree on it in tests/test_dynamics_consistency.py (parametrised with t
 
 from __future__ import annotations
 
+import json
+
 import mujoco
 import numpy as np
 import pytest
@@ -256,9 +258,11 @@ def test_an_effort_limit_below_the_torque_limit_is_refused(tmp_path) -> None:
 def test_the_run_folder_scene_of_a_model_with_meshes_renders_from_anywhere(tmp_path, monkeypatch) -> None:
     """A model with a mesh under ``<compiler meshdir="meshes">`` and a texture under ``texturedir="textures"``
     (relative paths): the run folder's scene.xml used to keep the relative paths and the video failed with a
-    raw ValueError. Now it loads from another working directory, renders, and a mesh removed after the run is
-    a DockbenchError naming the file."""
+    raw ValueError. Now the run folder holds copies of the files (meshes/, textures/), so it loads from another
+    working directory and after the model's folder moved, renders, and a copy removed from the run folder is a
+    DockbenchError naming the file."""
     from dockbench.sim.errors import DockbenchError
+    from dockbench.telemetry.run import check_manifest
     from dockbench.telemetry.video import load_render_model, render_run_video
 
     from tests.test_video import GL_PROBLEM
@@ -278,10 +282,17 @@ def test_the_run_folder_scene_of_a_model_with_meshes_renders_from_anywhere(tmp_p
     if GL_PROBLEM is None:
         out = render_run_video(result.run_dir, elsewhere / "clip.gif", fps=20, width=64, height=48)
         assert out.stat().st_size > 0
-    (tmp_path / "model" / "meshes" / "base_shell.stl").rename(tmp_path / "moved.stl")
+    # the run folder holds its own copies: the model's folder may move (or be deleted) after the run
+    assert 'file="meshes/base_shell.stl"' in scene.read_text() and 'file="textures/paint.png"' in scene.read_text()
+    assert "meshdir" not in scene.read_text() and str(tmp_path) not in scene.read_text()
+    (tmp_path / "model").rename(tmp_path / "model_moved")
+    assert load_render_model(scene).nmesh == 1
+    assert check_manifest(result.run_dir) == []
+    assert "meshes/base_shell.stl" in json.loads((result.run_dir / "manifest.json").read_text())["files"]
+    (result.run_dir / "meshes" / "base_shell.stl").unlink()
     with pytest.raises(DockbenchError) as exc:
         load_render_model(scene)
-    assert "base_shell.stl" in str(exc.value) and "absolute path" in str(exc.value), str(exc.value)
+    assert "base_shell.stl" in str(exc.value) and "run folder" in str(exc.value), str(exc.value)
 
 
 def test_the_documented_example_is_the_tested_arm_and_passes() -> None:

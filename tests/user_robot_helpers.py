@@ -143,28 +143,54 @@ def write_stl(path: Path, size: float = 0.08) -> None:
             f.write(b"\0\0")
 
 
+def write_obj(path: Path, size: float = 0.06) -> None:
+    """A Wavefront OBJ cube with edges of ``size`` [m], centred on the origin (12 triangles)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    h = size / 2.0
+    V = [(x, y, z) for x in (-h, h) for y in (-h, h) for z in (-h, h)]
+    quads = ((1, 2, 4, 3), (5, 7, 8, 6), (1, 5, 6, 2), (3, 4, 8, 7), (1, 3, 7, 5), (2, 6, 8, 4))
+    lines = [f"v {x:g} {y:g} {z:g}" for x, y, z in V]
+    for a, b, c, d in quads:
+        lines += [f"f {a} {b} {c}", f"f {a} {c} {d}"]
+    path.write_text("\n".join(lines) + "\n")
+
+
 def robot_block(model: str | Path, **extra) -> dict:
     """The scenario's ``robot:`` block for the arm at ``model``."""
     return {"model": str(model), "ee_site": "flange", "joints": list(JOINTS), "torque_limits": list(TORQUE_LIMITS),
             "velocity_limits": list(VELOCITY_LIMITS), "home": list(HOME), **extra}
 
 
-def arm_urdf() -> str:
+def _mesh_elements(uris: tuple[str, ...]) -> str:
+    """A link's ``<collision>`` with the first mesh and ``<visual>`` elements with the others."""
+    out = [f'<collision><geometry><mesh filename="{uris[0]}"/></geometry></collision>'] if uris else []
+    out += [f'<visual><geometry><mesh filename="{u}"/></geometry></visual>' for u in uris[1:]]
+    return "".join(out)
+
+
+def arm_urdf(meshes: dict[str, tuple[str, ...]] | None = None) -> str:
     """The same arm as URDF (links and joints with the MJCF's numbers; the flange is the link ``tool0`` on a
     fixed joint, z axis along the last link's y axis). URDF has no armature and no actuators: MuJoCo's
     import gives the joints none, so dockbench adds every torque motor; ``<limit effort>`` becomes the joints'
-    actuatorfrcrange."""
+    actuatorfrcrange.
+
+    Args:
+        meshes: link name → mesh file names as the URDF writes them (``package://…``): the first becomes the
+            link's ``<collision>`` mesh, the others ``<visual>`` meshes. The inertials stay explicit, so the
+            meshes change the geometry only.
+    """
+    meshes = meshes or {}
     out = ['<robot name="user_arm6">',
            '  <link name="base"><inertial><origin xyz="0 0 0.025"/><mass value="4"/>'
            '<inertia ixx="0.0044" iyy="0.0044" izz="0.0072" ixy="0" ixz="0" iyz="0"/></inertial>'
            '<collision><origin xyz="0 0 0.025"/><geometry><cylinder radius="0.06" length="0.05"/></geometry>'
-           "</collision></link>"]
+           f"</collision>{_mesh_elements(meshes.get('base', ()))}</link>"]
     parent = "base"
     for i, (name, pos, axis, mass, com, (r, length, cax)) in enumerate(_LINKS):
         ixx, iyy, izz = _cylinder_inertia(mass, r, length, cax)
         out.append(f'  <link name="{name}"><inertial><origin xyz="{_fmt(com)}"/><mass value="{mass}"/>'
                    f'<inertia ixx="{ixx:.10g}" iyy="{iyy:.10g}" izz="{izz:.10g}" ixy="0" ixz="0" iyz="0"/>'
-                   "</inertial></link>")
+                   f"</inertial>{_mesh_elements(meshes.get(name, ()))}</link>")
         lo, hi = _RANGES[i]
         out.append(f'  <joint name="{JOINTS[i]}" type="revolute"><parent link="{parent}"/><child link="{name}"/>'
                    f'<origin xyz="{_fmt(pos)}"/><axis xyz="{_fmt(axis)}"/>'
