@@ -356,7 +356,7 @@ def test_unedited_floating_kernels_never_trip_the_guard_through_contact() -> Non
         out = simulate(s, kernel_check=7)
     assert out.status == "completed" and not out.guard.mismatches and out.guard.checks > 1000
     assert out.guard.max_ratio["dynamics"] < 1.0
-    assert np.max(tel.channels()["contact_count"]) > 0
+    assert np.max(out.telemetry.channels()["contact_count"]) > 0
 
 
 def test_guarded_floating_run_equals_the_unguarded_one() -> None:
