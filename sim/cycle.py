@@ -81,7 +81,8 @@ class Outcome:
         error: the traceback of an unexpected exception (status ``error``), else "".
         interrupted_by: the signal that interrupted the loop (status ``interrupted``), else None.
 
-    It unpacks as ``telemetry, status, message, timing`` (``tel, status, msg, timing = simulate(setup)``).
+    It unpacks and indexes as the tuple ``(telemetry, status, message, timing)`` (``tel, status, msg, timing =
+    simulate(setup)``, ``simulate(setup)[0]``), as scripts written against the earlier 4-tuple do.
     """
 
     telemetry: Telemetry
@@ -92,8 +93,17 @@ class Outcome:
     error: str = ""
     interrupted_by: int | None = None
 
+    def _legacy(self) -> tuple[Telemetry, Status, str, dict[str, float]]:
+        return self.telemetry, self.status, self.message, self.timing
+
     def __iter__(self):
-        return iter((self.telemetry, self.status, self.message, self.timing))
+        return iter(self._legacy())
+
+    def __getitem__(self, k: int | slice) -> Any:
+        return self._legacy()[k]
+
+    def __len__(self) -> int:
+        return 4
 
 
 def contiguous_slice(idx: np.ndarray) -> slice | np.ndarray:
