@@ -298,13 +298,13 @@ class DockingEnv(gymnasium.Env):
         mode = self.action_mode
         self._dp = np.zeros(3)
         self._dR = np.eye(3)
-        self._rotate = False
+        self._rotate = [False]
         self._tau_in = np.zeros(setup.plant.nv) if mode == "torque" else None
         target = setup.asm.target
         self._R_believed = target.T_world_believed[:3, :3].copy() if target is not None else np.eye(3)
         self.cycle = cyc = Cycle(
             setup, self.n_steps, kernel_check=self.kernel_check,
-            shape_reference=self._shape if mode == "impedance" else None, torque_input=self._tau_in,
+            shape_reference=self._shaper() if mode == "impedance" else None, torque_input=self._tau_in,
         )
         self._gains = _Gains(setup.controller)
         self._fs_base = getattr(setup.controller.config, "force_setpoint", None)
@@ -332,21 +332,29 @@ class DockingEnv(gymnasium.Env):
         self._e_prev = e
         return self._obs(), self._info(e, lat, "")
 
-    def _shape(self, t: float, ref: Any) -> None:
-        """The impedance action's offset of the planner's reference (the plan stage's variant)."""
-        ref.pos += self._dp
-        if self._rotate:
-            ref.R[:] = self._dR @ ref.R
+    def _shaper(self) -> Any:
+        """The impedance action's offset of the planner's reference (the plan stage's variant):
+        x_d' = x_d + δp, R_d' = exp(δθ^) R_d (δp, δθ world; the buffers :meth:`_apply` writes)."""
+        dp, dR, rotate, add, matmul = self._dp, self._dR, self._rotate, np.add, np.matmul
+        R_tmp = np.zeros((3, 3))
+
+        def shape(t: float, ref: Any) -> None:
+            add(ref.pos, dp, out=ref.pos)
+            if rotate[0]:
+                matmul(dR, ref.R, out=R_tmp)
+                ref.R[...] = R_tmp
+
+        return shape
 
     # ------------------------------------------------------------------ action
     def _apply(self, a: np.ndarray) -> None:
         mode = self.action_mode
         if mode == "impedance":
             p_lim, r_lim = self.offset_limit
-            self._dp = self._R_believed @ (a[0:3] * p_lim)  # believed target frame → world
+            self._dp[:] = self._R_believed @ (a[0:3] * p_lim)  # believed target frame → world
             w = a[3:6] * r_lim
-            self._rotate = bool(np.any(w != 0.0))
-            self._dR = _rotvec_matrix(self._R_believed @ w)
+            self._rotate[0] = bool(np.any(w != 0.0))
+            self._dR[:] = _rotvec_matrix(self._R_believed @ w)
             n = self._n_gain
             if n:
                 log_r = math.log(self.gain_ratio)
@@ -366,27 +374,29 @@ class DockingEnv(gymnasium.Env):
             raise RuntimeError("call reset() before step()")
         if self.done:
             raise RuntimeError("the episode has ended: call reset()")
-        a = np.clip(np.asarray(action, dtype=np.float64).reshape(self.action_space.shape), -1.0, 1.0)
+        a = np.minimum(np.maximum(np.asarray(action, dtype=np.float64).reshape(self.action_space.shape), -1.0), 1.0)
         self._apply(a)
-        step, truth, T_c = self.cycle.step, self._truth, self.scenario.sim.control_period
-        peak, stop, why = 0.0, False, ""
+        step, f3, T_c, dot = self.cycle.step, self._truth[:3], self.scenario.sim.control_period, np.dot
+        peak2, stop, why = 0.0, False, ""
         c0 = time.perf_counter()
-        end = min(self.i + self.steps_per_action, self.n_steps)
+        i = self.i
+        end = min(i + self.steps_per_action, self.n_steps)
         try:
-            while self.i < end:
-                stop = step(self.i)
-                self.i += 1
-                f0, f1, f2 = truth[0], truth[1], truth[2]
-                f = math.sqrt(f0 * f0 + f1 * f1 + f2 * f2)
-                if f > peak:
-                    peak = f
+            while i < end:
+                stop = step(i)
+                i += 1
+                f2 = dot(f3, f3)  # ‖f_truth‖² of the contact this step read
+                if f2 > peak2:
+                    peak2 = f2
                 if stop:
                     self.status = self.cycle.stopped
                     break
         except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
             stop = True
-            self.status = (Status.DIVERGED, f"numerical failure at t = {self.i * T_c:.4f} s (step {self.i}): {exc}")
+            self.status = (Status.DIVERGED, f"numerical failure at t = {i * T_c:.4f} s (step {i}): {exc}")
+        self.i = i
         self._wall += time.perf_counter() - c0
+        peak = math.sqrt(peak2)
         self.peak_force = max(self.peak_force, peak)
         rc = self.reward_config
         t = self.i * T_c
