@@ -32,16 +32,15 @@ from typing import Any
 
 import numpy as np
 
-try:
-    import gymnasium
-    from gymnasium import spaces
-except ImportError as exc:  # pragma: no cover - the extra is missing
-    raise ImportError("dockbench.gym needs gymnasium: pip install 'dockbench[gym]' (or pip install gymnasium)") from exc
+from dockbench.sim.extras import require
 
-from dockbench.controllers.insertion import JamConfig
-from dockbench.sim.cycle import Cycle, Outcome, Status
-from dockbench.sim.scenario import Scenario, load_scenario, resolve_scenario, shipped_scenarios
-from dockbench.telemetry.gates import SEAT_TOLERANCE
+gymnasium = require("gymnasium", "gym", "dockbench.gym (the Gymnasium environments)")
+from gymnasium import spaces  # noqa: E402
+
+from dockbench.controllers.insertion import JamConfig  # noqa: E402
+from dockbench.sim.cycle import Cycle, Outcome, Status  # noqa: E402
+from dockbench.sim.scenario import Scenario, load_scenario, resolve_scenario, shipped_scenarios  # noqa: E402
+from dockbench.telemetry.gates import SEAT_TOLERANCE  # noqa: E402
 
 ACTION_MODES = ("impedance", "setpoint", "torque")
 
@@ -246,6 +245,13 @@ class DockingEnv(gymnasium.Env):
         self._build = build
         setup = build(sc)
         nv = setup.plant.nv
+        mref = getattr(setup.controller, "mref", None)
+        if action_mode == "impedance" and mref is not None and mref.passthrough:
+            raise ValueError(
+                f"action_mode impedance: the {sc.controller.type} law reads the body motion of the "
+                f"{sc.planner.type} planner directly (planners/motion_reference.py, pass-through), so an offset of "
+                "the reference would not reach it; use a position planner (e.g. quintic) or another law"
+            )
         self._n_gain = _Gains(setup.controller).n if action_mode == "impedance" else 0
         self._tau_max = np.array(setup.plant.tau_max, dtype=float)
         if action_mode == "impedance":
@@ -514,7 +520,7 @@ class DockingEnv(gymnasium.Env):
 TASKS: dict[str, dict[str, Any]] = {
     "dockbench/Docking-v0": {},
     "dockbench/KeyedDocking-v0": {"scenario": "keyed/iiwa14_keyed_khatib"},
-    "dockbench/KeyedDockingSE3-v0": {"scenario": "keyed/iiwa14_keyed_se3"},
+    "dockbench/DockingSE3-v0": {"scenario": "iiwa14_docking_se3"},
     "dockbench/DockingSetpoint-v0": {"action_mode": "setpoint"},
     "dockbench/DockingTorque-v0": {"action_mode": "torque"},
 }

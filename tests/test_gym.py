@@ -149,6 +149,16 @@ def test_se3_gain_scale_equals_the_scaled_scenario():
         assert np.array_equal(got[k], want[k]), k
 
 
+def test_impedance_refuses_a_law_the_offset_cannot_reach():
+    import dockbench
+
+    sc = dockbench.load_scenario("iiwa14_docking_se3topp")  # the se3_topp planner ...
+    sc = sc.replace(controller=dockbench.load_scenario("iiwa14_docking_se3").controller)  # ... and the SE(3) law
+    with pytest.raises(ValueError, match="pass-through"):
+        _env(scenario=sc)
+    _env(scenario=sc, action_mode="torque")  # the other modes do not need the reference
+
+
 def test_setpoint_and_torque_actions():
     env = _env(action_mode="setpoint")
     env.reset(seed=0)
