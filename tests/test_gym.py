@@ -7,6 +7,7 @@ docking. Skipped when gymnasium (the ``gym`` extra) is not installed.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import numpy as np
@@ -227,6 +228,23 @@ def test_episode_saves_as_a_run_folder(tmp_path):
     assert len(run.t) == env.i == 100
     assert result.verdict == "INCOMPLETE"  # 0.1 s is shorter than the planner
     assert "contact.peak_force_truth" in result.metrics
+    # what applies to any run folder applies to an episode's: a figure, the MCAP and Rerun exports
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dockbench.telemetry import plots
+
+    plots.fig_contact_force(run)
+    if importlib.util.find_spec("mcap") is not None:
+        from dockbench.telemetry import export
+
+        export.write_mcap(result.run_dir, tmp_path / "episode.mcap")
+        assert (tmp_path / "episode.mcap").stat().st_size > 0
+    if importlib.util.find_spec("rerun") is not None:
+        from dockbench.telemetry import export
+
+        export.write_rrd(result.run_dir, tmp_path / "episode.rrd")
+        assert (tmp_path / "episode.rrd").stat().st_size > 0
 
 
 def test_async_vector_env_runs_two_processes():
