@@ -174,6 +174,11 @@ class Cycle:
             plant steps; True from it ends the run (status ``interrupted``).
         spill_dir, chunk_rows: a run of more than ``chunk_rows`` steps spills its telemetry to part files
             in ``spill_dir`` (None: a temporary folder).
+        shape_reference: ``shape_reference(t, ref)``, called in the plan stage after the planner has written
+            ``ref`` (e.g. a learned policy's offset of the reference pose, dockbench/gym.py); None: the
+            planner's reference as it is.
+        torque_input: an (nv,) array whose value, read each step, replaces the law's τ in the act stage (it is
+            still clipped to ±τ_max and delayed like the law's); None: the law computes τ.
 
     Attributes:
         telemetry: the run's :class:`Telemetry` (exists from construction on, so a caller can save what was
@@ -193,8 +198,11 @@ class Cycle:
         step_observer: StepObserver | None = None,
         spill_dir: str | Path | None = None,
         chunk_rows: int = CHUNK_ROWS,
+        shape_reference: Callable[[float, Reference], None] | None = None,
+        torque_input: np.ndarray | None = None,
     ):
         self.setup, self.n_steps = setup, n_steps
+        self.shape_reference, self.torque_input = shape_reference, torque_input
         sc = setup.scenario
         self.T_c = sc.sim.control_period
         self.stopped: tuple[Status, str] = (Status.COMPLETED, "")
@@ -372,6 +380,11 @@ class Cycle:
 
             def compute(snap: Any, ref: Any, w: Any, cmd: Any) -> None:  # noqa: F811
                 guard.note("controller", ctrl.compute_checked(snap, ref, w, cmd), self._i, self._i * self.T_c)
+        if self.torque_input is not None:  # τ from outside (a policy in torque mode); the law does not run
+            given = self.torque_input
+
+            def compute(snap: Any, ref: Any, w: Any, cmd: Any) -> None:  # noqa: F811
+                cmd.tau[:] = given
 
         minimum, maximum = np.minimum, np.maximum
 
@@ -582,6 +595,12 @@ class Cycle:
         """One control step from the stages (module docstring); ``checked``: the kernel guard's form."""
         observe, sense, act = self._observe(checked), self._sense(checked), self._act(checked)
         plan, record, plant = self.setup.planner.evaluate, self.record, self.plant
+        if self.shape_reference is not None:
+            planned, shape = plan, self.shape_reference
+
+            def plan(t: float, ref: Reference) -> None:
+                planned(t, ref)
+                shape(t, ref)
         if self.profile:
             observe, record, plant = (self._timed("t_dynamics", observe), self._timed("t_telemetry", record),
                                       self._timed("t_physics", plant))

@@ -27,6 +27,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "ros2": ("cyclonedds",),
     "video": ("imageio", "imageio-ffmpeg"),
     "ray": ("ray",),
+    "gym": ("gymnasium",),
 }
 
 
