@@ -21,13 +21,12 @@ evaluation, and (last column) the peak of the substep's acting force (RK4: weigh
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from dockbench.cli import ArgumentParser
+
 ROOT = Path(__file__).resolve().parents[1]
-if __package__ in (None, ""):  # run as a script: this checkout's dockbench, not an installed one
-    sys.path.insert(0, str(ROOT))
 DEFAULT = ["scenarios/orbit/fr3_orbit_floating_target.yaml", "scenarios/orbit/iiwa14_orbit_floating_target.yaml"]
 
 
@@ -168,7 +167,7 @@ def peaks(path: str, integrator: str | None, divisors=(1, 2, 4)) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenarios", nargs="*", default=DEFAULT)
     ap.add_argument("--integrators", default="euler,implicit,implicitfast,rk4")
     ap.add_argument("--timestep", type=float, default=None, help="sim.timestep override (control period kept)")

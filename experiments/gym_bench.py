@@ -11,15 +11,11 @@ timed apart. Pin to one core with ``taskset -c 0`` for the one-core numbers.
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-if __package__ in (None, ""):  # allow `python experiments/gym_bench.py` from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dockbench.cli import ArgumentParser
 
 
 def _env(scenario: str, seconds: float, rate: float = 50.0):
@@ -30,7 +26,7 @@ def _env(scenario: str, seconds: float, rate: float = 50.0):
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="iiwa14_docking")
     ap.add_argument("--seconds", type=float, default=2.0, help="simulated seconds per episode")
     ap.add_argument("--vector", type=int, default=2, help="worker processes of the vector env (0: skip)")

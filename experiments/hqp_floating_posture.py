@@ -14,13 +14,12 @@ states, every 10th step), and the verdict.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from dockbench.cli import ArgumentParser
+
 ROOT = Path(__file__).resolve().parents[1]
-if __package__ in (None, ""):  # run as a script: this checkout's dockbench, not an installed one
-    sys.path.insert(0, str(ROOT))
 
 HQP = "scenarios/orbit/iiwa14_orbit_floating_target_hqp.yaml"
 KHATIB = "scenarios/orbit/iiwa14_orbit_floating_target.yaml"
@@ -96,7 +95,7 @@ def measure(path: str, overrides: list[str] | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", action="append", default=[], help="override for the HQP run (key=value)")
     a = ap.parse_args(argv)
     runs = [(HQP, a.set), (HQP, ["controller.floating_singularity_avoidance=true"]), (HQP, ["controller.k_sa=0"]),
