@@ -67,6 +67,9 @@ def format_report(report) -> str:
             med = c["metrics"].get(key, {}).get("median") if key else None
             lines.append(f"  {name[:width]:<{width}}  {c['passed']:>3}/{c['trials']:<3}  {c['success_rate']:>6.0%}  "
                          f"[{w[0]:5.1%}, {w[1]:5.1%}]" + (f"  {_fmt(med, '30.4g')}" if key else ""))
+    if report.damaged:
+        lines.append(f"damaged    {len(report.damaged)} trial record(s) were damaged and ran again (summary.json: "
+                     "damaged)")
     if report.interrupted:
         lines.append("interrupted: rerun the same command to resume")
     lines.append(f"folder     {report.out_dir}")
@@ -96,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="list the cells and the number of trials, run nothing")
     ap.add_argument("--no-figures", action="store_true", help="no figures")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--max-hours", type=float, default=24.0,
+                    help="refuse a campaign estimated to take longer (default 24; 0 = no limit)")
+    ap.add_argument("--no-disk-check", action="store_true",
+                    help="run even when the estimated disk (records + telemetry budget) exceeds the free space")
     args = ap.parse_args(argv)
 
     import dataclasses
@@ -138,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         executor = make_executor(args.executor, args.jobs, args.address)
         try:
             report = run_campaign(camp, args.out, executor, progress=None if args.no_progress else sys.stderr,
-                                  figures=not args.no_figures, fresh=args.fresh, started=started)
+                                  figures=not args.no_figures, fresh=args.fresh, started=started,
+                                  max_hours=args.max_hours or None, check_disk=not args.no_disk_check)
         finally:
             executor.close()
         print(format_report(report))
@@ -147,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
+        return 1
+    except RecursionError:  # a --set value nested too deep for the YAML reader
+        print("error: --set: a value nested too deep", file=sys.stderr)
         return 1
     return 1 if report.interrupted else 0
 

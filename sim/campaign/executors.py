@@ -153,6 +153,10 @@ def worker_init(parent: int) -> None:
             pass
     if os.getppid() != parent:  # the driver died before the line above: nothing will signal us
         os._exit(70)
+    # a pool that broke (another worker died) terminates its workers: one in a trial returns it as
+    # interrupted into the closed pipe; that BrokenPipeError is not news (the driver reruns the trial)
+    hook = sys.excepthook
+    sys.excepthook = lambda t, v, tb: None if issubclass(t, (BrokenPipeError, KeyboardInterrupt)) else hook(t, v, tb)
     threading.Thread(target=_watch_parent, args=(parent,), name="dockbench-parent-watch", daemon=True).start()
     warm_up()
 
