@@ -117,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.set:
             extra = {}
             for item in args.set:
-                path, value = parse_assignment(item)
+                try:
+                    path, value = parse_assignment(item)
+                except RecursionError:  # a recursive YAML value (&a [*a]) or one nested too deep
+                    raise DockbenchError(f"--set {item[:60]}: a recursive or too deeply nested value") from None
                 from dockbench.sim.overrides import format_path
 
                 extra[format_path(path)] = value
@@ -155,9 +158,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
-        return 1
-    except RecursionError:  # a --set value nested too deep for the YAML reader
-        print("error: --set: a value nested too deep", file=sys.stderr)
         return 1
     return 1 if report.interrupted else 0
 

@@ -11,9 +11,9 @@ executor (tests/test_campaign.py compares the results tables of the pool and Ray
 
 Faults (issue 36): a local worker dies with its driver (Linux: ``PR_SET_PDEATHSIG`` = SIGKILL, set in the
 worker's initializer; everywhere: a watchdog thread that exits when the worker's parent changes), and the
-driver survives a worker's death: the pool is replaced, the trials that were in flight run again, and a
-trial in flight during :data:`MAX_ATTEMPTS` deaths is recorded as an ``error`` (the trial that kills its
-worker) — the campaign never hangs. Closing the pool never waits on a broken pool: the workers that are
+driver survives a worker's death: the pool is replaced, the trials that were in flight run again one at a
+time, and a trial in flight during :data:`MAX_ATTEMPTS` deaths is recorded as an ``error`` (the trial that
+kills its worker) — the campaign never hangs. Closing the pool never waits on a broken pool: the workers that are
 left are terminated, then killed, after a grace period.
 """
 
@@ -153,10 +153,6 @@ def worker_init(parent: int) -> None:
             pass
     if os.getppid() != parent:  # the driver died before the line above: nothing will signal us
         os._exit(70)
-    # a pool that broke (another worker died) terminates its workers: one in a trial returns it as
-    # interrupted into the closed pipe; that BrokenPipeError is not news (the driver reruns the trial)
-    hook = sys.excepthook
-    sys.excepthook = lambda t, v, tb: None if issubclass(t, (BrokenPipeError, KeyboardInterrupt)) else hook(t, v, tb)
     threading.Thread(target=_watch_parent, args=(parent,), name="dockbench-parent-watch", daemon=True).start()
     warm_up()
 
@@ -217,62 +213,68 @@ class ProcessExecutor:
 
     def run(self, tasks: Iterable[TrialTask], fn: Callable[[TrialTask], TrialResult] = run_trial
             ) -> Iterator[TrialResult]:
+        """The trials' results as they finish (at most 2 × workers in flight). When a worker dies, every trial
+        in flight is lost with the pool; the pool is replaced and those trials run again one at a time
+        (alone, a death names its trial): a trial in flight in :data:`MAX_ATTEMPTS` deaths is recorded as an
+        error."""
         it = iter(tasks)
-        retry: collections.deque[tuple[TrialTask, int]] = collections.deque()
+        suspects: collections.deque[tuple[TrialTask, int]] = collections.deque()
         pending: dict[Any, tuple[TrialTask, int]] = {}
         limit = 2 * self.workers
+        exhausted = False
         try:
             while True:
-                while len(pending) < limit:
-                    if retry:
-                        task, died = retry.popleft()
-                    else:
-                        task, died = next(it, None), 0
+                if suspects:  # after a death: the trials that were in flight, alone
+                    if not pending:
+                        task, died = suspects.popleft()
+                        pending[self._submit(fn, task)] = (task, died)
+                else:
+                    while len(pending) < limit and not exhausted:
+                        task = next(it, None)
                         if task is None:
+                            exhausted = True
                             break
-                    try:
-                        fut = self._pool.submit(fn, task)
-                    except (BrokenProcessPool, RuntimeError):  # the pool broke since the last wait
-                        self._restart()
-                        fut = self._pool.submit(fn, task)
-                    pending[fut] = (task, died)
+                        pending[self._submit(fn, task)] = (task, 0)
                 if not pending:
                     return
                 done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-                broken = False
+                lost: list[tuple[TrialTask, int]] = []
                 for fut in done:
                     task, died = pending.pop(fut)
                     try:
                         res = fut.result()
                     except BrokenProcessPool:
-                        broken = True
-                        retry.append((task, died + 1))
+                        lost.append((task, died))
                         continue
                     yield res
-                if not broken:
+                if not lost:
                     continue
-                # a worker died: every trial still in flight is lost with the pool (a broken pool fails them
-                # all at once; the wait is bounded in case one is not failed), the pool is replaced and they
-                # run again, but not a trial that was in flight in MAX_ATTEMPTS deaths: it is the culprit
+                # a worker died: the trials still in flight are lost with the pool too (a broken pool fails
+                # them all at once; the wait is bounded in case one is not failed)
                 wait(list(pending), timeout=CLOSE_GRACE_S)
-                for fut, (task, died) in list(pending.items()):
-                    retry.append((task, died + 1))
+                for fut, item in pending.items():
                     fut.cancel()
+                    lost.append(item)
                 pending.clear()
-                again: collections.deque[tuple[TrialTask, int]] = collections.deque()
-                for task, died in retry:
-                    if died >= MAX_ATTEMPTS:
+                for task, died in lost:
+                    if died + 1 >= MAX_ATTEMPTS:
                         self.lost += 1
                         yield TrialResult(task.trial_id, "error", "FAIL",
-                                          f"the worker process running this trial died {died} times (killed, out of "
-                                          "memory or crashed); the other trials went on", worker="")
+                                          f"the worker process running this trial died {died + 1} times (killed, out "
+                                          "of memory or crashed); the other trials went on", worker="")
                     else:
-                        again.append((task, died))
-                retry = again
+                        suspects.append((task, died + 1))
                 self._restart()
         finally:
             for fut in pending:
                 fut.cancel()
+
+    def _submit(self, fn: Callable[[TrialTask], TrialResult], task: TrialTask) -> Any:
+        try:
+            return self._pool.submit(fn, task)
+        except (BrokenProcessPool, RuntimeError):  # the pool broke since the last wait
+            self._restart()
+            return self._pool.submit(fn, task)
 
     def close(self) -> None:
         """Stop the pool: the queued trials are cancelled, the workers finish the trial they run (up to
