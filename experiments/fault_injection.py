@@ -2,6 +2,11 @@
 
     python experiments/fault_injection.py signals --trials 40 --seed 1
     python experiments/fault_injection.py diskfull --trials 20 --seed 1      # needs root (mounts a tmpfs)
+    python experiments/fault_injection.py campaign --seed 1                  # the campaign tool (issue 36)
+
+``campaign``: the campaign tool's faults — 20 worker SIGKILLs, 10 driver SIGKILLs, 3 pairs of concurrent
+drivers, every kind of damaged trial record, 300 mutated campaign files (``--trials`` sets the kill
+counts); experiments/campaign_faults.py runs each on its own and documents the checks.
 
 ``signals``: each trial starts ``experiments/run_docking.py`` on a scenario and sends SIGINT or SIGTERM
 (alternating) after a random delay, uniform over [0, 1.2 × the wall time of an undisturbed run], so
@@ -259,13 +264,18 @@ def diskfull(trials: int, seed: int, scenario: str, duration: float) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("signals", "diskfull"))
+    ap.add_argument("mode", choices=("signals", "diskfull", "campaign"))
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--scenario", default=str(REPO / "scenarios" / "iiwa14_tracking.yaml"))
     ap.add_argument("--duration", type=float, default=None,
                     help="run length [s] (default: 40 for signals, 8 for diskfull)")
     args = ap.parse_args(argv)
+    if args.mode == "campaign":
+        from dockbench.experiments.campaign_faults import main as campaign_faults
+
+        return campaign_faults(["all", "--seed", str(args.seed)]
+                               + (["--trials", str(args.trials)] if "--trials" in (argv or sys.argv) else []))
     if args.mode == "signals":
         return signals(args.trials, args.seed, args.scenario, args.duration or 40.0)
     return diskfull(args.trials, args.seed, args.scenario, args.duration or 8.0)
