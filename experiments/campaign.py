@@ -135,10 +135,17 @@ def main(argv: list[str] | None = None) -> int:
             checked = campaign_from_dict(data, camp.file)  # the same checks as the file's own keys
             camp = dataclasses.replace(camp, samples=checked.samples, repeats=checked.repeats)
         if args.dry_run:
+            from dockbench.sim.campaign.executors import available_cores
+            from dockbench.sim.campaign.runner import _fmt_s, estimate
+
+            est = estimate(camp, args.jobs or available_cores())
+            print(f"campaign {camp.name}: {camp.n_cells} cells × {camp.samples} samples × {camp.repeats} repeats = "
+                  f"{camp.n_trials} trials; ≈ {_fmt_s(est['hours'] * 3600)} on {args.jobs or available_cores()} worker(s) "
+                  f"(for {est['sim_s_per_trial']:g} s simulated a trial), ≤ {est['disk_mb']:.1f} MB of disk")
+            if camp.n_trials > 100_000:
+                return 0
             trials = camp.trials()
             cells = list(dict.fromkeys(t.cell for t in trials))
-            print(f"campaign {camp.name}: {len(cells)} cells × {camp.samples} samples × {camp.repeats} repeats = "
-                  f"{len(trials)} trials")
             for c in cells[:50]:
                 print(f"  {c}")
             if len(cells) > 50:

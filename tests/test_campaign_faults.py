@@ -194,11 +194,12 @@ def test_a_campaign_past_the_time_budget_is_refused_before_anything(tmp_path) ->
     data = yaml.safe_load(path.read_text())
     data["axes"] = [{"key": "controller.k", "range": {"start": 100, "stop": 1099, "num": 1000}},
                     {"key": "controller.d", "range": {"start": 10, "stop": 1009, "num": 1000}}]
+    data["set"] = {"sim.duration": 5.0}  # 10^6 × (13 ms + 45 ms/s × 5 s) / 2 workers = 33.1 h > 24 h
     path.write_text(yaml.safe_dump(data))
     camp = load_campaign(path)
     assert camp.n_trials == 10**6
-    with pytest.raises(DockbenchError, match=r"1000000 trials would take ≈ .* h on 2 worker\(s\).*more than the "
-                                             r"24 h budget.*--max-hours"):
+    with pytest.raises(DockbenchError, match=r"1000000 trials would take ≈ 33.1 h on 2 worker\(s\).*5 s simulated\).*"
+                                             r"more than the 24 h budget.*--max-hours"):
         run_campaign(camp, tmp_path / "out", fake_inline_with(2), progress=None)
     assert not (tmp_path / "out").exists()
 

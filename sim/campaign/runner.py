@@ -314,7 +314,12 @@ def estimate(campaign: Campaign, workers: int, scenario: Any = None, pending: in
     ``hours`` of wall time on ``workers`` (:data:`TRIAL_S_PER_SIM_S`, :data:`TRIAL_FIXED_S`; the simulated
     length from ``scenario.sim.duration``, else :data:`ASSUMED_SIM_S`)."""
     n = campaign.n_trials if pending is None else pending
-    sim_s = getattr(getattr(scenario, "sim", None), "duration", None) or ASSUMED_SIM_S
+    sim_s = getattr(getattr(scenario, "sim", None), "duration", None)
+    if scenario is None and isinstance(campaign.set, dict):  # before validation: the campaign's own set
+        nested = campaign.set.get("sim")
+        sim_s = campaign.set.get("sim.duration", nested.get("duration") if isinstance(nested, dict) else None)
+    if isinstance(sim_s, bool) or not isinstance(sim_s, (int, float)) or not sim_s > 0:
+        sim_s = ASSUMED_SIM_S
     per_trial = TRIAL_FIXED_S + TRIAL_S_PER_SIM_S * float(sim_s)
     tel = 0.0 if campaign.telemetry == "none" else campaign.telemetry_budget_mb * 1e6
     return {"trials": n, "sim_s_per_trial": float(sim_s), "hours": n * per_trial / max(workers, 1) / 3600.0,
@@ -531,7 +536,7 @@ def run_campaign(
         raise DockbenchError(
             f"{campaign.file}: {campaign.n_trials} trials would take ≈ {est['hours']:.1f} h on {workers} worker(s) "
             f"(≈ {TRIAL_FIXED_S + TRIAL_S_PER_SIM_S * est['sim_s_per_trial']:.2f} s a trial for "
-            f"{est['sim_s_per_trial']:g} s simulated), more than the {max_hours:g} h budget; lower samples, repeats "
+            f"{est['sim_s_per_trial']:g} s simulated{'' if est['sim_s_per_trial'] != ASSUMED_SIM_S else ', assumed'}), more than the {max_hours:g} h budget; lower samples, repeats "
             "or the grid, or raise the budget (--max-hours)")
     out_root = Path(out_root)
     out = out_root / campaign.name
