@@ -64,6 +64,9 @@ def format_report(report) -> str:
             med = c["metrics"].get(key, {}).get("median") if key else None
             lines.append(f"  {name[:width]:<{width}}  {c['passed']:>3}/{c['trials']:<3}  {c['success_rate']:>6.0%}  "
                          f"[{w[0]:5.1%}, {w[1]:5.1%}]" + (f"  {_fmt(med, '30.4g')}" if key else ""))
+    if report.damaged:
+        lines.append(f"damaged    {len(report.damaged)} trial record(s) were damaged and ran again (summary.json: "
+                     "damaged)")
     if report.interrupted:
         lines.append("interrupted: rerun the same command to resume")
     lines.append(f"folder     {report.out_dir}")
@@ -97,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="import the plugins the base scenario or set: names (Python code, run in the driver and "
                     "every worker); without this (or DOCKBENCH_ALLOW_PLUGINS=1) such a campaign is refused "
                     "(docs/extending.md)")
+    ap.add_argument("--max-hours", type=float, default=24.0,
+                    help="refuse a campaign estimated to take longer (default 24; 0 = no limit)")
+    ap.add_argument("--no-disk-check", action="store_true",
+                    help="run even when the estimated disk (records + telemetry budget) exceeds the free space")
     args = ap.parse_args(argv)
     if args.allow_plugins:  # the environment carries the opt-in to the local workers (sim/plugins.py)
         import os
@@ -115,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.set:
             extra = {}
             for item in args.set:
-                path, value = parse_assignment(item)
+                try:
+                    path, value = parse_assignment(item)
+                except RecursionError:  # a recursive YAML value (&a [*a]) or one nested too deep
+                    raise DockbenchError(f"--set {item[:60]}: a recursive or too deeply nested value") from None
                 from dockbench.sim.overrides import format_path
 
                 extra[format_path(path)] = value
@@ -130,10 +140,18 @@ def main(argv: list[str] | None = None) -> int:
             checked = campaign_from_dict(data, camp.file)  # the same checks as the file's own keys
             camp = dataclasses.replace(camp, samples=checked.samples, repeats=checked.repeats)
         if args.dry_run:
+            from dockbench.sim.campaign.executors import available_cores
+            from dockbench.sim.campaign.runner import _fmt_s, estimate
+
+            est = estimate(camp, args.jobs or available_cores())
+            print(f"campaign {camp.name}: {camp.n_cells} cells × {camp.samples} samples × {camp.repeats} repeats = "
+                  f"{camp.n_trials} trials; ≈ {_fmt_s(est['hours'] * 3600)} "
+                  f"on {args.jobs or available_cores()} worker(s) "
+                  f"(for {est['sim_s_per_trial']:g} s simulated a trial), ≤ {est['disk_mb']:.1f} MB of disk")
+            if camp.n_trials > 100_000:
+                return 0
             trials = camp.trials()
             cells = list(dict.fromkeys(t.cell for t in trials))
-            print(f"campaign {camp.name}: {len(cells)} cells × {camp.samples} samples × {camp.repeats} repeats = "
-                  f"{len(trials)} trials")
             for c in cells[:50]:
                 print(f"  {c}")
             if len(cells) > 50:
@@ -143,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         executor = make_executor(args.executor, args.jobs, args.address)
         try:
             report = run_campaign(camp, args.out, executor, progress=None if args.no_progress else sys.stderr,
-                                  figures=not args.no_figures, fresh=args.fresh, started=started)
+                                  figures=not args.no_figures, fresh=args.fresh, started=started,
+                                  max_hours=args.max_hours or None, check_disk=not args.no_disk_check)
         finally:
             executor.close()
         print(format_report(report))

@@ -3,6 +3,11 @@
     python experiments/fault_injection.py signals --trials 40 --seed 1
     python experiments/fault_injection.py signals --trials 20 --seed 5 --signals SIGHUP  # terminal closed
     python experiments/fault_injection.py diskfull --trials 20 --seed 1      # needs root (mounts a tmpfs)
+    python experiments/fault_injection.py campaign --seed 1                  # the campaign tool (issue 36)
+
+``campaign``: the campaign tool's faults — 20 worker SIGKILLs, 10 driver SIGKILLs, 3 pairs of concurrent
+drivers, every kind of damaged trial record, 300 mutated campaign files (``--trials`` sets the kill
+counts); experiments/campaign_faults.py runs each on its own and documents the checks.
 
 ``signals``: each trial starts ``experiments/run_docking.py`` on a scenario and sends SIGINT, SIGTERM or
 SIGHUP (in turn; ``--signals`` picks them) after a random delay, uniform over [0, 1.2 × the wall time of
@@ -267,7 +272,7 @@ def diskfull(trials: int, seed: int, scenario: str, duration: float) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("signals", "diskfull"))
+    ap.add_argument("mode", choices=("signals", "diskfull", "campaign"))
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--scenario", default=str(REPO / "scenarios" / "iiwa14_tracking.yaml"))
@@ -276,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--signals", default="SIGINT,SIGTERM,SIGHUP",
                     help="signals mode: the signals sent, in turn (comma-separated names)")
     args = ap.parse_args(argv)
+    if args.mode == "campaign":
+        from dockbench.experiments.campaign_faults import main as campaign_faults
+
+        return campaign_faults(["all", "--seed", str(args.seed)]
+                               + (["--trials", str(args.trials)] if "--trials" in (argv or sys.argv) else []))
     if args.mode == "signals":
         try:
             sigs = tuple(signal.Signals[n.strip().upper()] for n in args.signals.split(",") if n.strip())

@@ -8,20 +8,31 @@ to throw away and the progress bar's ETA follows the real rate.
 Workers run one trial at a time with single-threaded BLAS (``OMP_NUM_THREADS=1`` and friends, set for
 the workers only): one trial per core, no oversubscription. The same trial gives the same floats in any
 executor (tests/test_campaign.py compares the results tables of the pool and Ray bit for bit).
+
+Faults (issue 36): a local worker dies with its driver (Linux: ``PR_SET_PDEATHSIG`` = SIGKILL, set in the
+worker's initializer; everywhere: a watchdog thread that exits when the worker's parent changes), and the
+driver survives a worker's death: the pool is replaced, the trials that were in flight run again one at a
+time, and a trial in flight during :data:`MAX_ATTEMPTS` deaths is recorded as an ``error`` (the trial that
+kills its worker) — the campaign never hangs. Closing the pool never waits on a broken pool: the workers that are
+left are terminated, then killed, after a grace period.
 """
 
 from __future__ import annotations
 
-import functools
+import collections
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dockbench.sim.campaign.trial import TrialResult, TrialTask, run_trial, warm_up
+from dockbench.sim.campaign.trial import TrialResult, TrialTask, _worker_name, run_trial, warm_up
 from dockbench.sim.errors import DockbenchError
 
 #: what a worker's environment sets (single-threaded linear algebra: one trial per core)
@@ -114,42 +125,192 @@ class InlineExecutor:
         pass
 
 
+#: a trial in flight when this many workers died is recorded as an error (it is the one killing them)
+MAX_ATTEMPTS = 2
+#: seconds a closing pool's workers get to finish before they are terminated (then killed)
+CLOSE_GRACE_S = 5.0
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit this worker when its parent (the driver) is gone (a portable backstop of PR_SET_PDEATHSIG)."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(70)
+
+
+def worker_init(parent: int) -> None:
+    """A pool worker's initializer: die with the driver ``parent`` (Linux: the kernel sends SIGKILL when the
+    parent dies, ``prctl(PR_SET_PDEATHSIG)``; elsewhere, and as a backstop, a thread polls the parent),
+    then import what every trial needs."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):  # pragma: no cover - no libc prctl: the watchdog remains
+            pass
+    if os.getppid() != parent:  # the driver died before the line above: nothing will signal us
+        os._exit(70)
+    threading.Thread(target=_watch_parent, args=(parent,), name="dockbench-parent-watch", daemon=True).start()
+    warm_up()
+
+
 class ProcessExecutor:
     """A local pool of ``jobs`` worker processes (spawned: a clean interpreter each, which imports the
-    packages once at start-up and keeps them, with its compiled-model cache, for every trial)."""
+    packages once at start-up and keeps them, with its compiled-model cache, for every trial).
+
+    Workers die with the driver; a worker's death replaces the pool and runs its trials again (module
+    docstring). ``restarts`` counts the replaced pools, ``lost`` the trials recorded as errors because a
+    worker died under them.
+    """
 
     name = "local"
 
     def __init__(self, jobs: int | None = None):
-        import multiprocessing
-
         self.workers = int(jobs) if jobs else available_cores()
         if self.workers < 1:
             raise DockbenchError(f"--jobs must be >= 1, got {jobs}")
+        self.restarts = 0
+        self.lost = 0
+        self._pool: ProcessPoolExecutor | None = None
+        self._start()
+
+    def _start(self) -> None:
+        import multiprocessing
+
         with _worker_environment():
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=worker_init, initargs=(os.getpid(),))
             # start every worker now (they import while the driver prepares the first tasks)
-            self._started = [self._pool.submit(warm_up) for _ in range(self.workers)]
+            self._started = [self._pool.submit(_worker_name) for _ in range(self.workers)]
+
+    def worker_pids(self) -> list[int]:
+        """The pool's worker processes now (for fault injection and tests)."""
+        procs = getattr(self._pool, "_processes", None) or {}
+        return [p.pid for p in list(procs.values()) if p.pid is not None]
+
+    def _discard(self) -> None:
+        """Drop the pool without waiting on it: cancel what is queued, terminate and then kill its workers."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        try:
+            pool.shutdown(wait=False, cancel_futures=True)
+        except Exception:  # noqa: BLE001 - a broken pool may refuse; its workers are ended below
+            pass
+        _end_processes(procs, grace=0.0)
+        thread = getattr(pool, "_executor_manager_thread", None)
+        if thread is not None:
+            thread.join(timeout=CLOSE_GRACE_S)
+
+    def _restart(self) -> None:
+        self._discard()
+        self.restarts += 1
+        self._start()
 
     def run(self, tasks: Iterable[TrialTask], fn: Callable[[TrialTask], TrialResult] = run_trial
             ) -> Iterator[TrialResult]:
-        def finished(pending: list[Future]) -> tuple[Iterable[Future], list[Future]]:
-            done, rest = wait(pending, return_when=FIRST_COMPLETED)
-            return done, list(rest)
+        """The trials' results as they finish (at most 2 × workers in flight). When a worker dies, every trial
+        in flight is lost with the pool; the pool is replaced and those trials run again one at a time
+        (alone, a death names its trial): a trial in flight in :data:`MAX_ATTEMPTS` deaths is recorded as an
+        error."""
+        it = iter(tasks)
+        suspects: collections.deque[tuple[TrialTask, int]] = collections.deque()
+        pending: dict[Any, tuple[TrialTask, int]] = {}
+        limit = 2 * self.workers
+        exhausted = False
+        try:
+            while True:
+                if suspects:  # after a death: the trials that were in flight, alone
+                    if not pending:
+                        task, died = suspects.popleft()
+                        pending[self._submit(fn, task)] = (task, died)
+                else:
+                    while len(pending) < limit and not exhausted:
+                        task = next(it, None)
+                        if task is None:
+                            exhausted = True
+                            break
+                        pending[self._submit(fn, task)] = (task, 0)
+                if not pending:
+                    return
+                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                lost: list[tuple[TrialTask, int]] = []
+                for fut in done:
+                    task, died = pending.pop(fut)
+                    try:
+                        res = fut.result()
+                    except BrokenProcessPool:
+                        lost.append((task, died))
+                        continue
+                    yield res
+                if not lost:
+                    continue
+                # a worker died: the trials still in flight are lost with the pool too (a broken pool fails
+                # them all at once; the wait is bounded in case one is not failed)
+                wait(list(pending), timeout=CLOSE_GRACE_S)
+                for fut, item in pending.items():
+                    fut.cancel()
+                    lost.append(item)
+                pending.clear()
+                for task, died in lost:
+                    if died + 1 >= MAX_ATTEMPTS:
+                        self.lost += 1
+                        yield TrialResult(task.trial_id, "error", "FAIL",
+                                          f"the worker process running this trial died {died + 1} times (killed, out "
+                                          "of memory or crashed); the other trials went on", worker="")
+                    else:
+                        suspects.append((task, died + 1))
+                self._restart()
+        finally:
+            for fut in pending:
+                fut.cancel()
 
-        def result(fut: Future) -> TrialResult:
-            try:
-                return fut.result()
-            except BrokenProcessPool as exc:
-                raise DockbenchError(
-                    f"a worker process died ({exc}); the finished trials are kept: rerun to resume"
-                ) from None
-
-        submit = functools.partial(self._pool.submit, fn)
-        return _in_flight(tasks, 2 * self.workers, submit, finished, result, Future.cancel)
+    def _submit(self, fn: Callable[[TrialTask], TrialResult], task: TrialTask) -> Any:
+        try:
+            return self._pool.submit(fn, task)
+        except (BrokenProcessPool, RuntimeError):  # the pool broke since the last wait
+            self._restart()
+            return self._pool.submit(fn, task)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Stop the pool: the queued trials are cancelled, the workers finish the trial they run (up to
+        :data:`CLOSE_GRACE_S`) and are then terminated, or killed. Never waits on a broken pool."""
+        pool = self._pool
+        if pool is None:
+            return
+        self._pool = None
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        broken = bool(getattr(pool, "_broken", False))
+        try:
+            pool.shutdown(wait=False, cancel_futures=True)
+        except Exception:  # noqa: BLE001
+            pass
+        _end_processes(procs, grace=0.0 if broken else CLOSE_GRACE_S)
+        thread = getattr(pool, "_executor_manager_thread", None)
+        if thread is not None:
+            thread.join(timeout=CLOSE_GRACE_S)
+
+
+def _end_processes(procs: list[Any], grace: float) -> None:
+    """Wait up to ``grace`` s for ``procs`` to exit, then terminate them, then kill them."""
+    deadline = time.monotonic() + grace
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+    for action in ("terminate", "kill"):
+        alive = [p for p in procs if p.is_alive()]
+        if not alive:
+            return
+        for p in alive:
+            try:
+                getattr(p, action)()
+            except (OSError, ValueError, AttributeError):
+                pass
+        for p in alive:
+            p.join(timeout=1.0)
 
 
 class RayExecutor:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
+import numpy as np
 from dockbench.sim.campaign.spec import Campaign, Trial
 from dockbench.sim.campaign.stats import quantiles, wilson_interval
 from dockbench.sim.campaign.trial import TrialResult, TrialTask
@@ -44,6 +44,26 @@ from dockbench.sim.errors import DockbenchError, ScenarioError
 VOLATILE_COLUMNS = ("telemetry", "rt_factor", "loop_s", "trial_s", "overhead_s", "worker")
 #: statuses of a trial that did not finish (not recorded: a rerun runs it again)
 UNFINISHED = ("interrupted",)
+#: the campaign folder's lock file (``fcntl.flock``: one driver per folder; it holds the driver's pid,
+#: host and start time, for the message a second driver gets)
+LOCK_FILE = "campaign.lock"
+#: disk a trial's records take besides its telemetry (summary.json, meta.json, trial.json: 16–17 kB
+#: measured, docs/performance.md "Issue 17"), rounded up
+RECORD_BYTES = 20_000
+#: a trial's cost for the time estimate: 45 ms per simulated second + 13 ms (docs/performance.md,
+#: ``campaign_bench.py --fit``, one worker), and the simulated length assumed when ``sim.duration`` is
+#: null (the whole plan: the shipped dockings run 9–12 s)
+TRIAL_S_PER_SIM_S = 0.045
+TRIAL_FIXED_S = 0.013
+ASSUMED_SIM_S = 12.0
+#: the campaign refuses to start past this estimated wall time unless told otherwise (``max_hours``)
+DEFAULT_MAX_HOURS = 24.0
+#: grids of up to this many cells validate one trial of every cell before anything runs; larger ones
+#: validate every value of every axis (max(values) cells per variant) and leave the rest to their trials
+VALIDATE_ALL_CELLS = 2000
+#: the verdicts and telemetry states a trial record may hold
+VERDICTS = ("PASS", "FAIL", "INCOMPLETE")
+TELEMETRY_STATES = ("kept", "none", "over budget")
 
 
 @dataclass
@@ -66,6 +86,10 @@ class CampaignReport:
     skipped: int
     interrupted: bool = False
     figures: list[Path] = field(default_factory=list)
+    #: trials whose records were damaged (trial id → what was wrong): run again
+    damaged: dict[str, str] = field(default_factory=dict)
+    #: the estimate made before the first trial (trials, disk_mb, free_mb, hours)
+    estimate: dict[str, Any] = field(default_factory=dict)
 
 
 class Progress:
@@ -128,11 +152,9 @@ def _atomic_bytes(path: Path, data: bytes) -> None:
 
 
 def _read_base(path: Path) -> dict[str, Any]:
-    try:
-        from dockbench.sim.yamlio import read_yaml_file
-        data = read_yaml_file(path)  # sim/yamlio.py: the scenario files' rules
-    except (OSError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"cannot read the scenario: {exc}", file=str(path)) from None
+    from dockbench.sim.campaign.spec import read_yaml
+
+    data = read_yaml(path, "scenario")
     if not isinstance(data, dict):
         raise ScenarioError("the scenario must be a YAML mapping", file=str(path))
     return data
@@ -240,6 +262,226 @@ def _folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+class CampaignLock:
+    """An exclusive lock on a campaign folder (``fcntl.flock`` on :data:`LOCK_FILE`, released when the
+    process ends, however it ends). A second driver is refused with the holder's pid, host and start time.
+    Where ``fcntl`` is missing (Windows) there is no lock."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.path = folder / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                holder = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+                who = (f"pid {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}"
+                       if isinstance(holder, dict) else "unknown")
+            except (OSError, ValueError):
+                who = "unknown"
+            os.close(fd)
+            raise DockbenchError(
+                f"{self.folder}: another campaign driver is running in this folder ({who}); wait for it to "
+                "finish or stop it (two drivers would run the same trials twice)") from None
+        import datetime as _dt
+        import socket
+
+        text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                           "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, text.encode(), 0)
+        except OSError:
+            pass  # the lock holds without its note (a full disk)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = None
+
+
+def estimate(campaign: Campaign, workers: int, scenario: Any = None, pending: int | None = None) -> dict[str, Any]:
+    """What the campaign will cost: ``trials`` to run, ``disk_mb`` (records + the telemetry budget),
+    ``hours`` of wall time on ``workers`` (:data:`TRIAL_S_PER_SIM_S`, :data:`TRIAL_FIXED_S`; the simulated
+    length from ``scenario.sim.duration``, else :data:`ASSUMED_SIM_S`)."""
+    n = campaign.n_trials if pending is None else pending
+    sim_s = getattr(getattr(scenario, "sim", None), "duration", None)
+    if scenario is None and isinstance(campaign.set, dict):  # before validation: the campaign's own set
+        nested = campaign.set.get("sim")
+        sim_s = campaign.set.get("sim.duration", nested.get("duration") if isinstance(nested, dict) else None)
+    if isinstance(sim_s, bool) or not isinstance(sim_s, (int, float)) or not sim_s > 0:
+        sim_s = ASSUMED_SIM_S
+    per_trial = TRIAL_FIXED_S + TRIAL_S_PER_SIM_S * float(sim_s)
+    tel = 0.0 if campaign.telemetry == "none" else campaign.telemetry_budget_mb * 1e6
+    return {"trials": n, "sim_s_per_trial": float(sim_s), "hours": n * per_trial / max(workers, 1) / 3600.0,
+            "disk_mb": (n * RECORD_BYTES + tel) / 1e6}
+
+
+def _free_mb(path: Path) -> float | None:
+    try:
+        return shutil.disk_usage(path).free / 1e6
+    except OSError:  # pragma: no cover
+        return None
+
+
+def _prepare_folder(out_root: Path, out: Path) -> None:
+    """Create ``<out_root>/<name>/trials``, or a clear error: ``--out`` a file, read-only, or unusable."""
+    for p in (out_root, out, out / "trials"):
+        if p.exists() and not p.is_dir():
+            if p == out / "trials":  # a stray file where the campaign's own folder belongs
+                p.unlink()
+                continue
+            raise DockbenchError(f"--out {out_root}: {p} is a file, not a folder")
+    try:
+        (out / "trials").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DockbenchError(f"--out {out_root}: cannot create the campaign folder {out}: "
+                             f"{exc.strerror or exc}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise DockbenchError(f"--out {out_root}: the campaign folder {out} is not writable")
+
+
+def _validate_cells(trials: list[Trial], campaign: Campaign, bases: dict[Path, dict[str, Any]],
+                    progress: TextIO | None) -> Any:
+    """Validate trials' scenarios before anything runs (one per cell, or on a large grid one cell for each
+    value of every axis: every value is checked, combinations by their trials). Returns the first scenario."""
+    from dockbench.sim.scenario import scenario_from_dict
+
+    per_cell = campaign.samples * campaign.repeats
+    n_cells = len(trials) // per_cell
+    if n_cells <= VALIDATE_ALL_CELLS:
+        picks = range(n_cells)
+    else:
+        shape = [len(a.values) for a in campaign.grid_axes]
+        span = max(shape)
+        cells_per_variant = int(np.prod(shape))
+        picks = sorted({v * cells_per_variant + int(np.ravel_multi_index([j % n for n in shape], shape))
+                        for v in range(max(len(campaign.variants), 1)) for j in range(span)})
+        if progress is not None:
+            progress.write(f"{n_cells} cells: validating every value of every axis ({len(picks)} cells) before the "
+                           "first trial; the other cells are validated by their trials (status invalid)\n")
+    first = None
+    for c in picks:
+        t = trials[c * per_cell]
+        try:
+            sc = scenario_from_dict(t.scenario_data(bases[t.base]), file=str(t.base))
+        except ScenarioError as exc:
+            raise _cell_error(exc, t, campaign) from None
+        except RecursionError:
+            raise ScenarioError(f"nested too deep (trial {t.trial_id})", file=str(t.base)) from None
+        first = first if first is not None else sc
+    return first
+
+
+def _check_record(folder: Path, trial: Trial, digest: str, campaign: Campaign) -> tuple[dict[str, Any] | None, str]:
+    """A finished trial's row from its folder, or (None, why it is not usable): ``""`` when the trial is
+    simply not done (no trial.json, or its scenario changed), else what is damaged."""
+    try:
+        if not folder.is_dir():
+            if folder.exists() or any(p.exists() and not p.is_dir() for p in folder.parents):
+                return None, "a file where the trial's folder belongs"
+            return None, ""
+        rec = folder / "trial.json"
+        if not rec.exists():
+            return None, ""
+        try:
+            saved = json.loads(rec.read_bytes().decode("utf-8"))
+        except (OSError, ValueError) as exc:
+            return None, f"trial.json is unreadable ({type(exc).__name__})"
+        if not isinstance(saved, dict) or not isinstance(saved.get("row"), dict):
+            return None, "trial.json is not a trial record"
+        if not isinstance(saved.get("digest"), str):
+            return None, "trial.json has no scenario hash"
+        if saved.get("digest") != digest:
+            return None, ""  # another version of the trial: run it again (not damage)
+        row = saved["row"]
+        problem = _row_problem(row, trial, campaign)
+        if problem:
+            return None, f"trial.json: {problem}"
+        files = saved.get("files")
+        if files is not None:
+            if not isinstance(files, dict):
+                return None, "trial.json: files is not a mapping"
+            for name, size in files.items():
+                f = folder / str(name)
+                if not f.is_file():
+                    return None, f"{name} is missing"
+                if f.stat().st_size != size:
+                    return None, f"{name} has {f.stat().st_size} bytes, {size} were written"
+        else:  # a record of an earlier version (no sizes): the files must be there and read
+            if not (folder / "summary.json").is_file():
+                return None, "summary.json is missing"
+            if row["telemetry"] == "kept" and not _npz_ok(folder / "telemetry.npz"):
+                return None, "telemetry.npz is missing or damaged"
+        try:
+            summary = json.loads((folder / "summary.json").read_bytes().decode("utf-8"))
+        except (OSError, ValueError):
+            return None, "summary.json is missing or unreadable"
+        if not isinstance(summary, dict):
+            return None, "summary.json is not a mapping"
+        if row["telemetry"] == "kept" and not (folder / "telemetry.npz").is_file():
+            return None, "telemetry.npz is missing"
+        return row, ""
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror or exc})"
+
+
+def _row_problem(row: dict[str, Any], trial: Trial, campaign: Campaign) -> str:
+    """What is wrong with a trial record's row ('' when nothing)."""
+    want = {"trial": str, "cell": str, "status": str, "verdict": str, "failed_gates": str, "message": str,
+            "metrics": dict, "path": str, "telemetry": str}
+    for k, typ in want.items():
+        if k not in row:
+            return f"no {k}"
+        if not isinstance(row[k], typ):
+            return f"{k} is {type(row[k]).__name__}, not {typ.__name__}"
+    if row["trial"] != trial.trial_id or row["path"] != str(Path("trials") / trial.trial_id):
+        return f"the record of another trial ({row['trial']!r})"
+    if row["verdict"] not in VERDICTS:
+        return f"verdict {row['verdict']!r} (allowed: {', '.join(VERDICTS)})"
+    if row["telemetry"] not in TELEMETRY_STATES:
+        return f"telemetry {row['telemetry']!r}"
+    for k in ("sim_s", "rt_factor", "loop_s", "trial_s", "overhead_s", "encode_s"):
+        v = row.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            return f"{k} is {type(v).__name__}, not a number"
+    for m in row["metrics"]:
+        if not isinstance(m, str):
+            return "a metric name that is not a string"
+    for k in ("sample", "repeat", "seed"):
+        if not isinstance(row.get(k), int) or isinstance(row.get(k), bool):
+            return f"{k} is not an integer"
+    return ""
+
+
+def _npz_ok(path: Path) -> bool:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return zf.testzip() is None
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError):
+        return False
+
+
+def _clear_for_folder(out: Path, trial_id: str) -> None:
+    """Remove stray files where the trial's folder (or its cell's) belongs (a damaged campaign folder)."""
+    p = out / "trials"
+    for part in Path(trial_id).parts:
+        p = p / part
+        if p.exists() and not p.is_dir():
+            p.unlink()
+
+
 def run_campaign(
     campaign: Campaign,
     out_root: str | Path = "campaigns",
@@ -249,68 +491,127 @@ def run_campaign(
     figures: bool = True,
     fresh: bool = False,
     started: float | None = None,
+    max_hours: float | None = DEFAULT_MAX_HOURS,
+    check_disk: bool = True,
 ) -> CampaignReport:
     """Run (or resume) ``campaign`` into ``<out_root>/<campaign.name>/``.
+
+    The campaign folder is a transaction like a run folder: one driver at a time (an exclusive lock), each
+    trial recorded by its ``trial.json``, written last, with the sizes of the trial's files; a rerun
+    checks every record and runs again the trials whose records are damaged (and says which), and the
+    results table and summary are rebuilt from the records.
 
     Args:
         campaign: from :func:`sim.campaign.spec.load_campaign`.
         out_root: parent of the campaign's folder.
         executor: from :func:`sim.campaign.executors.make_executor` (default: a local pool on every core);
             closed at the end when created here.
-        progress: where the progress bar goes (None: no output).
+        progress: where the progress bar and the messages go (None: no output).
         figures: write the figures.
         fresh: delete the campaign's folder first (no resume).
         started: ``time.perf_counter()`` when the campaign started (e.g. before the executor was made, so
             its start-up counts in the wall time); default: now.
+        max_hours: refuse a campaign whose estimated wall time is longer (None: no limit).
+        check_disk: refuse a campaign whose estimated disk (records + telemetry budget) exceeds the free space.
 
     Raises:
         ScenarioError: a cell's scenario does not validate (checked before any trial runs; the message
             names the scenario key and the trial's overrides).
+        DockbenchError: the folder is in use by another driver or unusable, the estimates exceed the budget,
+            or the disk filled up (the trials that fitted are recorded; rerun to resume).
     """
-    from dockbench.sim.campaign.executors import make_executor
-    from dockbench.sim.scenario import scenario_from_dict
+    from dockbench.sim.campaign.executors import available_cores, make_executor
+    from dockbench.sim.campaign.spec import check_tree
     from dockbench.telemetry.run import write_json
 
-    out = Path(out_root) / campaign.name
-    if fresh and out.exists():
-        shutil.rmtree(out)
-    (out / "trials").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(campaign.file, out / "campaign.yaml")
+    def say(text: str) -> None:
+        if progress is not None:
+            progress.write(text + "\n")
+            progress.flush()
 
+    check_tree(campaign.set, campaign.file, "set")  # --set values too (a recursive or deep YAML value)
+    workers = getattr(executor, "workers", None) or available_cores()
+    est = estimate(campaign, workers)
+    if max_hours is not None and est["hours"] > max_hours:
+        raise DockbenchError(
+            f"{campaign.file}: {campaign.n_trials} trials would take ≈ {est['hours']:.1f} h on {workers} worker(s) "
+            f"(≈ {TRIAL_FIXED_S + TRIAL_S_PER_SIM_S * est['sim_s_per_trial']:.2f} s a trial for "
+            f"{est['sim_s_per_trial']:g} s simulated{'' if est['sim_s_per_trial'] != ASSUMED_SIM_S else ', assumed'}), "
+            f"more than the {max_hours:g} h budget; lower samples, repeats "
+            "or the grid, or raise the budget (--max-hours)")
+    out_root = Path(out_root)
+    out = out_root / campaign.name
+    _prepare_folder(out_root, out)
+    lock = CampaignLock(out)
+    lock.acquire()
+    try:
+        return _run_locked(campaign, out, executor, progress, figures, fresh, started, check_disk, est, say,
+                           make_executor, write_json)
+    finally:
+        lock.release()
+
+
+def _run_locked(campaign: Campaign, out: Path, executor: Any, progress: TextIO | None, figures: bool, fresh: bool,
+                started: float | None, check_disk: bool, est: dict[str, Any], say: Any, make_executor: Any,
+                write_json: Any) -> CampaignReport:
+    if fresh:
+        for p in out.iterdir():
+            if p.name == LOCK_FILE:
+                continue
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        (out / "trials").mkdir(exist_ok=True)
+    try:
+        shutil.copyfile(campaign.file, out / "campaign.yaml")
+    except OSError as exc:
+        raise DockbenchError(f"{out}: cannot write campaign.yaml: {exc.strerror or exc}") from None
+
+    if campaign.n_trials > 100_000:
+        say(f"expanding {campaign.n_trials} trials …")
     trials = campaign.trials()
     bases = {p: _read_base(p) for p in {t.base for t in trials}}
-    # every cell's first trial is validated before anything runs (the others differ by random draws and seeds)
-    checked: set[str] = set()
-    for t in trials:
-        if t.cell in checked:
-            continue
-        checked.add(t.cell)
-        try:
-            scenario_from_dict(t.scenario_data(bases[t.base]), file=str(t.base))
-        except ScenarioError as exc:
-            raise _cell_error(exc, t, campaign) from None
+    first = _validate_cells(trials, campaign, bases, progress)
 
     rows: dict[int, dict[str, Any]] = {}
     pending: list[Trial] = []
     digests = {}
+    damaged: dict[str, str] = {}
     kept_bytes = 0
     for t in trials:
         digests[t.index] = d = t.digest(bases[t.base])
-        rec = out / "trials" / t.trial_id / "trial.json"
-        if rec.is_file():
-            try:
-                saved = json.loads(rec.read_text())
-            except (OSError, ValueError):
-                saved = {}
-            if saved.get("digest") == d and "row" in saved:
-                rows[t.index] = saved["row"]
-                tel = rec.parent / "telemetry.npz"
-                if tel.is_file():
-                    kept_bytes += tel.stat().st_size
-                continue
+        folder = out / "trials" / t.trial_id
+        row, why = _check_record(folder, t, d, campaign)
+        if row is not None:
+            rows[t.index] = row
+            tel = folder / "telemetry.npz"
+            if row["telemetry"] == "kept" and tel.is_file():
+                kept_bytes += tel.stat().st_size
+            continue
+        if why:
+            damaged[t.trial_id] = why
         pending.append(t)
     skipped = len(rows)
+    if damaged:
+        listed = "; ".join(f"{k}: {v}" for k, v in list(damaged.items())[:5])
+        say(f"{len(damaged)} trial record(s) damaged, run again: {listed}"
+            + (f"; … {len(damaged) - 5} more" if len(damaged) > 5 else ""))
     budget = campaign.telemetry_budget_mb * 1e6
+    from dockbench.sim.campaign.executors import available_cores
+
+    workers = getattr(executor, "workers", None) or available_cores()
+    est = estimate(campaign, workers, first, len(pending))
+    est["disk_mb"] = (len(pending) * RECORD_BYTES
+                      + (0.0 if campaign.telemetry == "none" else max(0.0, budget - kept_bytes))) / 1e6
+    est["free_mb"] = _free_mb(out)
+    if pending:
+        free = "" if est["free_mb"] is None else f" ({est['free_mb']:.0f} MB free)"
+        say(f"{len(pending)} of {len(trials)} trials to run: ≈ {_fmt_s(est['hours'] * 3600)} on {workers} worker(s), "
+            f"≤ {est['disk_mb']:.0f} MB of disk{free}")
+        if check_disk and est["free_mb"] is not None and est["disk_mb"] > est["free_mb"]:
+            raise DockbenchError(
+                f"{out}: the campaign may need ≈ {est['disk_mb']:.0f} MB ({len(pending)} trials × "
+                f"{RECORD_BYTES // 1000} kB of records + up to {max(0.0, budget - kept_bytes) / 1e6:.0f} MB of "
+                f"telemetry) and {est['free_mb']:.0f} MB are free; free space, lower telemetry_budget_mb (or "
+                "--telemetry none), or pass --no-disk-check")
     # full: a trial's telemetry did not fit; later tasks then skip the compression (budget_ids: the trials
     # sent without it, labelled "over budget" when the policy would have kept theirs)
     state = {"kept": kept_bytes, "dropped": 0, "full": kept_bytes >= budget, "budget_ids": set()}
@@ -321,6 +622,7 @@ def run_campaign(
     ran = 0
     ran_ids: set[str] = set()
     interrupted = False
+    disk_error = ""
     if pending:
         if executor is None:
             executor = make_executor("local")
@@ -343,7 +645,13 @@ def run_campaign(
                 if res.status in UNFINISHED:
                     interrupted = True
                     break
-                rows[t.index] = _write_trial(out, t, res, campaign, digests[t.index], state, budget)
+                try:
+                    rows[t.index] = _write_trial(out, t, res, campaign, digests[t.index], state, budget)
+                except OSError as exc:  # a full disk, a folder gone read-only: stop, keep what was written
+                    _unlink_quietly(out / "trials" / t.trial_id / "trial.json")
+                    disk_error = f"{exc.strerror or exc} (writing {t.trial_id})"
+                    interrupted = True
+                    break
                 ran += 1
                 ran_ids.add(t.trial_id)
                 bar.update(res)
@@ -355,16 +663,36 @@ def run_campaign(
                 executor.close()
     wall = time.perf_counter() - t_start
     ordered = [rows[i] for i in sorted(rows)]
-    (out / "results.csv").write_text(results_csv(ordered, campaign))
     summary = _summary(campaign, ordered, trials, out, wall, ran_ids, skipped, executor, load_start, state,
                        interrupted)
-    write_json(out / "summary.json", summary)
+    summary["damaged"] = damaged
+    summary["estimate"] = est
+    summary["timing"]["worker_restarts"] = getattr(executor, "restarts", 0)
     files: list[Path] = []
-    if figures and ordered and not interrupted:
-        from dockbench.telemetry.campaign_plots import campaign_figures
+    try:
+        from dockbench.telemetry.log import atomic_write_text
 
-        files = campaign_figures(campaign, ordered, summary, out)
-    return CampaignReport(out, ordered, summary, ran, skipped, interrupted, files)
+        atomic_write_text(out / "results.csv", results_csv(ordered, campaign))
+        write_json(out / "summary.json", summary)
+        if figures and ordered and not interrupted:
+            from dockbench.telemetry.campaign_plots import campaign_figures
+
+            files = campaign_figures(campaign, ordered, summary, out)
+    except OSError as exc:
+        disk_error = disk_error or f"{exc.strerror or exc} (writing results.csv, summary.json or the figures)"
+    if disk_error:
+        raise DockbenchError(
+            f"{out}: {disk_error}: the campaign stopped; {len(ordered)} of {len(trials)} trials are recorded in "
+            "trials/ (results.csv and summary.json hold them if they fitted); free space and rerun the same "
+            "command to resume")
+    return CampaignReport(out, ordered, summary, ran, skipped, interrupted, files, damaged, est)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _write_trial(out: Path, t: Trial, res: TrialResult, campaign: Campaign, digest: str, state: dict[str, Any],
@@ -374,9 +702,14 @@ def _write_trial(out: Path, t: Trial, res: TrialResult, campaign: Campaign, dige
     from dockbench.telemetry.run import write_json
 
     folder = out / "trials" / t.trial_id
+    _clear_for_folder(out, t.trial_id)
     folder.mkdir(parents=True, exist_ok=True)
-    for stale in ("trial.json", "telemetry.npz", "error.txt"):
-        (folder / stale).unlink(missing_ok=True)
+    for stale in ("trial.json", "telemetry.npz", "error.txt", "summary.json", "meta.json"):
+        p = folder / stale
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink(missing_ok=True)
     telemetry = "none"
     if res.telemetry is not None:
         if state["kept"] + len(res.telemetry) <= budget:
@@ -403,7 +736,9 @@ def _write_trial(out: Path, t: Trial, res: TrialResult, campaign: Campaign, dige
     if res.error:
         atomic_write_text(folder / "error.txt", res.error)
     row = _row(t, res, campaign, str(Path("trials") / t.trial_id), telemetry)
-    write_json(folder / "trial.json", {"digest": digest, "row": row, "cache_hit": res.cache_hit,
+    files = {p.name: p.stat().st_size for p in sorted(folder.iterdir())
+             if p.is_file() and p.name != "trial.json" and not p.name.endswith(".tmp")}
+    write_json(folder / "trial.json", {"digest": digest, "row": row, "files": files, "cache_hit": res.cache_hit,
                                        "timing": res.timing})
     return row
 

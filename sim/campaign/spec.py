@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from dockbench.sim.errors import ScenarioError
 from dockbench.sim.overrides import format_path, merge_overrides, parse_path
 
@@ -258,6 +257,98 @@ def cell_folder(cell: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=+\-]", "_", text)
 
 
+#: the longest folder name most file systems take (bytes of one path component)
+NAME_MAX = 255
+#: the longest campaign name (it is a folder name, and trial paths go below it)
+MAX_NAME = 100
+#: the deepest nesting a campaign value or a base scenario may have (a scenario needs 6 or so)
+MAX_DEPTH = 32
+
+
+def _folder_key(name: str) -> str:
+    """What makes two folder names the same folder (case-insensitive file systems: macOS, Windows)."""
+    return name.casefold()
+
+
+def check_tree(value: Any, file: Path | str, key: str, depth: int = 0, _seen: tuple[int, ...] = ()) -> None:
+    """Refuse a value nested deeper than :data:`MAX_DEPTH` or containing itself (YAML anchors can build a
+    recursive list: ``&a [*a]``), naming the key path where it happens."""
+    if isinstance(value, (dict, list, tuple)):
+        if id(value) in _seen:
+            raise _err("a recursive value (it contains itself, e.g. through a YAML anchor and alias)", Path(file),
+                       key or None)
+        if depth >= MAX_DEPTH:
+            raise _err(f"nested deeper than {MAX_DEPTH} levels", Path(file), key or None)
+        seen = (*_seen, id(value))
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for k, v in items:
+            sub = f"{key}[{k}]" if isinstance(k, int) else (f"{key}.{k}" if key else str(k))
+            check_tree(v, file, sub, depth + 1, seen)
+
+
+def read_yaml(path: Path, what: str = "file") -> Any:
+    """A YAML file's data, read by the strict reader of the scenario files (sim/yamlio.py), or a ScenarioError
+    naming the file: unreadable, too large, not UTF-8, a NUL, a syntax error, an alias or a duplicate key,
+    nested too deep or recursive."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise _err(f"cannot read the {what}: {exc.strerror or exc}", path) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _err(f"the {what} is not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r}); save it as "
+                   "UTF-8", path) from None
+    if "\0" in text:
+        raise _err(f"the {what} contains a NUL character (offset {text.index(chr(0))}): not a text file", path)
+    from dockbench.sim.yamlio import MAX_BYTES, load_yaml  # the scenario files' rules (sim/yamlio.py)
+
+    if len(raw) > MAX_BYTES:
+        raise _err(f"{len(raw)} bytes; a {what} is at most {MAX_BYTES} bytes", path)
+    try:  # no aliases, no duplicate keys, YAML 1.2 numbers: one line naming the line and column
+        data = load_yaml(text, file=str(path), what=f"a {what}")
+    except RecursionError:
+        raise _err(f"nested too deep for the YAML reader (at most {MAX_DEPTH} levels)", path) from None
+    check_tree(data, path, "")
+    return data
+
+
+def _check_folders(axes: tuple[Axis, ...], variants: list[Variant], file: Path) -> None:
+    """Trial folders are injective: two labels of an axis (or two variants) whose folder names are the same
+    (characters outside [A-Za-z0-9._=+-] become ``_``; case is ignored, as macOS and Windows do) are refused,
+    naming both; a cell folder name must fit a file system's name limit (:data:`NAME_MAX` bytes)."""
+    groups: list[tuple[str, list[str], list[str]]] = []
+    if variants:
+        groups.append(("variants", [v.name for v in variants], [cell_folder(v.name) for v in variants]))
+    for i, a in enumerate(axes):
+        if not a.random:
+            groups.append((f"axes[{i}].labels", list(a.labels), [cell_folder(f"{a.name}={x}") for x in a.labels]))
+    for key, labels, folders in groups:
+        seen: dict[str, str] = {}
+        for label, folder in zip(labels, folders, strict=True):
+            other = seen.setdefault(_folder_key(folder), label)
+            if other != label:
+                raise _err(f"{other!r} and {label!r} give the same trial folder {folder!r} (characters outside "
+                           "[A-Za-z0-9._=+-] become '_', and case is ignored); give labels that differ there", file,
+                           key)
+    longest = sum(max(len(f.encode()) for f in folders) for _, _, folders in groups) + 2 * max(len(groups) - 1, 0)
+    if longest > NAME_MAX - len("s000r00"):
+        raise _err(f"the longest cell name gives a {longest}-byte folder name; at most {NAME_MAX - 7}: shorten the "
+                   "axis names or give short labels", file, "axes")
+    # folder names join the parts with "__": a part containing "__" could make two cells one folder
+    if any("__" in f for _, _, folders in groups for f in folders):
+        seen_cells: dict[str, tuple[str, ...]] = {}
+        shapes = [range(len(labels)) for _, labels, _ in groups]
+        for idx in np.ndindex(*[len(r) for r in shapes]):
+            parts = tuple(groups[g][1][k] for g, k in enumerate(idx))
+            name = _folder_key("__".join(groups[g][2][k] for g, k in enumerate(idx)))
+            other = seen_cells.setdefault(name, parts)
+            if other != parts:
+                raise _err(f"cells {'/'.join(other)!r} and {'/'.join(parts)!r} give the same trial folder "
+                           f"{name!r} ('/' and '__' both join cell parts); give labels without '__' or '/'",
+                           file, "axes")
+
+
 def _label(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
@@ -411,15 +502,16 @@ def load_campaign(path: str | Path) -> Campaign:
     Raises:
         ScenarioError: naming the file, the key path and what is allowed.
     """
+    if "\0" in str(path):
+        raise _err("the path contains a NUL character", Path(str(path).replace("\0", "\\0")))
     file = Path(path)
-    if not file.is_file():
-        raise _err(f"campaign file not found (looked at {file.resolve()})", file)
     try:
-        from dockbench.sim.yamlio import read_yaml_file
-        data = read_yaml_file(file, what="a campaign file")  # sim/yamlio.py: no aliases, no duplicate keys
-    except yaml.YAMLError as exc:
-        raise _err(f"YAML syntax error: {exc}", file) from None
-    return campaign_from_dict(data, file)
+        found = file.is_file()
+    except OSError as exc:  # e.g. a name too long
+        raise _err(f"campaign file not readable: {exc.strerror or exc}", file) from None
+    if not found:
+        raise _err(f"campaign file not found (looked at {file.resolve()})", file)
+    return campaign_from_dict(read_yaml(file, "campaign file"), file)
 
 
 def campaign_from_dict(data: Any, file: Path) -> Campaign:
@@ -428,6 +520,7 @@ def campaign_from_dict(data: Any, file: Path) -> Campaign:
 
     if not isinstance(data, dict):
         raise _err("the campaign must be a YAML mapping", file)
+    check_tree(data, file, "")
     for k in data:
         if k not in TOP_KEYS:
             raise _err(f"unknown top-level key {k!r}; allowed: {', '.join(TOP_KEYS)}", file)
@@ -435,8 +528,13 @@ def campaign_from_dict(data: Any, file: Path) -> Campaign:
         if k not in data:
             raise _err("required key missing", file, k)
     name = data["name"]
-    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-        raise _err(f"expected a non-empty folder name without '/', got {name!r}", file, "name")
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+        raise _err(f"expected a non-empty folder name without '/' or '\\' (not starting with '.'), got {name!r}",
+                   file, "name")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise _err(f"control characters (NUL, newline, …) cannot be in a folder name, got {name!r}", file, "name")
+    if len(name) > MAX_NAME or len(name.encode()) > NAME_MAX:
+        raise _err(f"at most {MAX_NAME} characters (it is a folder name), got {len(name)}", file, "name")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise _err(f"expected a string, got {description!r}", file, "description")
@@ -444,9 +542,15 @@ def campaign_from_dict(data: Any, file: Path) -> Campaign:
     def base_path(value: Any, key: str) -> Path:
         if not isinstance(value, str) or not value:
             raise _err(f"expected a scenario file path, got {value!r}", file, key)
+        if "\0" in value:
+            raise _err(f"a path cannot contain a NUL character, got {value!r}", file, key)
         p = Path(value)
         p = p if p.is_absolute() else (file.parent / p)
-        if not p.is_file():
+        try:
+            found = p.is_file()
+        except OSError as exc:  # e.g. a name too long
+            raise _err(f"scenario file not readable: {value} ({exc.strerror or exc})", file, key) from None
+        if not found:
             raise _err(f"scenario file not found: {value} (looked at {p.resolve()})", file, key)
         return p
 
@@ -473,6 +577,7 @@ def campaign_from_dict(data: Any, file: Path) -> Campaign:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise _err(f"axis names must differ (they name results.csv's columns): {', '.join(dup)}", file, "axes")
+    _check_folders(axes, variants, file)
     seen: dict[str, int] = {}
     for i, a in enumerate(axes):
         for k in a.keys:
