@@ -276,9 +276,14 @@ class InsertionSupervisor(Planner):
 
     @property
     def reserve_time(self) -> float:
-        """Extra run time [s] the recovery may need: per retry a dwell, a backoff and a re-insertion."""
+        """Extra run time [s]: the guard's slower clock, the time to give back an axial offset the push's lead
+        bound held back (``max_axial_offset`` / ``max_speed``) and, for the recovery, per retry a dwell, a backoff
+        and a re-insertion."""
         rc, gc = self.config.recovery, self.config.guard
         out = self.inner.duration * (1.0 / gc.speed_scale - 1.0) + gc.ramp_time if gc.enabled else 0.0
+        cc = self.config.compliance
+        if cc.enabled and cc.max_push_force > 0.0:  # the lead bound may hold the plan back by up to the axial clip,
+            out += cc.max_axial_offset / cc.max_speed  # given back at max_speed
         if rc.strategy == "retry":
             t_back = quintic_duration(rc.backoff, rc.speed, RECOVERY_ACCEL)
             t_in = quintic_duration(rc.backoff + 0.03, rc.speed, RECOVERY_ACCEL)
