@@ -104,6 +104,10 @@ class Controller(ABC):
         self.config = config
         self.plant = plant
         self.planner = planner
+        attach = getattr(planner, "attach_law", None)  # the insertion supervisor reads the law's stiffness
+        # (controllers/insertion.py: law_axial_stiffness)
+        if attach is not None:
+            attach(self)
 
     def make_command(self) -> Command:
         return Command(self.plant.nv, len(self.diag_names))

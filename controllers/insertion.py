@@ -106,6 +106,18 @@ class ComplianceConfig:
         doc="anti-windup of the push: the axial offset stops growing once the reference leads the tip along the tool "
         "axis by this (the spring load that would throw the probe forward when the contact gives way: ½ F_d²/K)",
     )
+    max_push_force: float = param(
+        0.0, unit="N", ge=0.0, le=1000.0,
+        doc="F_max: the push and the guarded plan work in force: after the first contact the reference's axial lead "
+        "over the tip is bounded by F_max / K_a(t), K_a the law's current stiffness along the tool axis "
+        "(law_axial_stiffness), and taken back to it when K_a rises; max_axial_lead stays the safety bound "
+        "(0 = off: the push's lead bound is max_axial_lead alone and the plan's lead is not bounded)",
+    )
+    release_speed: float = param(
+        0.0, unit="m/s", ge=0.0, le=1.0,
+        doc="with max_push_force: while the tip runs into the target faster than this, the axial lead is held at "
+        "zero (a stuck tip that breaks free is not driven on by the spring it stored; 0 = off)",
+    )
     max_lead_deg: float = param(
         2.0, unit="deg", gt=0.0, le=180.0,
         doc="anti-windup: the rotation offset stops growing once the reference orientation leads the tool's by this",
@@ -188,6 +200,41 @@ class InsertionConfig:
                                 key="recovery.strategy")
 
 
+def law_axial_stiffness(law: Any, axis: np.ndarray, R_world_ee: np.ndarray) -> float | None:
+    """The control law's current translational stiffness along the world unit vector ``axis`` [N/m], aᵀ K a (the
+    spring force per metre of reference lead along a at rest), as of its last step; None for a law without one
+    (the supervisor then keeps the length bound). Read here, outside the laws, so that their compiled kernels'
+    Python references stay untouched.
+
+    * Khatib: K_d = k I (m ẍ + d ẋ + k x = F_ext): k.
+    * HQP: K_r = K_0 max(1 − α, k_min_ratio), diagonal in world axes: Σ_i K_r,i a_i² (K_0 before the first step).
+    * SE(3): K's translational block acts on λ_v ≈ Rᵀ(x_d − x) (EE axes): bᵀ K_vv b, b = Rᵀ a.
+    * any law with a method ``axial_stiffness(axis, R_world_ee)``: its answer.
+
+    A law with a force set-point fades its axial stiffness by s(t) (controllers/force_control.py); with one
+    configured the stiffness is not reported (None)."""
+    from dockbench.controllers.hqp import HQPController
+    from dockbench.controllers.khatib import KhatibController
+    from dockbench.controllers.se3_lie import SE3LieController
+
+    own = getattr(law, "axial_stiffness", None)  # a law (e.g. a plugin) that reports its own
+    if own is not None:
+        return own(axis, R_world_ee)
+    if getattr(getattr(law, "config", None), "force_setpoint", None) is not None:
+        return None
+    if isinstance(law, KhatibController):
+        return float(law.config.k)
+    if isinstance(law, HQPController):
+        k = law._prob.K_r[:3]
+        if not k.any():
+            k = law.K0[:3]
+        return float(k[0] * axis[0] ** 2 + k[1] * axis[1] ** 2 + k[2] * axis[2] ** 2)
+    if isinstance(law, SE3LieController):
+        b = R_world_ee.T @ axis
+        return float(b @ law.K[:3, :3] @ b)
+    return None
+
+
 def _clip_norm(x: list[float], limit: float) -> list[float]:
     n = math.sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2])
     if n > limit:
@@ -214,6 +261,7 @@ class InsertionSupervisor(Planner):
         self.sources = {name: self.buf[i : i + 1] for i, name in enumerate(CHANNELS)}
         self._wrench = None
         self._snap = None
+        self._law = None  # the control law (Controller.axial_stiffness), attached by the law itself
         self.events: list[dict[str, Any]] = []
         self.reset()
 
@@ -228,14 +276,34 @@ class InsertionSupervisor(Planner):
 
     @property
     def reserve_time(self) -> float:
-        """Extra run time [s] the recovery may need: per retry a dwell, a backoff and a re-insertion."""
+        """Extra run time [s]: the guard's slower clock, the time to give back an axial offset the push's lead
+        bound held back (``max_axial_offset`` / ``max_speed``) and, for the recovery, per retry a dwell, a backoff
+        and a re-insertion."""
         rc, gc = self.config.recovery, self.config.guard
         out = self.inner.duration * (1.0 / gc.speed_scale - 1.0) + gc.ramp_time if gc.enabled else 0.0
+        cc = self.config.compliance
+        if cc.enabled and cc.max_push_force > 0.0:  # the lead bound may hold the plan back by up to the axial clip,
+            out += cc.max_axial_offset / cc.max_speed  # given back at max_speed
         if rc.strategy == "retry":
             t_back = quintic_duration(rc.backoff, rc.speed, RECOVERY_ACCEL)
             t_in = quintic_duration(rc.backoff + 0.03, rc.speed, RECOVERY_ACCEL)
             out += (rc.max_attempts - 1) * (self.config.jam.dwell + t_back + t_in)
         return out
+
+    def attach_law(self, law: Any) -> None:
+        """Called by the control law built on this planner (controllers/base.py): the push reads its stiffness."""
+        self._law = law
+
+    def axial_lead_bound(self, a: np.ndarray, R: np.ndarray) -> float:
+        """L(t) = min(F_max / K_a(t), ``max_axial_lead``) with F_max > 0 and a law that reports K_a, else
+        ``max_axial_lead``: the reference may lead the tip along a by at most the lead at which the law's spring
+        pushes with F_max (docs/theory/insertion.md §3)."""
+        cc = self.config.compliance
+        if cc.max_push_force > 0.0 and self._law is not None:
+            k = law_axial_stiffness(self._law, a, R)
+            if k is not None and k > 0.0:
+                return min(cc.max_push_force / k, cc.max_axial_lead)
+        return cc.max_axial_lead
 
     def bind(self, wrench: Any, snap: Any) -> None:
         """Read ``wrench.ext_body`` and ``snap.T_world_ee`` every step; resets the state (a new run)."""
@@ -255,6 +323,8 @@ class InsertionSupervisor(Planner):
         self._step = 0
         self._t = 0.0
         self._w_filt = [0.0] * 6
+        self._tip_prev = None  # the tip's position at the previous step (its axial speed, release_speed)
+        self.n_brake = 0  # steps on which the release brake held the lead at zero
         self.tau = 0.0  # the plan's clock (= t unless the guard slowed it down)
         self._t_last = 0.0
         self.kappa = 1.0
@@ -376,9 +446,10 @@ class InsertionSupervisor(Planner):
             v = self._unless_lead_grows(v, self.dp, e_p, cc.max_lead, (a0, a1, a2), dt)
             w = self._unless_lead_grows(w, self.dth, e_r, math.radians(cc.max_lead_deg), None, dt)
             if ga != 0.0:
+                lead_max = self.axial_lead_bound(a, T[:3, :3])
                 lead_ax = e_p[0] * a0 + e_p[1] * a1 + e_p[2] * a2 + self.dp[0] * a0 + self.dp[1] * a1 + self.dp[2] * a2
                 new_ax = lead_ax + dt * ga
-                if abs(new_ax) > cc.max_axial_lead and abs(new_ax) > abs(lead_ax):
+                if abs(new_ax) > lead_max and abs(new_ax) > abs(lead_ax):
                     ga = 0.0
             v = _clip_norm([v[0] + ga * a0, v[1] + ga * a1, v[2] + ga * a2], cc.max_speed)
             dp = [self.dp[i] + dt * v[i] for i in range(3)]
@@ -396,9 +467,46 @@ class InsertionSupervisor(Planner):
             self.dp, self.dth = dp, dth
             out.vel += v
             out.omega += w
+        if cc.max_push_force > 0.0:
+            self._bound_lead(a, out)
         out.pos += self.dp
         if self.dth[0] or self.dth[1] or self.dth[2]:
             out.R[:] = so3_exp(np.array(self.dth)) @ out.R
+
+    def _bound_lead(self, a: np.ndarray, out: Reference) -> None:
+        """The push in force (docs/theory/insertion.md §3): after the first contact (or the plan's end) the
+        reference's axial lead over the tip, λ = aᵀ(x_d + δp − x), is held at most L(t) (``axial_lead_bound``;
+        0 while the tip runs into the target faster than ``release_speed``): an excess is taken out of the axial
+        offset at once (down to −``max_axial_offset``; the reference then does not advance along a: the axial
+        parts of its velocity and acceleration are zeroed), and an offset the bound held back (aᵀδp < 0) is given
+        back at up to ``max_speed`` while λ < L(t)."""
+        cc = self.config.compliance
+        T = self._snap.T_world_ee
+        tip = T[:3, 3]
+        v_a = float((tip - self._tip_prev) @ a) / self.dt if self._tip_prev is not None else 0.0
+        self._tip_prev = tip.copy()
+        started = self.phase == "reinsert" or (
+            self.phase == "plan" and (self._t_contact >= 0.0 or self.tau >= self.inner.duration)
+        )
+        if not started:
+            return
+        dp = np.array(self.dp)
+        off = float(dp @ a)
+        lam = float((out.pos - tip) @ a) + off
+        L = self.axial_lead_bound(a, T[:3, :3])
+        if cc.release_speed > 0.0 and v_a > cc.release_speed:
+            L = 0.0
+            self.n_brake += 1
+        if lam > L:
+            new = max(off - (lam - L), -cc.max_axial_offset)
+        elif off < 0.0:
+            new = off + min(L - lam, -off, cc.max_speed * self.dt)
+        else:
+            return
+        self.dp = (dp + (new - off) * a).tolist()
+        if new < off:  # held back: the reference does not advance along a
+            out.vel -= float(out.vel @ a) * a
+            out.acc -= float(out.acc @ a) * a
 
     @staticmethod
     def _unless_lead_grows(
@@ -532,6 +640,7 @@ class InsertionSupervisor(Planner):
             "attempts": self.attempt,
             "jams": sum(1 for e in self.events if e["event"] == "jam"),
             "gave_up": self.phase == "gave_up",
+            "release_brake_steps": self.n_brake,
             "final_offset": {"dp": list(self.dp), "dth": list(self.dth)},
             "search_offset": {"dp": self.search_p.tolist(), "dth": self.search_th.tolist()},
         }

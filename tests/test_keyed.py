@@ -244,3 +244,28 @@ def test_make_target_passes_the_tool_config_only_to_targets_that_take_it() -> No
     assert keyed.tool_config is sc.tool.config
     with pytest.raises(ScenarioError, match="needs the keyed probe"):
         make_target(KeyedDrogue, sc.target.config, 0.01, None)
+
+
+@pytest.mark.parametrize("name", ["fr3_keyed_khatib", "fr3_keyed_se3", "fr3_keyed_hqp"])
+def test_each_law_reports_its_axial_stiffness_to_the_supervisor(name: str) -> None:
+    """The insertion supervisor's push in force (docs/theory/insertion.md §3) reads the law's stiffness along the
+    tool axis: the law built on the supervisor attaches itself, and law_axial_stiffness gives Khatib's k, the
+    SE(3) law's bᵀ K_vv b (b = Rᵀa the tool axis in EE axes: K_vv,zz exactly for a diagonal K, one
+    product of unit-vector components: bound 1e2 ε K) and the HQP's aᵀ diag(K_r) a (K_0 before its first
+    step; after it K_r = K_0 max(1 − α, k_min_ratio))."""
+    from dockbench.controllers.insertion import InsertionSupervisor, law_axial_stiffness
+    from dockbench.sim.loop import build
+
+    d = yaml.safe_load((SCENARIOS / "keyed" / f"{name}.yaml").read_text())
+    s = build(scenario_from_dict(d, file=f"{name}.yaml"))
+    sup, law = s.planner, s.controller
+    assert isinstance(sup, InsertionSupervisor) and sup._law is law
+    R = s.T_world_goal[:3, :3]
+    a = R[:, 2]
+    k = law_axial_stiffness(law, a, R)
+    c = d["controller"]
+    expected = {"khatib": lambda: c["k"], "se3_lie": lambda: c["k_diag"][2], "hqp": lambda: c["k0"][2]}[c["type"]]()
+    assert k == pytest.approx(expected, rel=1e2 * EPS)
+    if c["type"] == "hqp":
+        law._prob.K_r[:3] = law.K0[:3] * c.get("k_min_ratio", 0.3)  # at the floor K_min (as in a jam)
+        assert law_axial_stiffness(law, a, R) == pytest.approx(0.3 * c["k0"][2], rel=1e2 * EPS)

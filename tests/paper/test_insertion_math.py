@@ -288,3 +288,99 @@ def test_release_peak_speed_of_the_apparent_impedance(d: float) -> None:
     assert _release_h(1.0 + 1e-6) == pytest.approx(1.0 / math.e, rel=1e-5)  # the overdamped form → 1/e
     assert _release_h(2.0) / _release_h(1.0) == pytest.approx(0.594, abs=5e-4)
     assert _release_h(700.0 / (2.0 * math.sqrt(k * m))) / _release_h(1.0) == pytest.approx(0.496, abs=5e-4)
+
+
+class _Law:
+    """A stand-in control law whose axial stiffness K_a the test sets."""
+
+    def __init__(self, k: float):
+        self.k = k
+
+    def axial_stiffness(self, axis: np.ndarray, R_world_ee: np.ndarray) -> float:
+        return self.k
+
+
+def test_push_in_force_bounds_the_lead_by_the_laws_stiffness() -> None:
+    """The push works in force: after the plan, with the tip stalled, the axial lead λ = aᵀ(x_d' − x) grows at
+    G_a (F_d − f_p) (saturated at ``max_speed``) until λ = L(t) = min(F_max / K_a(t), ``max_axial_lead``), i.e.
+    the law's spring pushes with K_a λ = F_max whatever its stiffness; when K_a rises the lead is pulled back
+    to the new L at once (not fed forward as a rate), when it falls the lead grows to the new L. Bounds: the
+    growth stops within one unsaturated increment T_c G_a (F_d − f_p) of L (the anti-windup drops the
+    increment that would cross it, judged before the speed saturation); the
+    pull-back is exact to round-off of a few sums of numbers ≲ 0.3 m (1e2 ε · 0.3 m)."""
+    cc = ComplianceConfig(enabled=True, lateral_gain=0.0, tilt_gain=0.0, filter_time=0.0, axial_force=4.0,
+                          axial_gain=0.01, max_speed=0.01, max_axial_offset=0.06, max_axial_lead=0.02,
+                          max_push_force=5.0)
+    sup, wrench, snap = _supervisor(InsertionConfig(compliance=cc))
+    law = _Law(1000.0)
+    sup.attach_law(law)
+    a = snap.T_world_ee[:3, 2]  # the tool axis (−z world)
+    wrench.ext_body[:3] = snap.T_world_ee[:3, :3].T @ (-1.0 * a)  # the contact pushes back with f_p = 1 N < F_d
+    out = Reference()
+    step = T_C * cc.axial_gain * (cc.axial_force - 1.0)
+    tol = 1e2 * EPS * 0.3
+
+    def lead() -> float:
+        return float((out.pos - snap.T_world_ee[:3, 3]) @ a)
+
+    t = 0.0
+    for _ in range(700):  # 5 mm at 10 µm per step: 500 steps, then held
+        sup.evaluate(t, out)
+        t += T_C
+    L = cc.max_push_force / law.k
+    assert L - step - tol < lead() <= L + tol
+    assert law.k * lead() == pytest.approx(cc.max_push_force, abs=law.k * (step + tol))
+    assert abs(out.vel @ a) <= tol / T_C  # held: no rate fed forward
+    law.k = 2500.0  # the law stiffens (the HQP's K_r back towards K_0): pulled back to F_max / K_a at once
+    sup.evaluate(t, out)
+    t += T_C
+    assert lead() == pytest.approx(cc.max_push_force / law.k, abs=tol)
+    assert abs(out.vel @ a) <= tol / T_C
+    law.k = 100.0  # softer (K_r at its floor): F_max / K_a = 50 mm, the safety bound 20 mm holds it
+    for _ in range(2000):
+        sup.evaluate(t, out)
+        t += T_C
+    assert cc.max_axial_lead - step - tol < lead() <= cc.max_axial_lead + tol
+    # without F_max the bound is the length max_axial_lead, whatever the stiffness (the former behaviour)
+    cc0 = ComplianceConfig(**{**cc.__dict__, "max_push_force": 0.0})
+    sup0, wrench0, snap0 = _supervisor(InsertionConfig(compliance=cc0))
+    sup0.attach_law(_Law(1000.0))
+    wrench0.ext_body[:] = wrench.ext_body
+    out0 = Reference()
+    for i in range(2500):
+        sup0.evaluate(i * T_C, out0)
+    assert cc.max_axial_lead - step - tol < float((out0.pos - snap0.T_world_ee[:3, 3]) @ a) <= cc.max_axial_lead + tol
+
+
+def test_release_brake_holds_the_lead_at_zero_while_the_tip_runs_in() -> None:
+    """With ``release_speed`` v_r: while the tip's axial speed aᵀ(x_k − x_{k−1}) / T_c exceeds v_r the lead bound
+    is 0 (the reference never leads the tip along a); once the tip is at rest the held-back offset is given back at
+    ``max_speed`` per second up to L = F_max / K_a. Bounds as in the test above (round-off of sums
+    of numbers ≲ 0.3 m)."""
+    cc = ComplianceConfig(enabled=True, lateral_gain=0.0, tilt_gain=0.0, filter_time=0.0, axial_force=4.0,
+                          max_speed=0.01, max_axial_offset=0.06, max_axial_lead=0.02, max_push_force=5.0,
+                          release_speed=0.02)
+    sup, wrench, snap = _supervisor(InsertionConfig(compliance=cc))
+    sup.attach_law(_Law(1000.0))
+    a = snap.T_world_ee[:3, 2]
+    wrench.ext_body[:3] = snap.T_world_ee[:3, :3].T @ (-1.0 * a)
+    out = Reference()
+    tol = 1e2 * EPS * 0.3
+    t = 0.0
+    for _ in range(700):  # stalled: the push loads the lead to L = 5 mm
+        sup.evaluate(t, out)
+        t += T_C
+    assert float((out.pos - snap.T_world_ee[:3, 3]) @ a) == pytest.approx(0.005, abs=3e-5 + tol)
+    for _ in range(20):  # the tip breaks free at 50 mm/s > v_r: the reference stays at the tip along a
+        snap.T_world_ee[:3, 3] += 0.05 * T_C * a
+        sup.evaluate(t, out)
+        t += T_C
+        assert float((out.pos - snap.T_world_ee[:3, 3]) @ a) <= tol  # never ahead of the tip
+    assert sup.n_brake == 20
+    # at rest again (the tip ran 1 mm past the held reference): the lead comes back at max_speed per step
+    leads = [float((out.pos - snap.T_world_ee[:3, 3]) @ a)]
+    for _ in range(3):
+        sup.evaluate(t, out)
+        t += T_C
+        leads.append(float((out.pos - snap.T_world_ee[:3, 3]) @ a))
+    np.testing.assert_allclose(np.diff(leads), cc.max_speed * T_C, atol=tol)
