@@ -237,6 +237,11 @@ def load_yaml(text: str, *, file: str | Path | None, key: str | None = None, wha
     try:
         return loader.get_single_data()
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(getattr(exc, "problem", "") or ""):
+            # PyYAML ≥ 6.0.4's own scanner limit (1000 flow levels) comes before ours: the same refusal
+            mark = exc.problem_mark
+            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+            raise ScenarioError(f"{where}nested more than {MAX_DEPTH} levels deep", file=file, key=key) from None
         syntax = "" if isinstance(exc, (yaml.composer.ComposerError, yaml.constructor.ConstructorError)) else \
             "YAML syntax error: "
         raise ScenarioError(syntax + _one_line(exc), file=file, key=key) from None

@@ -98,6 +98,15 @@ def _import_path(python: str | Path) -> list[str]:
     return json.loads(r.stdout)
 
 
+def _checkout_source(entry: str) -> bool:
+    """Whether an import-path entry is the checkout's own source (its root, or a folder of it that is not an
+    environment's site-packages: a venv may live inside the checkout, as .ci/run's does)."""
+    path, repo = Path(entry).resolve(), REPO.resolve()
+    if not path.is_relative_to(repo):
+        return False
+    return not any(part in ("site-packages", "dist-packages") for part in path.relative_to(repo).parts)
+
+
 def parent_path_file(python: Path, parent: str | Path = sys.executable) -> Path:
     """Make the environment of ``python`` see the packages that ``parent`` sees: the parent's import-path
     entries that the new environment lacks (its site-packages, and whatever its .pth files added, e.g.
@@ -107,9 +116,7 @@ def parent_path_file(python: Path, parent: str | Path = sys.executable) -> Path:
     own = _import_path(python)
     prefix = Path(python).parent.parent
     site_dir = next(p for p in own if p.endswith("site-packages") and Path(p).is_relative_to(prefix))
-    repo = REPO.resolve()
-    extra = [p for p in _import_path(parent)
-             if p and p not in own and Path(p).is_dir() and not Path(p).resolve().is_relative_to(repo)]
+    extra = [p for p in _import_path(parent) if p and p not in own and Path(p).is_dir() and not _checkout_source(p)]
     pth = Path(site_dir) / "_dockbench_test_parent.pth"
     pth.write_text("".join(f"{p}\n" for p in extra))
     return pth
