@@ -166,10 +166,6 @@ def _check_numbers(args: argparse.Namespace) -> None:
             raise ScenarioError(f"must be a finite number ≤ 1e6, got {value}", key=key)
 
 
-def _signum(exc: BaseException) -> int:
-    return exc.signum if isinstance(exc, interrupts.Interrupted) else 2
-
-
 def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
     """The CLI (see the module docstring for the exit codes). SIGTERM is handled like Ctrl-C from the
     first line on; with ``exiting`` (the program, :func:`cli`) also after it returns, until the process
@@ -180,7 +176,7 @@ def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
                 raise interrupts.Interrupted(_EARLY_SIGNALS[0])
             return _main(argv)
         except KeyboardInterrupt as exc:
-            sig = interrupts.Interrupted(_signum(exc))
+            sig = interrupts.Interrupted(interrupts.signum_of(exc))
             print(f"interrupted ({sig.name}) before the first control step: nothing was recorded", file=sys.stderr)
             return sig.exit_code
 
@@ -271,7 +267,7 @@ def _main(argv: list[str] | None) -> int:
                     interrupts.arm()  # a Ctrl-C while the viewer is held ends the hold; the folder is complete
                     live.hold()
                 except KeyboardInterrupt as exc:
-                    result.signal = _signum(exc)
+                    result.signal = interrupts.signum_of(exc)
     except DockbenchError as exc:  # incl. SimulationDiverged, RunFolderError, InternalError: folder written
         _end_progress(progress)
         print(f"error: {exc}", file=sys.stderr)
@@ -296,7 +292,7 @@ def _main(argv: list[str] | None) -> int:
             path = render_run_video(result.run_dir, args.video)
             print(f"video      {path}")
     except KeyboardInterrupt as exc:
-        sig = interrupts.Interrupted(_signum(exc))
+        sig = interrupts.Interrupted(interrupts.signum_of(exc))
         print(f"interrupted ({sig.name}) while plotting; the run folder {result.run_dir} is complete", file=sys.stderr)
         return sig.exit_code
     except DockbenchError as exc:

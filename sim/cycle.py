@@ -560,7 +560,7 @@ class Cycle:
         """The step: the plain composition of the stages, or, with the kernel guard on and a kernel bound,
         the checked composition on the guard's steps (the first, then every ``guard.every``)."""
         setup = self.setup
-        snap = setup.dynamics.update(self.q_now, self.v_now, 0.0) if not self.gather else self._first_snapshot()
+        snap = self._observe(checked=False)(0.0)  # the initial state's snapshot, as the first step reads it
         self.record = self._record(snap)
         self.plant = self._plant()
         setup.planner.evaluate(0.0, self.ref)
@@ -584,12 +584,6 @@ class Cycle:
             return stop
 
         return guarded
-
-    def _first_snapshot(self) -> Any:
-        d, asm = self.setup.data, self.setup.asm
-        np.take(d.qpos, asm.qpos_adr, out=self.q_now)
-        np.take(d.qvel, asm.dof_adr, out=self.v_now)
-        return self.setup.dynamics.update(self.q_now, self.v_now, 0.0)
 
     def _step_of(self, checked: bool) -> Callable[[int], bool]:
         """One control step from the stages (module docstring); ``checked``: the kernel guard's form."""
@@ -643,9 +637,8 @@ class Cycle:
         except _Stop:
             status, message = self.stopped
         except KeyboardInterrupt as exc:
-            from dockbench.sim.loop import _interrupt_message, _signum
-
-            status, message, signum = Status.INTERRUPTED, _interrupt_message(exc, tel.n), _signum(exc)
+            status, message = Status.INTERRUPTED, interrupts.interrupt_message(exc, tel.n)
+            signum = interrupts.signum_of(exc)
         except TelemetryWriteError as exc:
             status = Status.ABORTED
             message = (

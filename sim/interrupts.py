@@ -55,6 +55,19 @@ class Interrupted(KeyboardInterrupt):
         return signal.Signals(self.signum).name
 
 
+def signum_of(exc: BaseException) -> int:
+    """The signal behind a KeyboardInterrupt: its :class:`Interrupted`'s, else SIGINT (a plain Ctrl-C)."""
+    return exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+
+
+def interrupt_message(exc: BaseException, steps: int) -> str:
+    """How a run that ``exc`` interrupted after ``steps`` recorded steps is reported."""
+    name = exc.name if isinstance(exc, Interrupted) else "SIGINT"
+    what = {"SIGTERM": "terminated (SIGTERM)", "SIGHUP": "hung up (SIGHUP: the terminal was closed)"}.get(
+        name, "interrupted (Ctrl-C)")
+    return f"{what} after {steps} recorded steps; the telemetry recorded so far is kept"
+
+
 class _State:
     def __init__(self) -> None:
         self.depth = 0  # nested guard() calls

@@ -19,7 +19,6 @@ import functools
 import math
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -465,18 +464,6 @@ def _mujoco_warnings() -> Iterator[list[str]]:
         _mj_log = None
 
 
-def _signum(exc: BaseException) -> int:
-    """The signal behind a KeyboardInterrupt (SIGINT unless it is an :class:`interrupts.Interrupted`)."""
-    return exc.signum if isinstance(exc, interrupts.Interrupted) else int(signal.SIGINT)
-
-
-def _interrupt_message(exc: BaseException, steps: int) -> str:
-    name = exc.name if isinstance(exc, interrupts.Interrupted) else "SIGINT"
-    what = {"SIGTERM": "terminated (SIGTERM)", "SIGHUP": "hung up (SIGHUP: the terminal was closed)"}.get(
-        name, "interrupted (Ctrl-C)")
-    return f"{what} after {steps} recorded steps; the telemetry recorded so far is kept"
-
-
 @functools.cache
 def _dist_version(name: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
@@ -784,7 +771,7 @@ def run(
                 if folder is not None:
                     folder.abandon()
                 raise
-            status, message = Status.INTERRUPTED, _interrupt_message(exc, tel.n)
+            status, message = Status.INTERRUPTED, interrupts.interrupt_message(exc, tel.n)
             try:
                 with interrupts.deferred():
                     tel.finish()
@@ -792,7 +779,7 @@ def run(
                 status, message = Status.ABORTED, f"{message}; the last steps could not be written ({werr.strerror})"
             steps = tel.n
             timing = {"wall_s": 0.0, "sim_s": steps * scenario.sim.control_period, "steps": steps}
-            outcome = Outcome(tel, status, message, timing, cycle.guard, interrupted_by=_signum(exc))
+            outcome = Outcome(tel, status, message, timing, cycle.guard, interrupted_by=interrupts.signum_of(exc))
         except BaseException:
             if folder is not None and (cycle is None or cycle.telemetry.n == 0):
                 folder.abandon()
@@ -845,9 +832,9 @@ def _finish_run(setup: Setup, folder: RunFolder | None, outcome: Outcome) -> Run
         except KeyboardInterrupt as exc:
             interrupts.disarm()
             status, verdict, metrics, gates = "interrupted", "INCOMPLETE", {}, []
-            message = (f"{_interrupt_message(exc, tel.n)} (all {tel.n} steps were simulated; interrupted after "
-                       "the loop, before the metrics were computed)")
-            interrupted_by = _signum(exc)
+            message = (f"{interrupts.interrupt_message(exc, tel.n)} (all {tel.n} steps were simulated; interrupted "
+                       "after the loop, before the metrics were computed)")
+            interrupted_by = interrupts.signum_of(exc)
         except Exception as exc:  # noqa: BLE001 - a metrics bug must not lose the run folder
             interrupts.disarm()
             status, verdict, metrics, gates = "error", "INCOMPLETE", {}, []
