@@ -23,7 +23,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from dockbench.experiments.compare import write_section
+from dockbench.experiments.compare import emit_section
 from dockbench.sim.errors import DockbenchError
 
 from dockbench.cli import ArgumentParser
@@ -185,11 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     except DockbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if args.md:
-        write_section(Path(args.md), text)
-        print(f"wrote the campaign section into {args.md}")
-    else:
-        sys.stdout.write(text)
+    emit_section(text, args.md, "campaign")
     return 0
 
 

@@ -267,6 +267,16 @@ def write_section(page: Path, text: str) -> None:
     atomic_write_text(page, new)
 
 
+def emit_section(text: str, page: str | Path | None, what: str) -> None:
+    """A generated section's output: written into ``page`` (:func:`write_section`) with a line saying so, or,
+    without a page, printed (the generator tools' ``--md`` option)."""
+    if page:
+        write_section(Path(page), text)
+        print(f"wrote the {what} section of {page}")
+    else:
+        sys.stdout.write(text)
+
+
 def kept_sections(page: str) -> str:
     """The generated sections of another tool in an existing page (``<!-- BEGIN name ... -->`` … ``<!-- END name
     -->``, e.g. experiments/paper_vs_dockbench.py's), which rewriting the page keeps, in their order."""

@@ -372,13 +372,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.figure and records:
         figure(records, Path(args.figure))
         text = text.replace(END, f"![envelope heat maps]({Path(args.figure).name})\n\n{END}")
-    if args.md:
-        from dockbench.experiments.compare import write_section
+    from dockbench.experiments.compare import emit_section
 
-        write_section(Path(args.md), text)
-        print(f"wrote the envelope section of {args.md} ({len(records)} runs)")
-    else:
-        print(text, end="")
+    emit_section(text, args.md, f"envelope ({len(records)} runs)")
     return 0
 
 

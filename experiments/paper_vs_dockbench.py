@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import yaml
-from dockbench.experiments.compare import write_section
+from dockbench.experiments.compare import emit_section
 
 from dockbench.cli import ArgumentParser
 
@@ -238,11 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--md", default=None, help="write the section into this page (docs/results.md)")
     args = ap.parse_args(argv)
     text = section()
-    if args.md:
-        write_section(Path(args.md), text)
-        print(f"wrote the paper-vs-dockbench section of {args.md}")
-    else:
-        print(text, end="")
+    emit_section(text, args.md, "paper-vs-dockbench")
     return 0
 
 

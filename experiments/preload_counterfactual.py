@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml  # noqa: E402
-from dockbench.experiments.compare import write_section  # noqa: E402
+from dockbench.experiments.compare import emit_section  # noqa: E402
 
 from dockbench.cli import ArgumentParser
 
@@ -160,11 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     text = section(rows)
-    if args.md:
-        write_section(Path(args.md), text)
-        print(f"wrote the preload-counterfactual section of {args.md}")
-    else:
-        print(text, end="")
+    emit_section(text, args.md, "preload-counterfactual")
     return 0
 
 

@@ -416,8 +416,8 @@ def test_the_shipped_campaigns_load() -> None:
 
 
 def test_the_results_section_for_docs(tmp_path) -> None:
-    from dockbench.experiments.campaign_results import section, write_section
-    from dockbench.experiments.compare import kept_sections
+    from dockbench.experiments.campaign_results import section
+    from dockbench.experiments.compare import kept_sections, write_section
 
     path = _campaign(tmp_path, name="sect", samples=1, repeats=1, telemetry="none",
                      variants={"soft": {"set": {"controller.k": 200}}, "stiff": {}},

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from dockbench.experiments.compare import kept_sections
-from dockbench.experiments.paper_vs_dockbench import BEGIN, END, PAPER, RUNS, write_section
+from dockbench.experiments.compare import kept_sections, write_section
+from dockbench.experiments.paper_vs_dockbench import BEGIN, END, PAPER, RUNS
 
 from tests.helpers import REPO
 
