@@ -34,6 +34,7 @@ import itertools
 import logging
 import math
 import tempfile
+import warnings
 from pathlib import Path
 
 import mujoco
@@ -47,8 +48,6 @@ log = logging.getLogger(__name__)
 PHYSX_DT = 1.0 / 120.0
 """Physics step of the design's Isaac bridge [s]."""
 
-STATE_TOPIC = "/sim/isaac/g20/left/joint_state"
-"""Joint-state topic of the PhysX (Isaac) bridge."""
 
 THUMB_GAINS = (10.0, 3.0, 6.0)
 """PD drive of the active thumb joints: stiffness [N·m/rad], damping [N·m·s/rad], effort [N·m]."""
@@ -181,7 +180,12 @@ class PhysXHandBridge(HandBridge):
         with tempfile.TemporaryDirectory(prefix="g20_physx_") as tmp:
             path = Path(tmp) / "g20_left.usda"
             stage_usd.GetRootLayer().Export(str(path))
-            self._px = px = ovphysx.PhysX()
+
+            with warnings.catch_warnings():  # config= is deprecated for carbonite-only settings in 0.7
+                warnings.simplefilter("ignore", DeprecationWarning)
+                # the stage authors no newton:* attribute: the Newton schema is not needed, don't warn
+                cfg = ovphysx.PhysXConfig(carbonite_overrides={"/ovphysx/schemas/warnMissingNewtonSchema": False})
+                self._px = px = ovphysx.PhysX(config=cfg)
             self._stage = ovstage.Stage(f"dockbench-g20-{next(_instance_counter)}")
             try:
                 ovstage.population.open_usd(self._stage, str(path), ordinal=1,
@@ -194,7 +198,6 @@ class PhysXHandBridge(HandBridge):
                 self.close()
                 raise DockbenchError(f"ovphysx could not load the G20 stage: {exc}") from None
         pattern = HAND_PATH + "/*"
-        import warnings
 
         self._bind = {}
         with warnings.catch_warnings():  # the tensor-binding API is deprecated in ovphysx 0.7 (still there)

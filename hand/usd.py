@@ -310,7 +310,8 @@ def write_usda(path: str | Path, options: UsdHandOptions | None = None, spec: Ha
     """Author the stage and write it as a ``.usda`` text file; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    build_stage(options, spec).GetRootLayer().Export(str(path))
+    stage = build_stage(options, spec)  # keep the stage alive: its root layer is a weak pointer
+    stage.GetRootLayer().Export(str(path))
     return path
 
 
@@ -334,6 +335,13 @@ class UsdJoint:
     gearing: float
 
 
+def quat_matrix(q) -> np.ndarray:
+    """3×3 rotation of a unit Gf quaternion, ``I + 2w[v]× + 2[v]×²`` (exact for the 0/±1 quaternions)."""
+    w, v = float(q.GetReal()), np.array(q.GetImaginary(), dtype=float)
+    k = np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]])
+    return np.eye(3) + 2.0 * w * k + 2.0 * (k @ k)
+
+
 def _matrix(prim, cache: UsdGeom.XformCache) -> np.ndarray:
     """4×4 world transform of ``prim`` in column-vector convention (USD's row-vector matrix transposed)."""
     return np.array(cache.GetLocalToWorldTransform(prim), dtype=float).T
@@ -348,7 +356,7 @@ def read_joints(stage: Usd.Stage) -> list[UsdJoint]:
         rev = UsdPhysics.RevoluteJoint(prim)
         token = rev.GetAxisAttr().Get()
         rot1 = rev.GetLocalRot1Attr().Get()
-        r1 = np.array(Gf.Matrix3d(Gf.Rotation(Gf.Quatd(rot1)))).T  # child <- joint frame
+        r1 = quat_matrix(rot1)  # child <- joint frame
         axis = r1 @ np.eye(3)["XYZ".index(token)]
         mimic, gearing = None, 0.0
         rel = prim.GetRelationship("physxMimicJoint:rotX:referenceJoint")
