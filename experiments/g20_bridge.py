@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-self-collision", action="store_true", help="--engine physx: articulation self-collision off")
     p.add_argument("--hand-gravity", action="store_true",
                    help="--engine physx: gravity on the hand's links (matters in PD mode only)")
+    p.add_argument("--limit-margin", type=float, default=None,
+                   help="--engine physx: keep joints this far inside their ranges [rad]; default 0.05 (the "
+                        "design's), 0 = the model range like the MuJoCo bridge")
     p.add_argument("--no-collision-project", action="store_true", help="kinematic mode without projection")
     slew = p.add_mutually_exclusive_group()
     slew.add_argument("--slew-rad-s", type=float, default=None, help="slew limit [rad/s] (0 = jump); default 5")
@@ -267,10 +270,13 @@ def build_bridge(args: argparse.Namespace) -> HandBridge:
         slew_rad = args.slew_rad if args.slew_rad is not None else (
             0.0 if args.slew_rad_s is None else args.slew_rad_s * px.PHYSX_DT)
         config = px.config_for(mode, slew_rad, args.state_rate_hz)
-        options = px.PhysXOptions(self_collision=not args.no_self_collision, hand_gravity=args.hand_gravity)
+        margin = px.LIMIT_MARGIN if args.limit_margin is None else args.limit_margin
+        options = px.PhysXOptions(self_collision=not args.no_self_collision, hand_gravity=args.hand_gravity,
+                                  limit_margin=margin)
         return px.PhysXHandBridge.create(config, spec, options)
     physx_only = [f for f, v in (("--no-self-collision", args.no_self_collision),
-                                 ("--hand-gravity", args.hand_gravity)) if v]
+                                 ("--hand-gravity", args.hand_gravity),
+                                 ("--limit-margin", args.limit_margin is not None)) if v]
     if physx_only:
         raise DockbenchError(f"{', '.join(physx_only)}: only with --engine physx")
     if args.dt is None:

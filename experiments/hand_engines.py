@@ -75,7 +75,8 @@ def make_bridges(mode: str):
         mj = HandBridge.standalone(BridgeConfig(mode=mode, slew_rad_s=0.0, dt=DT), spec,
                                    timestep=DT / MJ_PD_SUBSTEPS)
         mjp = None
-    ph = px.PhysXHandBridge.create(px.config_for(mode, 0.0), spec)
+    # limit margin 0: both bridges clip to the model ranges, so their poses are comparable joint by joint
+    ph = px.PhysXHandBridge.create(px.config_for(mode, 0.0), spec, px.PhysXOptions(limit_margin=0.0))
     return mj, mjp, ph
 
 
@@ -250,7 +251,8 @@ def clip(path: Path, fps: int = 30, width: int = 480, height: int = 360) -> int:
     slew = 3.0  # [rad/s] so the motion is visible; PhysX: the same per physics step
     mj = HandBridge.standalone(BridgeConfig(mode="kinematic", slew_rad_s=slew, collision_project=True, dt=DT),
                                load_spec(), timestep=DT)
-    ph = px.PhysXHandBridge.create(px.config_for("kinematic", slew * DT), load_spec())
+    ph = px.PhysXHandBridge.create(px.config_for("kinematic", slew * DT), load_spec(),
+                                   px.PhysXOptions(limit_margin=0.0))
     frames = []
     renderers = []
     try:

@@ -54,6 +54,9 @@ THUMB_GAINS = (10.0, 3.0, 6.0)
 FINGER_GAINS = (15.0, 2.5, 8.0)
 """PD drive of the other active joints: stiffness [N·m/rad], damping [N·m·s/rad], effort [N·m]."""
 
+LIMIT_MARGIN = 0.05
+"""The design's joint-limit margin [rad]: goals and slewed poses stay within [lo + m, hi − m] of every joint."""
+
 PHYSX_THREADS = 0
 """PhysX CPU worker threads (ovphysx ``GlobalConfigKey.NUM_THREADS``): 0 = the simulation runs on the calling
 thread. For one 22-link hand that is ~8× faster than the default worker pool on the shared 2-core machine
@@ -83,10 +86,19 @@ class PhysXOptions:
     Attributes:
         self_collision: articulation self-collision (``--no-self-collision`` turns it off).
         hand_gravity: gravity on the hand's links (only matters in PD mode).
+        limit_margin: the bridge keeps every joint within [lo + m, hi − m] of its model range [rad]
+            (goal clip and slew clip); 0 = the model range, as the MuJoCo bridge. The PhysX joint limits
+            themselves stay the model's.
     """
 
     self_collision: bool = True
     hand_gravity: bool = False
+    limit_margin: float = LIMIT_MARGIN
+
+    def __post_init__(self) -> None:
+        m = self.limit_margin
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not (math.isfinite(m) and 0.0 <= m < 0.1):
+            raise DockbenchError(f"limit margin must be in [0, 0.1) rad, got {m!r}")
 
 
 def config_for(
@@ -173,6 +185,13 @@ class PhysXHandBridge(HandBridge):
         model = load_model(spec)
         model.opt.timestep = config.dt if config.dt is not None else PHYSX_DT
         return cls(model, mujoco.MjData(model), spec, config, options)
+
+    def _resolve(self) -> None:
+        """The MuJoCo model's joints and ranges, the ranges shrunk by the limit margin."""
+        super()._resolve()
+        m = self.physx_options.limit_margin
+        self._lo = self._lo + m
+        self._hi = self._hi - m
 
     # ------------------------------------------------------------------ PhysX set-up
     def _open_physx(self, spec: HandSpec, config: BridgeConfig) -> None:

@@ -220,7 +220,7 @@ def test_physx_reads_back_the_authored_limits_masses_and_link_poses(px, model, s
     """After a hard write at a random pose, PhysX's link poses are MuJoCo's body poses (float32)."""
     from dockbench.hand.usd import MOUNT_POS
 
-    with px.PhysXHandBridge.create(px.config_for("kinematic"), spec) as b:
+    with px.PhysXHandBridge.create(px.config_for("kinematic"), spec, px.PhysXOptions(limit_margin=0.0)) as b:
         q = next(random_poses(model, spec, 1, seed=3))
         b.reset(q)
         b.step()
@@ -252,7 +252,7 @@ def test_hard_write_equals_the_mujoco_bridge_on_the_track(px, spec, slew_rad):
                                             dt=DT), spec, timestep=DT)
     plan, n = _track_commands(spec)
     worst = 0.0
-    with px.PhysXHandBridge.create(px.config_for("kinematic", slew_rad), spec) as ph:
+    with px.PhysXHandBridge.create(px.config_for("kinematic", slew_rad), spec, px.PhysXOptions(limit_margin=0.0)) as ph:
         for b in (mj, ph):
             b.reset("open")
         for k in range(n):
@@ -323,6 +323,26 @@ def test_physx_bridge_config_and_errors(px, spec):
             b.write_targets()
 
 
+@needs_physx
+def test_limit_margin_keeps_goals_inside_the_ranges(px, spec, model):
+    """Default margin 0.05 rad: the fist goal stops 0.05 rad short of the upper limits, open 0.05 above 0."""
+    from dockbench.sim.errors import DockbenchError
+
+    with px.PhysXHandBridge.create(px.config_for("kinematic"), spec) as b:
+        assert b.physx_options.limit_margin == px.LIMIT_MARGIN == 0.05
+        mj = np.array([model.jnt_range[_jid(model, n)] for n in spec.joint_names])
+        np.testing.assert_array_equal(b.joint_ranges, mj + [0.05, -0.05])
+        b.command_preset("fist")
+        b.step()
+        q = dict(zip(spec.joint_names, b.snapshot().applied, strict=True))
+        assert abs(q["index_pip"] - (1.74 - 0.05)) <= F32 * 2
+        assert abs(q["index_mcp_pitch"] - (1.22 - 0.05)) <= F32 * 2
+        b.reset("open")
+        assert b.snapshot().applied[spec.joint("thumb_cmc_roll").index] == pytest.approx(0.05, abs=F32)
+    with pytest.raises(DockbenchError, match="limit margin"):
+        px.PhysXOptions(limit_margin=-0.01)
+
+
 # ------------------------------------------------------------------------------ topics and CLI
 def test_isaac_state_topic_name():
     from dockbench.bridges.g20_ros2 import DEFAULT_ISAAC_STATE_TOPIC, DEFAULT_STATE_TOPIC
@@ -356,7 +376,8 @@ def test_physx_bridge_publishes_on_the_isaac_topic(px, spec):
             from dockbench.hand.mapping import sdk_to_joint_positions
 
             want = sdk_to_joint_positions(spec.preset("half_fist"), spec)
-            goal = np.array([want[n] for n in spec.joint_names])
+            r = b.joint_ranges  # the design's 0.05 rad limit margin applies
+            goal = np.clip(np.array([want[n] for n in spec.joint_names]), r[:, 0], r[:, 1])
             assert wait_until(lambda: np.max(np.abs(np.array(states[-1].position) - goal)) <= 1e-6, 5.0)
         finally:
             stop.set()
@@ -384,3 +405,5 @@ def test_cli_rejects_mixed_engine_options(capsys):
         assert "MuJoCo engine only" in capsys.readouterr().err
         assert g20_bridge.main(["--engine", "physx", "--dt", "0.001", "--track-test"]) == 1
         assert "1/120" in capsys.readouterr().err
+    assert g20_bridge.main(["--limit-margin", "0", "--track-test"]) == 1
+    assert "only with --engine physx" in capsys.readouterr().err
