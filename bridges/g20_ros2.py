@@ -57,6 +57,8 @@ DEFAULT_NOMINAL_TOPIC = "/retarget/g20/left/joint_target_nominal"
 """Retargeted joint targets in radians (``mode="nominal"``)."""
 DEFAULT_STATE_TOPIC = "/sim/mujoco/g20/left/joint_state"
 """Simulated joint state out."""
+DEFAULT_ISAAC_STATE_TOPIC = "/sim/isaac/g20/left/joint_state"
+"""Simulated joint state out of the PhysX (Isaac) bridge (``--engine physx``)."""
 DEFAULT_RATE_HZ = 50.0
 """State publication rate [Hz]."""
 

@@ -38,12 +38,13 @@ from dockbench.cli import ArgumentParser, child_env
 #: distribution name → import name, where they differ
 IMPORT_NAMES = {
     "pin": "pinocchio", "pyyaml": "yaml", "imageio-ffmpeg": "imageio_ffmpeg", "rerun-sdk": "rerun",
-    "mcap-ros2-support": "mcap_ros2",
+    "mcap-ros2-support": "mcap_ros2", "usd-core": "pxr", "physx-usd-schemas": "physx_usd_schemas",
 }
 #: the extras, when the installed metadata does not list them (a checkout run without an install)
 FALLBACK_EXTRAS = {
     "video": ["imageio", "imageio-ffmpeg"], "ros2": ["cyclonedds"], "mcap": ["mcap"], "rerun": ["rerun-sdk"],
     "notebook": ["pandas", "nbclient", "nbformat", "ipykernel"], "ray": ["ray"],
+    "physx": ["ovphysx", "usd-core", "physx-usd-schemas"],
     "test": ["pytest", "toppra", "mpmath", "mcap-ros2-support"], "dev": ["ruff"],
 }
 #: what each extra enables (the README's words)
@@ -51,6 +52,7 @@ EXTRA_USE = {
     "video": "--video mp4 encoding", "ros2": "--ros2, the ROS 2 bridges (cyclonedds transport)",
     "mcap": "dockbench export --mcap", "rerun": "--rerun, dockbench export --rerun",
     "notebook": "Run.to_frame(), the quickstart notebook", "ray": "dockbench campaign run --executor ray",
+    "physx": "dockbench hand --engine physx (the G20 hand on PhysX, ovphysx on the CPU)",
     "test": "the test suite's optional cross-checks", "dev": "ruff",
 }
 _REQ = re.compile(r"^\s*([A-Za-z0-9_.\-]+)[^;]*(?:;(.*))?$")

@@ -9,12 +9,16 @@ A thin command line over :mod:`hand.bridge`. Examples::
     MUJOCO_GL=egl python -m dockbench.experiments.g20_bridge --preset fist --max-steps 800 --snapshot fist.png
     python -m dockbench.experiments.g20_bridge --ros2 --slew-rad 0.005 --phys-per-render 4 --colliders palm+distal \
         --on-nonfinite open --sim-state-topic /sim/g20/state      # the Isaac variant's options
+    python -m dockbench.experiments.g20_bridge --engine physx --track-test            # the same on PhysX (ovphysx)
+    python -m dockbench.experiments.g20_bridge --engine physx --track-test --pd-drive
 
 The options of both seed bridges are accepted (docs/hand.md puts them side by side): the MuJoCo
 seed's ``--slew-rad-s`` [rad/s] and the Isaac variant's ``--slew-rad`` [rad per physics step],
 ``--phys-per-render`` (viewer frames), ``--colliders`` (which links self-collide), ``--on-nonfinite
-open`` (a NaN/Inf command resets the hand to open); the Isaac/PhysX engine itself is not part of
-dockbench.
+open`` (a NaN/Inf command resets the hand to open). ``--engine physx`` runs the hand on PhysX
+(:mod:`hand.physx_backend`, NVIDIA's ovphysx on the CPU; the ``physx`` extra): dt 1/120 s,
+``--slew-rad`` per physics step (default 0 = instant), selective colliders (palm + distal links),
+``--no-self-collision``, ``--hand-gravity`` (PD mode), state topic ``/sim/isaac/g20/left/joint_state``.
 
 ``--commands`` replays JSON lines ``{"t": s, "sdk": [20 values]}`` or ``{"t": s, "joints": {name: rad}}``
 on the bridge clock; ``--record`` writes one JSON line per published joint state
@@ -43,6 +47,7 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 from dockbench.bridges.g20_ros2 import (  # noqa: E402
     DEFAULT_CMD_TOPIC,
+    DEFAULT_ISAAC_STATE_TOPIC,
     DEFAULT_LEGACY_TOPIC,
     DEFAULT_NOMINAL_TOPIC,
     DEFAULT_STATE_TOPIC,
@@ -91,7 +96,16 @@ log = logging.getLogger("dockbench.experiments.g20_bridge")
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--track-test", action="store_true", help="track test (docs/theory/g20_hand.md §5): PASS/FAIL")
+    p.add_argument("--engine", choices=("mujoco", "physx"), default="mujoco",
+                   help="physics engine: mujoco (default) or physx (ovphysx on the CPU, the physx extra; "
+                        "the design's Isaac bridge)")
     p.add_argument("--pd-drive", action="store_true", help="PD-drive mode (position actuators + mj_step)")
+    p.add_argument("--no-self-collision", action="store_true", help="--engine physx: articulation self-collision off")
+    p.add_argument("--hand-gravity", action="store_true",
+                   help="--engine physx: gravity on the hand's links (matters in PD mode only)")
+    p.add_argument("--limit-margin", type=float, default=None,
+                   help="--engine physx: keep joints this far inside their ranges [rad]; default 0.05 (the "
+                        "design's), 0 = the model range like the MuJoCo bridge")
     p.add_argument("--no-collision-project", action="store_true", help="kinematic mode without projection")
     slew = p.add_mutually_exclusive_group()
     slew.add_argument("--slew-rad-s", type=float, default=None, help="slew limit [rad/s] (0 = jump); default 5")
@@ -106,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-nonfinite", choices=("reject", "open"), default="reject",
                    help="a command with NaN/Inf: reject it (default) or reset the goal to open (Isaac variant)")
     p.add_argument(
-        "--dt", type=float, default=0.001, help="control period = model timestep [s]; default 0.001"
+        "--dt", type=float, default=None,
+        help="control period = model timestep [s]; default 0.001 (MuJoCo); PhysX runs at 1/120 s only"
     )
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many bridge steps")
     p.add_argument("--headless", action="store_true", help="no viewer even if a display exists")
@@ -131,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     ros.add_argument("--nominal-topic", default=None,
                      help=f"--ros2 --plan-nominal: command topic (default {DEFAULT_NOMINAL_TOPIC})")
     ros.add_argument("--sim-state-topic", default=None,
-                     help=f"--ros2: joint-state topic (default {DEFAULT_STATE_TOPIC})")
+                     help=f"--ros2: joint-state topic (default {DEFAULT_STATE_TOPIC}; --engine physx: "
+                          f"{DEFAULT_ISAAC_STATE_TOPIC})")
     ros.add_argument("--ros2-backend", default="auto",
                      help="--ros2: transport auto (rclpy, else cyclonedds), rclpy, cyclonedds, inprocess")
     ros.add_argument("--ros2-rate-hz", type=float, default=50.0, help="--ros2: state publication rate [Hz]")
@@ -236,24 +252,61 @@ def _has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.phys_per_render < 1:
-        raise DockbenchError(f"--phys-per-render must be >= 1, got {args.phys_per_render}")
+def build_bridge(args: argparse.Namespace) -> HandBridge:
+    """The bridge the options ask for: MuJoCo (default) or PhysX (``--engine physx``)."""
+    mode = DriveMode.PD if args.pd_drive else DriveMode.KINEMATIC
+    spec = load_spec(args.spec)
+    if args.engine == "physx":
+        from dockbench.hand import physx_backend as px
+
+        wrong = [f for f, v in (("--no-collision-project", args.no_collision_project),
+                                ("--colliders", args.colliders != "all")) if v]
+        if wrong:
+            raise DockbenchError(f"{', '.join(wrong)}: MuJoCo engine only (PhysX has no collision projection "
+                                 f"and collides the palm and the distal links only)")
+        if args.dt is not None and abs(args.dt - px.PHYSX_DT) > 1e-12:
+            raise DockbenchError(f"--dt {args.dt}: the PhysX bridge runs at dt = 1/120 s only")
+        args.dt = px.PHYSX_DT
+        slew_rad = args.slew_rad if args.slew_rad is not None else (
+            0.0 if args.slew_rad_s is None else args.slew_rad_s * px.PHYSX_DT)
+        config = px.config_for(mode, slew_rad, args.state_rate_hz)
+        margin = px.LIMIT_MARGIN if args.limit_margin is None else args.limit_margin
+        options = px.PhysXOptions(self_collision=not args.no_self_collision, hand_gravity=args.hand_gravity,
+                                  limit_margin=margin)
+        return px.PhysXHandBridge.create(config, spec, options)
+    physx_only = [f for f, v in (("--no-self-collision", args.no_self_collision),
+                                 ("--hand-gravity", args.hand_gravity),
+                                 ("--limit-margin", args.limit_margin is not None)) if v]
+    if physx_only:
+        raise DockbenchError(f"{', '.join(physx_only)}: only with --engine physx")
+    if args.dt is None:
+        args.dt = 0.001
     config = BridgeConfig(
-        mode=DriveMode.PD if args.pd_drive else DriveMode.KINEMATIC,
+        mode=mode,
         slew_rad_s=slew_rate(args),
         collision_project=not args.no_collision_project,
         state_rate_hz=args.state_rate_hz,
     )
-    spec = load_spec(args.spec)
     bridge = HandBridge.standalone(config, spec, timestep=args.dt)
     kept = select_colliders(bridge.model, args.colliders)
     if args.colliders != "all":
         log.info("self-collision geoms (%s): %s", args.colliders, ", ".join(kept) or "none")
+    return bridge
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.phys_per_render < 1:
+        raise DockbenchError(f"--phys-per-render must be >= 1, got {args.phys_per_render}")
     try:
         record = open(args.record, "w", encoding="utf-8") if args.record else None  # noqa: SIM115
     except OSError as exc:
         raise DockbenchError(f"{args.record}: cannot write the state record: {exc}") from None
+    try:
+        bridge = build_bridge(args)
+    except BaseException:
+        if record is not None:
+            record.close()
+        raise
     try:
         if record is not None:
             bridge.on_state = lambda s: record.write(state_to_json(s) + "\n")
@@ -277,6 +330,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if record is not None:
             record.close()
+        if hasattr(bridge, "close"):
+            bridge.close()
 
 
 def _drive(bridge: HandBridge, args: argparse.Namespace) -> int:
@@ -407,7 +462,8 @@ def _drive_ros2(bridge: HandBridge, args: argparse.Namespace) -> int:
         try:
             stats = run_g20_ros2(
                 bridge, transport, mode=mode, cmd_topic=args.cmd_topic, nominal_topic=args.nominal_topic,
-                sim_state_topic=args.sim_state_topic, rate_hz=args.ros2_rate_hz, max_steps=args.max_steps,
+                sim_state_topic=args.sim_state_topic or _default_state_topic(args), rate_hz=args.ros2_rate_hz,
+                max_steps=args.max_steps,
                 on_step=on_step, nonfinite=args.on_nonfinite,
             )
         finally:
@@ -418,6 +474,11 @@ def _drive_ros2(bridge: HandBridge, args: argparse.Namespace) -> int:
           f"{stats.accepted} accepted, {stats.rejected} rejected{f' ({reasons})' if reasons else ''}; "
           f"{stats.states_published} states published on {stats.state_topic}")
     return 0
+
+
+def _default_state_topic(args: argparse.Namespace) -> str:
+    """The engine's joint-state topic: MuJoCo's, or the Isaac bridge's for ``--engine physx``."""
+    return DEFAULT_ISAAC_STATE_TOPIC if args.engine == "physx" else DEFAULT_STATE_TOPIC
 
 
 def main(argv: list[str] | None = None) -> int:

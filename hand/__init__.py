@@ -2,7 +2,9 @@
 
 * :mod:`hand.spec`    joint table, SDK tables, mimic ratios and presets (``assets/hands/*_spec.yaml``);
 * :mod:`hand.mapping` SDK 0..255 <-> rad, mimic completion, command validation (docs/theory/g20_hand.md §2);
-* :mod:`hand.bridge`  goal / nominal / applied / last-safe state, slew, collision projection, PD drive.
+* :mod:`hand.bridge`  goal / nominal / applied / last-safe state, slew, collision projection, PD drive;
+* :mod:`hand.usd`, :mod:`hand.physx_backend` (physx extra, imported on demand) the same hand as a USD
+  articulation and the bridge on PhysX (ovphysx, CPU).
 
 See ``docs/hand.md``.
 """
