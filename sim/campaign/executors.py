@@ -411,8 +411,8 @@ class RayExecutor:
     A local instance's workers get this checkout first on PYTHONPATH (they import the same code as the
     driver). A cluster's nodes must have dockbench installed at the same version (e.g. the same image);
     results come back to the driver, which writes every file, so the nodes need no shared disk. The
-    driver's plugin opt-in (``DOCKBENCH_ALLOW_PLUGINS``) goes to every worker with the job's runtime
-    environment (a node's processes have the environment of its ``ray start``, not the driver's).
+    driver's plugin opt-in (``DOCKBENCH_ALLOW_PLUGINS``, ``1`` or ``0``) goes to every worker with the job's
+    runtime environment (a node's processes have the environment of its ``ray start``, not the driver's).
 
     A task whose worker or node died is retried by Ray (:data:`RAY_MAX_RETRIES` times, on any node with a
     free CPU); a trial lost after that is recorded as an ``error`` (``lost`` counts them) and the campaign
@@ -424,14 +424,13 @@ class RayExecutor:
 
     def __init__(self, address: str | None = None, jobs: int | None = None):
         from dockbench.sim.extras import require
-        from dockbench.sim.plugins import ALLOW_ENV
+        from dockbench.sim.plugins import ALLOW_ENV, plugins_allowed
 
         ray = require("ray", "ray", "--executor ray")
         self._ray = ray
         self.lost = 0
         env = dict(WORKER_ENV)
-        if os.environ.get(ALLOW_ENV):
-            env[ALLOW_ENV] = os.environ[ALLOW_ENV]
+        env[ALLOW_ENV] = "1" if plugins_allowed() else "0"  # the workers' opt-in is the driver's, not the node's
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
         if address is None:
             paths = [str(package_root()), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
