@@ -53,27 +53,60 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _procs() -> dict[int, tuple[str, int, int]]:
+    """Every process now: pid → (state, ppid, pgid), from /proc."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[int(entry)] = (fields[0], int(fields[1]), int(fields[2]))
+    return out
+
+
 def _group(pgid: int) -> list[int]:
     """The live processes of a node: those of process group ``pgid`` (its ``ray start``'s) and their
     descendants (Ray starts its workers in groups of their own), zombies excluded."""
-    import psutil
+    procs = _procs()
+    members = {pid for pid, (_, _, g) in procs.items() if g == pgid}
+    grew = True
+    while grew:
+        more = {pid for pid, (_, ppid, _) in procs.items() if ppid in members} - members
+        members |= more
+        grew = bool(more)
+    return sorted(pid for pid in members if procs[pid][0] != "Z")
 
-    pids: set[int] = set()
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(proc.pid) == pgid:
-                pids.add(proc.pid)
-                pids.update(c.pid for c in proc.children(recursive=True))
-        except (OSError, psutil.Error):
-            continue
-    alive = []
+
+def _peers(pids: list[int]) -> set[str]:
+    """The remote addresses of the TCP connections of ``pids`` (their socket inodes in /proc/net/tcp{,6})."""
+    inodes = set()
     for pid in pids:
         try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.Error:
-            pass
-    return alive
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+        except OSError:
+            continue
+    peers = set()
+    for table, size in (("tcp", 4), ("tcp6", 16)):
+        try:
+            lines = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if f[9] not in inodes or f[3] == "0A":  # 0A = listening: no peer
+                continue
+            raw = bytes.fromhex(f[2].split(":")[0])
+            # /proc stores the address as 32-bit words in host (little-endian) order
+            packed = b"".join(raw[i:i + 4][::-1] for i in range(0, size, 4))
+            addr = ipaddress.ip_address(packed)
+            peers.add(str(getattr(addr, "ipv4_mapped", None) or addr))
+    return peers
 
 
 def _signal(pids: list[int], sig: int) -> None:
@@ -155,6 +188,8 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster():
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc to find and end the cluster's processes (Linux)")
     if _version(ray.__version__) < (2, 52):
         pytest.skip(f"Ray {ray.__version__} has no token authentication (2.52+)")
     if not (shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray")):
@@ -264,20 +299,8 @@ def test_a_campaign_on_the_cluster_equals_the_local_pool_and_survives_a_node_kil
     assert {seen.get(int(r["worker"].rsplit(":", 1)[1])) for r in got} == set(cluster.groups), seen
     print(f"cluster run {time.monotonic() - t0:.1f} s")
     # every connection of the cluster's processes is on loopback (the listening sockets have no peer)
-    import psutil
-
-    peers = set()
-    for pgid in cluster.groups.values():
-        for pid in _group(pgid):
-            try:
-                peers |= {c.raddr.ip for c in psutil.Process(pid).net_connections("inet") if c.raddr}
-            except psutil.Error:
-                pass
-    def loopback(ip: str) -> bool:
-        a = ipaddress.ip_address(ip)
-        return (getattr(a, "ipv4_mapped", None) or a).is_loopback
-
-    assert peers and all(loopback(ip) for ip in peers), peers
+    peers = _peers([pid for pgid in cluster.groups.values() for pid in _group(pgid)])
+    assert peers and all(ipaddress.ip_address(ip).is_loopback for ip in peers), peers
 
     # the worker node killed while it runs a trial
     t0 = time.monotonic()
