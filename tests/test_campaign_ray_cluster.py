@@ -243,6 +243,9 @@ def test_a_closed_port_is_one_line_at_once() -> None:
     assert "\n" not in str(err.value)
     with pytest.raises(DockbenchError, match="Invalid address format"):
         check_ray_address("no-port-here")
+    for bad in (f"{HEAD_IP}:x", f"{HEAD_IP}:99999"):
+        with pytest.raises(DockbenchError, match="give HOST:PORT with a port 1–65535"):
+            check_ray_address(bad)
 
 
 def test_an_unauthorised_or_unreachable_address_is_one_line_within_seconds(cluster, tmp_path) -> None:

@@ -359,7 +359,8 @@ def check_ray_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT_S) -> s
             )
 
             quiet = logging.getLogger(maybe_enable_token_auth_if_token_available.__module__)
-            level, quiet.level = quiet.level, logging.ERROR  # its "token authentication is enabled" warning
+            level = quiet.level
+            quiet.setLevel(logging.ERROR)  # its "token authentication is enabled" warning
             try:
                 maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
             finally:
@@ -376,11 +377,13 @@ def check_ray_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT_S) -> s
     host, _, port = resolved.rpartition(":")
     host = host.strip("[]")
     shown = address if resolved == address else f"{address} (= {resolved} for Ray)"
+    if not (port.isdigit() and 1 <= int(port) <= 65535) or not host:
+        raise DockbenchError(f"--address {shown}: give HOST:PORT with a port 1–65535 ({RAY_DOCS})")
     try:
         with socket.create_connection((host, int(port)), timeout=timeout):
             pass
     except (OSError, ValueError) as exc:
-        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
+        why = "timed out" if isinstance(exc, TimeoutError) else (getattr(exc, "strerror", None) or str(exc)).lower()
         raise DockbenchError(f"--address {shown}: no Ray cluster answers there ({why} within {timeout:g} s); "
                              f"start one with `ray start --head` or give its address ({RAY_DOCS})") from None
     # one request with a made-up cluster id: the cluster checks the token first, then refuses the id, both at
