@@ -2,7 +2,7 @@
 
     python experiments/campaign.py scenarios/campaigns/iiwa14_stiffness_sweep.yaml
     python experiments/campaign.py CAMPAIGN.yaml --jobs 2 --out campaigns
-    python experiments/campaign.py CAMPAIGN.yaml --executor ray [--address auto]
+    python experiments/campaign.py CAMPAIGN.yaml --executor ray [--address auto | HOST:PORT]
     python experiments/campaign.py CAMPAIGN.yaml --dry-run
 
 Writes ``<out>/<campaign name>/``: one folder per trial (summary, meta, telemetry by the campaign's
@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--executor", choices=("local", "ray"), default="local",
                     help="local process pool (default) or Ray (pip extra 'ray')")
     ap.add_argument("--address", default=None,
-                    help="--executor ray: the cluster's address (auto = this machine's cluster); "
+                    help="--executor ray: the cluster's address HOST:PORT (auto = this machine's cluster; "
+                    "token authentication: RAY_AUTH_MODE=token and the token, docs/campaigns.md 'A Ray cluster'); "
                     "default: a local instance")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an override of every trial's scenario (after the campaign's set; repeatable)")
@@ -105,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-disk-check", action="store_true",
                     help="run even when the estimated disk (records + telemetry budget) exceeds the free space")
     args = ap.parse_args(argv)
-    if args.allow_plugins:  # the environment carries the opt-in to the local workers (sim/plugins.py)
+    if args.allow_plugins:  # the environment carries the opt-in to the local workers; Ray's get it from the
+        # driver's runtime env (sim/plugins.py, sim/campaign/executors.py)
         import os
 
         os.environ["DOCKBENCH_ALLOW_PLUGINS"] = "1"

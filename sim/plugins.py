@@ -15,7 +15,8 @@ A plugin is an ordinary Python module that registers its classes on import
 scenario's ``plugins:``, a campaign's base scenario or ``set:``, ``--set plugins=[…]``,
 ``load_scenario()`` — is imported only with an explicit opt-in: ``allow=True`` (the Python API's
 ``allow_plugins=True``), ``--allow-plugins`` on the command-line tools, or the environment variable
-``DOCKBENCH_ALLOW_PLUGINS=1`` (which the workers of a local campaign inherit). Without it the scenario is
+``DOCKBENCH_ALLOW_PLUGINS=1`` (which the workers of a local campaign inherit; a Ray campaign's workers
+get the driver's value with the job's runtime environment). Without it the scenario is
 refused with one line naming the file, the key, the plugin and these three ways. Opening a colleague's
 scenario therefore never runs their code unasked; a run folder's meta.json records the plugins, so a rerun
 from it asks again. Not gated: ``--plugin`` (the user names the code on their own command line) and

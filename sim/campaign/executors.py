@@ -313,6 +313,103 @@ def _end_processes(procs: list[Any], grace: float) -> None:
             p.join(timeout=1.0)
 
 
+#: Ray retries a task whose worker or node died this many times (Ray's own default for tasks); a trial still
+#: lost after that is recorded as an ``error``, like a local trial in flight in :data:`MAX_ATTEMPTS` deaths
+RAY_MAX_RETRIES = 3
+#: seconds the driver waits for a cluster's address to answer (a TCP connection, then one request)
+RAY_CONNECT_TIMEOUT_S = 3.0
+#: where docs/campaigns.md explains joining a cluster (named in the connection errors)
+RAY_DOCS = "docs/campaigns.md, 'A Ray cluster'"
+
+
+def _ray_auth_hint() -> str:
+    """What this driver does about Ray's token authentication, for the refusal message."""
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if (mode or "").lower() != "token":
+        shown = "unset" if mode is None else repr(mode)
+        return (f"this driver sends no token (RAY_AUTH_MODE is {shown}, not 'token'): set RAY_AUTH_MODE=token "
+                "and give the cluster's token by RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token")
+    source = ("RAY_AUTH_TOKEN" if os.environ.get("RAY_AUTH_TOKEN") else
+              f"RAY_AUTH_TOKEN_PATH={os.environ['RAY_AUTH_TOKEN_PATH']}" if os.environ.get("RAY_AUTH_TOKEN_PATH")
+              else "~/.ray/auth_token")
+    return f"the token this driver sends ({source}) is not the cluster's"
+
+
+def check_ray_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT_S) -> str:
+    """The cluster address ``ray.init`` will use (Ray's own reading of ``address``: ``auto``, and
+    ``localhost``/``127.0.0.1`` rewritten to this machine's network address), after checking within
+    ``timeout`` s that something listens there and that the cluster accepts this driver's token.
+
+    ``ray.init`` itself retries an unreachable address for minutes and a refused token for 20 s, printing
+    warnings; this check turns both into one line.
+
+    Raises:
+        DockbenchError: the address is malformed, nothing answers there, or the cluster refuses the token.
+    """
+    import socket
+
+    from ray._private import services
+
+    if address == "auto":  # what ray.init does for 'auto' (Ray >= 2.52): token mode when a token is found
+        try:
+            import logging
+
+            from ray._private.authentication.authentication_token_setup import (
+                maybe_enable_token_auth_if_token_available,
+            )
+
+            quiet = logging.getLogger(maybe_enable_token_auth_if_token_available.__module__)
+            level = quiet.level
+            quiet.setLevel(logging.ERROR)  # its "token authentication is enabled" warning
+            try:
+                maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+            finally:
+                quiet.setLevel(level)
+        except ImportError:  # pragma: no cover - a Ray without token authentication
+            pass
+
+    try:
+        resolved = services.canonicalize_bootstrap_address(address)
+    except Exception as exc:  # noqa: BLE001 - Ray's ValueError / ConnectionError for 'auto' without a cluster
+        raise DockbenchError(f"--address {address}: {str(exc).splitlines()[0]} ({RAY_DOCS})") from None
+    if resolved is None:
+        raise DockbenchError(f"--address {address}: no Ray cluster found on this machine ({RAY_DOCS})")
+    host, _, port = resolved.rpartition(":")
+    host = host.strip("[]")
+    shown = address if resolved == address else f"{address} (= {resolved} for Ray)"
+    if not (port.isdigit() and 1 <= int(port) <= 65535) or not host:
+        raise DockbenchError(f"--address {shown}: give HOST:PORT with a port 1–65535 ({RAY_DOCS})")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except (OSError, ValueError) as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (getattr(exc, "strerror", None) or str(exc)).lower()
+        raise DockbenchError(f"--address {shown}: no Ray cluster answers there ({why} within {timeout:g} s); "
+                             f"start one with `ray start --head` or give its address ({RAY_DOCS})") from None
+    # one request with a made-up cluster id: the cluster checks the token first, then refuses the id, both at
+    # once (Ray >= 2.52; a GcsClient without an id would retry a refused token for 20 s)
+    import ray
+
+    try:
+        from ray._raylet import GcsClient
+    except ImportError:  # pragma: no cover - a Ray without it: ray.init's own checks remain
+        return resolved
+    try:
+        GcsClient(address=resolved, cluster_id="00" * 28).internal_kv_get(b"dockbench", None, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - Ray's exception classes differ between versions
+        if not isinstance(exc, ray.exceptions.RayError):  # pragma: no cover - another Ray's private API
+            return resolved  # the probe does not apply: ray.init's own checks remain
+        text = str(exc)
+        if "InvalidAuthToken" in text or "UNAUTHENTICATED" in text.upper():
+            raise DockbenchError(f"--address {shown}: the Ray cluster refused this driver: {_ray_auth_hint()} "
+                                 f"({RAY_DOCS})") from None
+        if "WrongClusterID" not in text:  # the expected answer: the token was accepted, the made-up id refused
+            first = text.splitlines()[0] if text else type(exc).__name__
+            raise DockbenchError(f"--address {shown}: something answers there, but not as a Ray cluster that "
+                                 f"accepts this driver ({first[:120]}) ({RAY_DOCS})") from None
+    return resolved
+
+
 class RayExecutor:
     """Trials as Ray tasks (one CPU each): a local Ray instance with ``jobs`` CPUs, or the cluster at
     ``address`` (``auto`` = the one this machine belongs to). Ray reuses its worker processes, so imports
@@ -320,17 +417,27 @@ class RayExecutor:
 
     A local instance's workers get this checkout first on PYTHONPATH (they import the same code as the
     driver). A cluster's nodes must have dockbench installed at the same version (e.g. the same image);
-    results come back to the driver, which writes every file, so the nodes need no shared disk.
+    results come back to the driver, which writes every file, so the nodes need no shared disk. The
+    driver's plugin opt-in (``DOCKBENCH_ALLOW_PLUGINS``, ``1`` or ``0``) goes to every worker with the job's
+    runtime environment (a node's processes have the environment of its ``ray start``, not the driver's).
+
+    A task whose worker or node died is retried by Ray (:data:`RAY_MAX_RETRIES` times, on any node with a
+    free CPU); a trial lost after that is recorded as an ``error`` (``lost`` counts them) and the campaign
+    goes on. Joining a cluster first checks its address (:func:`check_ray_address`): an unreachable address
+    or a refused token is one line within seconds.
     """
 
     name = "ray"
 
     def __init__(self, address: str | None = None, jobs: int | None = None):
         from dockbench.sim.extras import require
+        from dockbench.sim.plugins import ALLOW_ENV, plugins_allowed
 
         ray = require("ray", "ray", "--executor ray")
         self._ray = ray
+        self.lost = 0
         env = dict(WORKER_ENV)
+        env[ALLOW_ENV] = "1" if plugins_allowed() else "0"  # the workers' opt-in is the driver's, not the node's
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
         if address is None:
             paths = [str(package_root()), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
@@ -340,28 +447,50 @@ class RayExecutor:
             kwargs["address"] = address
         self._owns = not ray.is_initialized()
         if self._owns:
-            ray.init(runtime_env={"env_vars": env}, **kwargs)
+            if address is not None:
+                check_ray_address(address)
+            try:
+                ray.init(runtime_env={"env_vars": env}, **kwargs)
+            except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
+                where = f"--address {address}" if address is not None else "a local Ray instance"
+                raise DockbenchError(f"{where}: Ray did not start or connect ({type(exc).__name__}: "
+                                     f"{str(exc).splitlines()[0] if str(exc) else ''}) ({RAY_DOCS})") from None
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = min(int(jobs), cpus) if (jobs and address is not None) else cpus
-        self._remote = ray.remote(num_cpus=1, max_retries=0)(run_trial)
+        self._remote = ray.remote(num_cpus=1, max_retries=RAY_MAX_RETRIES)(run_trial)
 
     def run(self, tasks: Iterable[TrialTask], fn: Callable[[TrialTask], TrialResult] = run_trial
             ) -> Iterator[TrialResult]:
         ray = self._ray
-        remote = self._remote if fn is run_trial else ray.remote(num_cpus=1, max_retries=0)(fn)
+        remote = self._remote if fn is run_trial else ray.remote(num_cpus=1, max_retries=RAY_MAX_RETRIES)(fn)
+        submitted: dict[Any, TrialTask] = {}
+        lost_errors = tuple(getattr(ray.exceptions, n) for n in ("WorkerCrashedError", "NodeDiedError",
+                                                                  "ObjectLostError") if hasattr(ray.exceptions, n))
+
+        def submit(task: TrialTask) -> Any:
+            ref = remote.remote(task)
+            submitted[ref] = task
+            return ref
 
         def finished(pending: list[Any]) -> tuple[Iterable[Any], list[Any]]:
             return ray.wait(pending, num_returns=1)
 
         def result(ref: Any) -> TrialResult:
+            task = submitted.pop(ref)
             try:
                 return ray.get(ref)
-            except ray.exceptions.RayError as exc:  # a worker or node died (a trial's own failure is a result)
+            except lost_errors as exc:  # lost after Ray's retries (a trial's own failure is a result)
+                self.lost += 1
+                return TrialResult(task.trial_id, "error", "FAIL",
+                                   f"the Ray worker or node running this trial died {RAY_MAX_RETRIES + 1} times "
+                                   f"({type(exc).__name__}); the other trials went on", worker="")
+            except ray.exceptions.RayError as exc:
                 raise DockbenchError(
-                    f"a Ray task failed ({type(exc).__name__}: {exc}); the finished trials are kept: rerun to resume"
+                    f"a Ray task failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                    "the finished trials are kept: rerun to resume"
                 ) from None
 
-        return _in_flight(tasks, 2 * self.workers, remote.remote, finished, result,
+        return _in_flight(tasks, 2 * self.workers, submit, finished, result,
                           lambda ref: ray.cancel(ref, force=True))
 
     def close(self) -> None:
