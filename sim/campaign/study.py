@@ -54,7 +54,14 @@ from typing import Any, TextIO
 
 import numpy as np
 from dockbench.sim.campaign.spec import (
-    Campaign, _err, _int, _number, campaign_from_dict, check_tree, load_campaign, read_yaml,
+    Campaign,
+    _err,
+    _int,
+    _number,
+    campaign_from_dict,
+    check_tree,
+    load_campaign,
+    read_yaml,
 )
 from dockbench.sim.campaign.stats import quantiles, wilson_interval
 from dockbench.sim.errors import DockbenchError, ScenarioError
@@ -816,8 +823,9 @@ def run_study(study: Study, out_root: str | Path = "studies", executor: Any = No
             base["wall_s"] = time.perf_counter() - t0
             if progress is not None:
                 ci = base["wilson95"]
-                progress.write(f"shipped: {base['passed']}/{base['trials']} passed (Wilson [{ci[0]:.2f}, {ci[1]:.2f}]), "
-                               f"p95 peak {base['contact.peak_force_truth']['p95']}\n")
+                pk = base["contact.peak_force_truth"]["p95"]
+                progress.write(f"shipped: {base['passed']}/{base['trials']} passed (Wilson [{ci[0]:.2f}, "
+                               f"{ci[1]:.2f}])" + (f", p95 peak {pk:.2f} N" if pk is not None else "") + "\n")
         dists = {p.key: p.distribution() for p in study.search}
         TS = optuna.trial.TrialState
         resumed = []
