@@ -186,31 +186,38 @@ def _inline():
 
 
 def test_resume_after_a_kill_loses_nothing_and_repeats_nothing(tmp_path):
-    """Study A runs 3 candidates at once. Study B (same file, same seed) stops after one candidate, then a
-    driver asks candidate 1 and dies with one of its two trials recorded (the state a SIGKILL leaves: a RUNNING
-    trial in the database, a part-filled campaign folder); the rerun finishes candidate 1 from its folder and
-    asks candidate 2. B ends with A's candidates and values: 3 trials in the database, none twice, and
-    candidate 1's recorded trial not run again."""
+    """Study A runs 3 candidates at once. Study B (same file, same seed) is killed twice, in the two states a
+    SIGKILL can leave: (1) candidate 1 proposed and one of its two trials recorded (a RUNNING trial with its
+    parameters, a part-filled campaign folder); (2) candidate 2 created in the database before any parameter was
+    stored (killed inside the proposal). Each rerun finishes the RUNNING candidate — candidate 1 from its folder,
+    candidate 2 with the parameters its proposal would have had. B ends with A's candidates and values:
+    3 trials in the database, none twice, and candidate 1's recorded trial not run again."""
     import optuna
+    from dockbench.sim.campaign.runner import run_campaign
 
     study = _study(tmp_path)
     a = st.run_study(study, tmp_path / "a", progress=None, executor=_inline(), shipped=False)
     b_out = tmp_path / "b"
     st.run_study(study, b_out, progress=None, executor=_inline(), shipped=False, stop_after=1)
-    # the killed driver: candidate 1 asked (RUNNING), one trial of its campaign recorded
     storage = f"sqlite:///{b_out / study.name / st.DB_FILE}"
+    # kill 1: candidate 1 proposed as the driver does, one trial of its campaign recorded
     ostudy = optuna.load_study(study_name=study.name, storage=storage, sampler=st.make_sampler(study))
-    trial = ostudy.ask({p.key: p.distribution() for p in study.search})
+    trial = ostudy.ask()
+    params = {p.key: st.suggest(trial, p) for p in study.search}
     assert trial.number == 1
-    from dockbench.sim.campaign.runner import run_campaign
-
-    camp = st.candidate_campaign(study, dict(trial.params), "c0001")
+    camp = st.candidate_campaign(study, params, "c0001")
     stop_at_one = st.PruningExecutor(_inline(), lambda results: len(results) < 1)
     run_campaign(camp, b_out / study.name / "candidates", stop_at_one, progress=None, figures=False)
     first = _trial_records(b_out / study.name / "candidates" / "c0001")
     assert len(first) == 1
+    resumed = st.run_study(study, b_out, progress=None, executor=_inline(), shipped=False, stop_after=1)
+    assert resumed.resumed == [1] and resumed.evaluated == 1
+    # kill 2: candidate 2 created, no parameter stored yet
+    ostudy = optuna.load_study(study_name=study.name, storage=storage, sampler=st.make_sampler(study))
+    assert ostudy.ask().number == 2
+    assert ostudy.trials[2].params == {}
     b = st.run_study(study, b_out, progress=None, executor=_inline(), shipped=False)
-    assert b.resumed == [1] and b.evaluated == 2
+    assert b.resumed == [2] and b.evaluated == 1
     trials = optuna.load_study(study_name=study.name, storage=storage).get_trials()
     assert [t.number for t in trials] == [0, 1, 2]
     assert all(t.state.name == "COMPLETE" for t in trials)

@@ -514,9 +514,21 @@ def _optuna() -> Any:
     return optuna
 
 
-def candidate_seed(seed: int, number: int) -> int:
-    """The sampler's seed for candidate ``number`` (a 32-bit word of ``SeedSequence([seed, 0x7E5E], (number,))``)."""
-    return int(np.random.SeedSequence([seed, 0x7E5E], spawn_key=(number,)).generate_state(1)[0])
+def candidate_seed(seed: int, number: int, salt: int = 0) -> int:
+    """The sampler's seed for candidate ``number`` (a 32-bit word of ``SeedSequence([seed, 0x7E5E],
+    spawn_key=(number, salt))``; ``salt`` 0 for the candidate's relative sampling, a hash of a parameter's name
+    for its independent sampling)."""
+    key = (number,) if salt == 0 else (number, salt)
+    return int(np.random.SeedSequence([seed, 0x7E5E], spawn_key=key).generate_state(1)[0])
+
+
+def suggest(trial: Any, p: SearchParam) -> Any:
+    """``p``'s value for ``trial`` (the stored one if the trial has it, else proposed by the study's sampler)."""
+    if p.kind == "float":
+        return trial.suggest_float(p.key, p.low, p.high, log=p.log, step=p.step)
+    if p.kind == "int":
+        return trial.suggest_int(p.key, p.low, p.high, log=p.log, step=p.step or 1)
+    return trial.suggest_categorical(p.key, list(p.choices))
 
 
 def make_sampler(study: Study) -> Any:
@@ -539,13 +551,21 @@ def make_sampler(study: Study) -> Any:
         return s.RandomSampler(seed=seed)
 
     class PerCandidateSampler(optuna.samplers.BaseSampler):
-        def __init__(self) -> None:
-            self._by_number: dict[int, Any] = {}
+        """Relative sampling by a sampler seeded for the candidate's number; independent sampling by one seeded
+        for (number, parameter name): a parameter's value does not depend on which of the candidate's other
+        parameters were already stored (a driver killed half-way through a proposal resumes it unchanged)."""
 
-        def _for(self, number: int) -> Any:
-            if number not in self._by_number:
-                self._by_number = {number: build(candidate_seed(cfg["seed"], number))}
-            return self._by_number[number]
+        def __init__(self) -> None:
+            self._cache: dict[tuple[int, str], Any] = {}
+
+        def _for(self, number: int, name: str = "") -> Any:
+            key = (number, name)
+            if key not in self._cache:
+                if len(self._cache) > 64:
+                    self._cache.clear()
+                salt = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little") if name else 0
+                self._cache[key] = build(candidate_seed(cfg["seed"], number, salt))
+            return self._cache[key]
 
         def infer_relative_search_space(self, st: Any, trial: Any) -> Any:
             return self._for(trial.number).infer_relative_search_space(st, trial)
@@ -554,7 +574,7 @@ def make_sampler(study: Study) -> Any:
             return self._for(trial.number).sample_relative(st, trial, space)
 
         def sample_independent(self, st: Any, trial: Any, name: str, dist: Any) -> Any:
-            return self._for(trial.number).sample_independent(st, trial, name, dist)
+            return self._for(trial.number, name).sample_independent(st, trial, name, dist)
 
         def before_trial(self, st: Any, trial: Any) -> None:
             self._for(trial.number).before_trial(st, trial)
@@ -562,7 +582,7 @@ def make_sampler(study: Study) -> Any:
         def after_trial(self, st: Any, trial: Any, state: Any, values: Any) -> None:
             self._for(trial.number).after_trial(st, trial, state, values)
 
-        def reseed_rng(self) -> None:  # the seed is the candidate's: nothing to reseed
+        def reseed_rng(self) -> None:  # the seeds are the candidates': nothing to reseed
             pass
 
     return PerCandidateSampler()
@@ -826,7 +846,6 @@ def run_study(study: Study, out_root: str | Path = "studies", executor: Any = No
                 pk = base["contact.peak_force_truth"]["p95"]
                 progress.write(f"shipped: {base['passed']}/{base['trials']} passed (Wilson [{ci[0]:.2f}, "
                                f"{ci[1]:.2f}])" + (f", p95 peak {pk:.2f} N" if pk is not None else "") + "\n")
-        dists = {p.key: p.distribution() for p in study.search}
         TS = optuna.trial.TrialState
         resumed = []
         evaluated = 0
@@ -837,11 +856,15 @@ def run_study(study: Study, out_root: str | Path = "studies", executor: Any = No
 
         # candidates a killed driver left RUNNING: evaluated again with their stored parameters (their campaign
         # folders keep what finished), in number order
+        # (a driver killed while proposing left some parameters unset: the sampler completes them as it would
+        # have, since each parameter's proposal depends on the seed, the number and the history only)
         for t in ostudy.get_trials(deepcopy=False, states=(TS.RUNNING,)):
             if not budget_left():
                 break
-            cand = evaluate(study, t.number, dict(t.params), out, executor, progress)
-            _tell(ostudy, optuna.trial.Trial(ostudy, t._trial_id), cand)
+            trial = optuna.trial.Trial(ostudy, t._trial_id)
+            params = {p.key: suggest(trial, p) for p in study.search}
+            cand = evaluate(study, t.number, params, out, executor, progress)
+            _tell(ostudy, trial, cand)
             resumed.append(t.number)
             evaluated += 1
             walls.append(cand.wall_s)
@@ -849,8 +872,8 @@ def run_study(study: Study, out_root: str | Path = "studies", executor: Any = No
             done = len(ostudy.get_trials(deepcopy=False, states=(TS.COMPLETE, TS.PRUNED, TS.FAIL)))
             if done >= n_wanted:
                 break
-            trial = ostudy.ask(dists)
-            params = {p.key: trial.params[p.key] for p in study.search}
+            trial = ostudy.ask()
+            params = {p.key: suggest(trial, p) for p in study.search}
             cand = evaluate(study, trial.number, params, out, executor, progress)
             _tell(ostudy, trial, cand)
             evaluated += 1
