@@ -42,7 +42,7 @@ def _stats_cells(s: dict[str, Any]) -> list[str]:
 
 
 def _params(params: dict[str, Any]) -> str:
-    return ", ".join(f"{k.split('.')[-1] if k.count('.') == 1 else k} = {v:.4g}" if isinstance(v, float)
+    return ", ".join(f"{k} = {v:.4g}" if isinstance(v, float)
                      else f"{k} = {v}" for k, v in params.items())
 
 
@@ -79,6 +79,10 @@ def table(pairs: list[tuple[Any, Any]]) -> list[str]:
                          + " | ".join(_stats_cells(rep.best.stats)) + f" | {_params(rep.best.params)} |")
         else:
             lines.append(f"| {study.label} | tuned | no feasible candidate of {len(rep.candidates)} | | | | | | |")
+        for key in ("shipped", "tuned"):
+            held = (rep.holdout or {}).get(key)
+            if held:
+                lines.append(f"| {study.label} | {key}, held out | " + " | ".join(_stats_cells(held)) + " | |")
     return lines
 
 
@@ -103,7 +107,11 @@ def figures(pairs: list[tuple[Any, Any]], folder: Path, prefix: str) -> list[Pat
                     [v for v, p in zip(low, pruned, strict=True) if not p], color=color, label=study.label, s=18)
         ax1.scatter([n for n, p in zip(nums, pruned, strict=True) if p],
                     [v for v, p in zip(low, pruned, strict=True) if p], facecolors="none", edgecolors=color, s=18)
-        ax2.scatter(nums, [v if v is not None else float("nan") for v in p95], color=color, s=18)
+        p95 = [v if v is not None else float("nan") for v in p95]
+        ax2.scatter([n for n, p in zip(nums, pruned, strict=True) if not p],
+                    [v for v, p in zip(p95, pruned, strict=True) if not p], color=color, s=18)
+        ax2.scatter([n for n, p in zip(nums, pruned, strict=True) if p],
+                    [v for v, p in zip(p95, pruned, strict=True) if p], facecolors="none", edgecolors=color, s=18)
         best = None
         run = []
         for c in rep.candidates:  # best p95 so far among the feasible candidates
@@ -115,10 +123,14 @@ def figures(pairs: list[tuple[Any, Any]], folder: Path, prefix: str) -> list[Pat
         if rep.shipped:
             ax2.axhline(rep.shipped[PEAK]["p95"], color=color, ls=":", lw=1)
     ax1.set_ylabel("success: Wilson 95% lower bound")
+    ax1.set_ylim(-0.02, 1.02)
+    from matplotlib.ticker import MaxNLocator
+
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax1.legend(fontsize=8, title="filled: complete, hollow: pruned", title_fontsize=7)
     ax2.set_ylabel("p95 peak truth contact force [N]")
     ax2.set_xlabel("candidate")
-    ax2.set_title("line: best feasible so far; dotted: shipped gains", fontsize=8)
+    ax2.set_title("line: best feasible so far; dotted: shipped gains; hollow: pruned (its trials so far)", fontsize=8)
     fig.tight_layout()
     hist = folder / f"{prefix}_history.png"
     fig.savefig(hist, dpi=110)

@@ -19,7 +19,7 @@ from dockbench.sim.errors import ScenarioError  # noqa: E402
 
 from tests.helpers import SCENARIOS  # noqa: E402
 
-#: a 0.6 s docking (fast approach, no gates: a finished run passes): ~0.3 s a trial
+#: a 0.6 s docking (fast approach, no gates), cut before its plan ends (INCOMPLETE: a failure): ~0.3 s a trial
 FAST = {"start.standoff": 0.02, "planner.v_max": 0.2, "planner.a_max": 1.0, "sim.settle_time": 0.1,
         "sim.duration": 0.6, "gates": []}
 PEAK = "contact.peak_force_truth"
@@ -148,9 +148,16 @@ def _trial_records(folder: Path) -> list[dict]:
 
 
 def test_study_applies_parameters_and_scores_its_own_results(tmp_path):
-    study = _study(tmp_path, candidates=2)
+    holdout = {"axes": [{"key": "target.belief_offset.position.1", "values": [0.001], "name": "dy"}]}
+    study = _study(tmp_path, candidates=2, holdout=holdout)
     rep = st.run_study(study, tmp_path / "out", progress=None, executor=_inline())
     assert len(rep.candidates) == 2 and rep.evaluated == 2 and rep.shipped["trials"] == 2
+    # the held-out campaign (cases the tuner never saw) ran with the shipped and the best values
+    assert set(rep.holdout) == {"shipped", "tuned"} and rep.holdout["tuned"]["trials"] == 1
+    meta = next((rep.out_dir / rep.holdout["tuned"]["folder"] / "trials").glob("*/*/meta.json"))
+    held = json.loads(meta.read_text())["scenario"]
+    assert held["controller"]["k"] == rep.best.params["controller.k"]
+    assert held["target"]["belief_offset"]["position"][1] == 0.001
     for c in rep.candidates:
         folder = rep.out_dir / c.folder
         assert (folder / "results.csv").is_file() and (folder / "summary.json").is_file()
@@ -240,3 +247,28 @@ def test_a_changed_study_file_is_refused_on_resume(tmp_path):
 def test_candidate_seed_is_a_function_of_seed_and_number():
     assert st.candidate_seed(0, 3) == st.candidate_seed(0, 3)
     assert len({st.candidate_seed(s, n) for s in range(3) for n in range(50)}) == 150
+
+
+def test_compare_writes_the_tuned_vs_shipped_section(tmp_path, capsys):
+    """dockbench tune --compare: two laws (here two labels of the same law with other search spaces), one
+    candidate each, the section written into a page with its two figures; unequal budgets are refused."""
+    from dockbench.experiments import tune
+
+    a = _write(tmp_path, _study_data(name="law_a", label="Law A", candidates=1), "a.yaml")
+    b = _write(tmp_path, _study_data(name="law_b", label="Law B", candidates=1,
+                                     search=[{"key": "controller.d", "type": "float", "low": 20, "high": 200}]),
+               "b.yaml")
+    page = tmp_path / "docs" / "results.md"
+    page.parent.mkdir()
+    page.write_text("# Results\n")
+    assert tune.main([str(a), str(b), "--compare", "--jobs", "1", "--out", str(tmp_path / "out"), "--md", str(page),
+                      "--no-progress"]) == 0
+    text = page.read_text()
+    assert text.startswith("# Results\n") and "<!-- BEGIN tune-compare" in text and "<!-- END tune-compare -->" in text
+    for label in ("Law A", "Law B"):
+        assert f"| {label} | shipped | 0/2 (0%) | [0.00, 0.66] |" in text and f"| {label} | tuned (c0000) |" in text
+    for name in ("tune_compare_history.png", "tune_compare_pareto.png"):
+        assert (page.parent / "img" / name).stat().st_size > 1000 and f"(img/{name})" in text
+    c = _write(tmp_path, _study_data(name="law_c", candidates=2), "c.yaml")
+    assert tune.main([str(a), str(c), "--compare", "--jobs", "1", "--out", str(tmp_path / "out")]) == 1
+    assert "different budgets ([1, 2] candidates)" in capsys.readouterr().err

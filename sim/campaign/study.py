@@ -67,7 +67,7 @@ from dockbench.sim.campaign.stats import quantiles, wilson_interval
 from dockbench.sim.errors import DockbenchError, ScenarioError
 
 TOP_KEYS = ("name", "label", "description", "campaign", "search", "objectives", "mode", "constraints", "prune",
-            "candidates", "sampler")
+            "candidates", "sampler", "holdout")
 PARAM_TYPES = ("float", "int", "categorical")
 #: statistics of a candidate's campaign: success (every gate passed) and quantiles of a metric over its trials
 SUCCESS_STATS = ("success_rate", "success_wilson_low")
@@ -144,6 +144,8 @@ class Study:
     prune: bool
     candidates: int
     sampler: dict[str, Any]
+    #: the held-out campaign (the study's campaign with the ``holdout`` axes), None without one
+    holdout: Campaign | None = None
 
     @property
     def directions(self) -> list[str]:
@@ -408,6 +410,7 @@ def study_from_dict(data: Any, file: Path) -> Study:
         if not isinstance(v, str):
             raise _err(f"expected a string, got {v!r}", file, k)
     camp = _campaign(data["campaign"], file, name)
+    holdout = _holdout(data, camp, file)
     raw = data["search"]
     if not isinstance(raw, list) or not raw:
         raise _err("expected a non-empty list of {key, type, low, high | choices}", file, "search")
@@ -447,9 +450,32 @@ def study_from_dict(data: Any, file: Path) -> Study:
     candidates = _int(data.get("candidates", 20), file, "candidates", 1, MAX_CANDIDATES)
     sampler = _sampler(data.get("sampler") or {}, file, multi=len(objectives) > 1 and mode == "pareto")
     study = Study(name, label, description, file, camp, search, objectives, mode, constraints, prune, candidates,
-                  sampler)
+                  sampler, holdout)
     validate_search(study)
     return study
+
+
+def _holdout(data: dict[str, Any], camp: Campaign, file: Path) -> Campaign | None:
+    """The held-out campaign: the study's campaign with ``holdout.axes`` instead of its axes (cases the tuner
+    never saw: the shipped and the best values are run on them after the study)."""
+    raw = data.get("holdout")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"axes"}:
+        raise _err("expected {axes: [...]} (campaign axes, docs/campaigns.md)", file, "holdout")
+    value = data["campaign"]
+    base = read_yaml(file.parent / value, "campaign file") if isinstance(value, str) else dict(value)
+    if not isinstance(base, dict):
+        raise _err("the campaign must be a mapping", file, "campaign")
+    where = file if isinstance(value, dict) else file.parent / value
+    base = {**base, "name": "holdout", "axes": raw["axes"], "figures": {}}
+    if isinstance(value, str):  # the campaign file's base path is relative to that file
+        base["base"] = str((where.parent / base["base"]).resolve()) if isinstance(base.get("base"), str) else None
+    try:
+        return campaign_from_dict(base, where)
+    except ScenarioError as exc:
+        key = f"holdout.{exc.key}" if exc.key else "holdout"
+        raise ScenarioError(exc.detail, file=str(file), key=key) from None
 
 
 def _sampler(raw: Any, file: Path, multi: bool) -> dict[str, Any]:
@@ -650,6 +676,8 @@ class StudyReport:
     evaluated: int
     resumed: list[int]
     timing: dict[str, Any]
+    #: the held-out campaign's stats of the shipped and the best values (``shipped``, ``tuned``), or None
+    holdout: dict[str, Any] | None = None
 
 
 def campaign_stats(rows: list[dict[str, Any]], campaign: Campaign) -> dict[str, Any]:
@@ -775,7 +803,7 @@ def pareto_front(study: Study, cands: list[Candidate]) -> list[Candidate]:
 
 def run_study(study: Study, out_root: str | Path = "studies", executor: Any = None, *, candidates: int | None = None,
               shipped: bool = True, fresh: bool = False, progress: TextIO | None = sys.stderr,
-              stop_after: int | None = None) -> StudyReport:
+              stop_after: int | None = None, holdout: bool = True) -> StudyReport:
     """Run (or resume) ``study`` into ``<out_root>/<study.name>/`` until it holds ``candidates`` (default: the
     study's) finished candidates.
 
@@ -785,6 +813,7 @@ def run_study(study: Study, out_root: str | Path = "studies", executor: Any = No
         shipped: also run the campaign with the scenarios' own values (``shipped/``), the baseline.
         fresh: delete the study folder first.
         stop_after: evaluate at most this many candidates in this call (tests: a study stopped part way).
+        holdout: run the shipped and the best values on the study's held-out campaign (if it has one) at the end.
 
     Raises:
         DockbenchError: the folder holds another study (other search space, objectives or campaign), is in use
@@ -881,14 +910,34 @@ def run_study(study: Study, out_root: str | Path = "studies", executor: Any = No
         cands = [_from_frozen(t) for t in ostudy.get_trials(deepcopy=False)
                  if t.state in (TS.COMPLETE, TS.PRUNED)]
         best = best_candidate(study, cands)
+        held: dict[str, Any] | None = None
+        hold_s = 0.0
+        if holdout and study.holdout is not None and len(cands) >= n_wanted:
+            t0 = time.perf_counter()
+            held = {}
+            runs = [("shipped", study.holdout)]
+            if best is not None:
+                runs.append(("tuned", candidate_campaign(dataclasses.replace(study, campaign=study.holdout),
+                                                         best.params, f"best_c{best.number:04d}")))
+            for key, hc in runs:
+                rep = run_campaign(hc, out / "holdout", executor, progress=None, figures=False, max_hours=None)
+                if rep.interrupted:
+                    raise KeyboardInterrupt
+                held[key] = _stats_of(study, rep.rows)
+                held[key]["folder"] = str(Path("holdout") / hc.name)
+            hold_s = time.perf_counter() - t0
+            if progress is not None:
+                progress.write("held out: " + "; ".join(
+                    f"{k} {v['passed']}/{v['trials']} passed, p95 peak {v['contact.peak_force_truth']['p95']}"
+                    for k, v in held.items()) + "\n")
         wall = time.perf_counter() - t_start
-        camp_wall = sum(walls) + (base["wall_s"] if base else 0.0)
+        camp_wall = sum(walls) + (base["wall_s"] if base else 0.0) + hold_s
         timing = {"wall_s": wall, "campaigns_wall_s": camp_wall, "evaluated": evaluated,
                   "study_overhead_s": wall - camp_wall,
                   "study_overhead_share": (wall - camp_wall) / camp_wall if camp_wall > 0 else None,
                   "candidates_per_hour": evaluated / wall * 3600.0 if evaluated and wall > 0 else None,
                   "workers": getattr(executor, "workers", None), "executor": getattr(executor, "name", None)}
-        report = StudyReport(out, cands, base, best, evaluated, resumed, timing)
+        report = StudyReport(out, cands, base, best, evaluated, resumed, timing, held)
         write_records(study, report)
         return report
     finally:
@@ -936,5 +985,5 @@ def write_records(study: Study, report: StudyReport) -> None:
         "candidates": [dataclasses.asdict(c) for c in report.candidates],
         "shipped": report.shipped,
         "best": dataclasses.asdict(report.best) if report.best else None,
-        "resumed": report.resumed, "timing": report.timing,
+        "resumed": report.resumed, "timing": report.timing, "holdout": report.holdout,
     })
