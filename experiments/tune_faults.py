@@ -1,7 +1,7 @@
 """Kill a tuning study's driver (SIGKILL) at random times and resume it: candidates lost, duplicated, and
 whether the resumed study equals an uninterrupted one (docs/tuning.md, "Resuming").
 
-    python experiments/tune_faults.py                                   # a built-in 8-candidate study, 2 kills
+    python experiments/tune_faults.py                                   # a built-in 10-candidate study, 2 kills
     python experiments/tune_faults.py STUDY.yaml --kills 2 --candidates 6 --jobs 2
 
 The driver (``python -m dockbench.experiments.tune``) runs in a subprocess; each kill comes at a random time
@@ -28,7 +28,7 @@ import numpy as np
 
 from dockbench.cli import ArgumentParser, child_env
 
-#: a 0.6 s docking per trial (≈ 0.3 s of wall time), two belief errors, k and d searched
+#: a 0.6 s docking per trial (≈ 0.3 s of wall time), two belief errors, k and d searched, 10 candidates
 BUILTIN = """name: kill_study
 campaign:
   base: {base}
@@ -43,7 +43,7 @@ objectives:
   - {{stat: success_wilson_low}}
   - {{stat: p95, metric: contact.peak_force_truth, scale: 25.0}}
 constraints: [{{stat: success_rate, min: 0.5}}]
-candidates: 8
+candidates: 10
 sampler: {{seed: 3, startup: 3}}
 """
 
@@ -88,12 +88,12 @@ def _candidates(folder: Path, name: str) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("study", nargs="?", default=None, help="study file (default: a built-in 8-candidate study)")
+    ap.add_argument("study", nargs="?", default=None, help="study file (default: a built-in 10-candidate study)")
     ap.add_argument("--kills", type=int, default=2, help="SIGKILLs of the driver (default 2)")
     ap.add_argument("--candidates", type=int, default=None, help="the budget (default: the study's)")
     ap.add_argument("--jobs", type=int, default=2, help="workers of each candidate's campaign (default 2)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the kill times")
-    ap.add_argument("--max-delay", type=float, default=4.0,
+    ap.add_argument("--max-delay", type=float, default=1.5,
                     help="a kill comes up to this many seconds after its candidate count is reached")
     ap.add_argument("--keep", default=None, help="keep the study folders here (default: a temporary folder)")
     args = ap.parse_args(argv)
@@ -134,9 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(5.0)
         alive = [p for p in kids if _alive(p)]
         running = sum(c["state"] == "RUNNING" for c in _candidates(killed_out / study.name, study.name))
-        log.append({"kill": k + 1, "finished_before": before, "running_left": running, "workers_alive_5s": len(alive)})
-        print(f"kill {k + 1}: SIGKILL with {before} candidates finished, {running} left RUNNING; "
-              f"{len(alive)} of {len(kids)} child processes alive 5 s later")
+        mid = before < budget
+        log.append({"kill": k + 1, "finished_before": before, "running_left": running, "workers_alive_5s": len(alive),
+                    "mid_study": mid})
+        print(f"kill {k + 1}: SIGKILL with {before} of {budget} candidates finished, {running} left RUNNING; "
+              f"{len(alive)} of {len(kids)} child processes alive 5 s later"
+              + ("" if mid else " (after the last candidate: not a mid-study kill)"))
         target = before + 1
     t0 = time.perf_counter()
     done = subprocess.run([*cmd, "--out", str(killed_out)], env=env, capture_output=True, text=True)
@@ -168,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
           f"lost {lost}, duplicated {duplicated} (extra {extra}), trials recorded twice {twice}, complete "
           f"candidates missing trials {short}; equal to the uninterrupted study: {equal}")
     print(f"folders: {root}")
-    return 0 if (lost == duplicated == extra == twice == short == 0 and equal and len(log) == args.kills) else 2
+    mids = sum(e["mid_study"] for e in log)
+    alive = sum(e["workers_alive_5s"] for e in log)
+    print(f"mid-study kills {mids} of {args.kills}; child processes alive 5 s after a kill: {alive}")
+    return 0 if (lost == duplicated == extra == twice == short == alive == 0 and equal and mids == args.kills) else 2
 
 
 if __name__ == "__main__":
