@@ -237,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="--compare: write the table as a section of this markdown page (e.g. docs/results.md) and "
                     "the figures to its img/ folder; default: print it")
     ap.add_argument("--no-shipped", action="store_true", help="do not run the shipped gains' campaign")
+    ap.add_argument("--no-holdout", action="store_true",
+                    help="do not run the shipped and best values on the study's held-out cases (holdout:)")
     ap.add_argument("--fresh", action="store_true", help="delete the study folder first (no resume)")
     ap.add_argument("--stop-after", type=int, default=None, metavar="N",
                     help="evaluate at most N candidates in this session (the rest on a rerun)")
@@ -270,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             for s in studies:
                 rep = run_study(s, args.out, executor, candidates=budget, shipped=not args.no_shipped,
                                 fresh=args.fresh, progress=None if args.no_progress else sys.stderr,
-                                stop_after=args.stop_after)
+                                stop_after=args.stop_after, holdout=not args.no_holdout)
                 pairs.append((s, rep))
                 _print_report(s, rep)
         finally:
