@@ -272,3 +272,19 @@ def test_compare_writes_the_tuned_vs_shipped_section(tmp_path, capsys):
     c = _write(tmp_path, _study_data(name="law_c", candidates=2), "c.yaml")
     assert tune.main([str(a), str(c), "--compare", "--jobs", "1", "--out", str(tmp_path / "out")]) == 1
     assert "different budgets ([1, 2] candidates)" in capsys.readouterr().err
+
+
+def test_shipped_studies_validate_and_compare_fairly():
+    """scenarios/studies/: every file reads (its keys checked against the scenario schema at their bounds), and
+    the FR3 keyed studies share the campaign's cases, objective, constraints, sampler and budget."""
+    files = sorted((SCENARIOS / "studies").glob("*.yaml"))
+    assert len(files) >= 3
+    studies = [st.load_study(f) for f in files]
+    keyed = [s for s in studies if s.name.startswith("fr3_keyed_")]
+    assert len(keyed) == 3
+    cases = {json.dumps([t.params for t in s.campaign.trials()], sort_keys=True) for s in keyed}
+    assert len(cases) == 1
+    assert len({(s.objectives, s.constraints, json.dumps(s.sampler), s.candidates) for s in keyed}) == 1
+    for s in keyed:  # the held-out cases are not the tuned ones
+        tuned = {json.dumps(t.params, sort_keys=True) for t in s.campaign.trials()}
+        assert not tuned & {json.dumps(t.params, sort_keys=True) for t in s.holdout.trials()}
