@@ -708,10 +708,10 @@ def evaluate(study: Study, number: int, params: dict[str, Any], out: Path, execu
     name = f"c{number:04d}"
     camp = candidate_campaign(study, params, name)
     n = camp.n_trials
-    done_rows: list[dict[str, Any]] = []
 
     def keep_going(results: list[Any]) -> bool:
-        rows = done_rows + [{"verdict": r.verdict, "metrics": r.metrics or {}} for r in results]
+        # the trials run in this session (a resumed candidate's earlier trials are judged with the rest at the end)
+        rows = [{"verdict": r.verdict, "metrics": r.metrics or {}} for r in results]
         return can_still_hold(study, rows, n)
 
     ex = PruningExecutor(executor, keep_going) if study.prune and study.constraints else executor
