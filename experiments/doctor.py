@@ -44,13 +44,14 @@ IMPORT_NAMES = {
 FALLBACK_EXTRAS = {
     "video": ["imageio", "imageio-ffmpeg"], "ros2": ["cyclonedds"], "mcap": ["mcap"], "rerun": ["rerun-sdk"],
     "notebook": ["pandas", "nbclient", "nbformat", "ipykernel"], "ray": ["ray"],
-    "test": ["pytest", "toppra", "mpmath", "mcap-ros2-support"], "dev": ["ruff"],
+    "tune": ["optuna"], "test": ["pytest", "toppra", "mpmath", "mcap-ros2-support"], "dev": ["ruff"],
 }
 #: what each extra enables (the README's words)
 EXTRA_USE = {
     "video": "--video mp4 encoding", "ros2": "--ros2, the ROS 2 bridges (cyclonedds transport)",
     "mcap": "dockbench export --mcap", "rerun": "--rerun, dockbench export --rerun",
     "notebook": "Run.to_frame(), the quickstart notebook", "ray": "dockbench campaign run --executor ray",
+    "tune": "dockbench tune (Optuna, docs/tuning.md)",
     "test": "the test suite's optional cross-checks", "dev": "ruff",
 }
 _REQ = re.compile(r"^\s*([A-Za-z0-9_.\-]+)[^;]*(?:;(.*))?$")
