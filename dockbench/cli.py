@@ -119,6 +119,8 @@ COMMANDS: dict[str, Command] = {
     }),
     "plot": Command("figures of a run folder, or several runs overlaid", _X + "plot_telemetry:main"),
     "export": Command("a run folder as MCAP (Foxglove, PlotJuggler) or Rerun (.rrd)", _X + "export:main"),
+    "tune": Command("robust gain tuning over a campaign with Optuna (--compare: tuned vs shipped laws)",
+                    _X + "tune:main"),
     "compare": Command("runs or scenarios side by side: the comparison table (Markdown, CSV)", _X + "compare:main"),
     "scenarios": Command("the shipped scenarios (list, show, docs)", _X + "scenario_tools:main"),
     "bench": Command("real-time factors, cost split per step, the physics floor", _X + "bench:main"),

@@ -27,11 +27,13 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenarios", nargs="*",
-                    help="scenario files (default: scenarios/**/*.yaml but scenarios/campaigns/)")
+                    help="scenario files (default: scenarios/**/*.yaml but scenarios/campaigns/ and studies/)")
     args = ap.parse_args(argv)
-    campaigns = REPO / "scenarios" / "campaigns"
+    from dockbench.sim.scenario import NOT_SCENARIO_FOLDERS
+
     files = [Path(p) for p in args.scenarios] or sorted(
-        p for p in (REPO / "scenarios").rglob("*.yaml") if campaigns not in p.parents
+        p for p in (REPO / "scenarios").rglob("*.yaml")
+        if p.relative_to(REPO / "scenarios").parts[0] not in NOT_SCENARIO_FOLDERS
     )
     env = child_env({**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     bad = 0

@@ -44,7 +44,7 @@ IMPORT_NAMES = {
 FALLBACK_EXTRAS = {
     "video": ["imageio", "imageio-ffmpeg"], "ros2": ["cyclonedds"], "mcap": ["mcap"], "rerun": ["rerun-sdk"],
     "notebook": ["pandas", "nbclient", "nbformat", "ipykernel"], "ray": ["ray"],
-    "physx": ["ovphysx", "usd-core", "physx-usd-schemas"],
+    "physx": ["ovphysx", "usd-core", "physx-usd-schemas"], "gym": ["gymnasium"], "tune": ["optuna"],
     "test": ["pytest", "toppra", "mpmath", "mcap-ros2-support"], "dev": ["ruff"],
 }
 #: what each extra enables (the README's words)
@@ -53,6 +53,8 @@ EXTRA_USE = {
     "mcap": "dockbench export --mcap", "rerun": "--rerun, dockbench export --rerun",
     "notebook": "Run.to_frame(), the quickstart notebook", "ray": "dockbench campaign run --executor ray",
     "physx": "dockbench hand --engine physx (the G20 hand on PhysX, ovphysx on the CPU)",
+    "gym": "dockbench.gym, the Gymnasium environments (docs/gym.md)",
+    "tune": "dockbench tune (Optuna, docs/tuning.md)",
     "test": "the test suite's optional cross-checks", "dev": "ruff",
 }
 _REQ = re.compile(r"^\s*([A-Za-z0-9_.\-]+)[^;]*(?:;(.*))?$")

@@ -63,10 +63,11 @@ OTHER: tuple[Any, ...] = (None, True, False, "", "abc", "x" * 5000, "..", "/", [
 
 def shipped() -> dict[str, dict]:
     """The shipped scenarios (scenarios/ and its subfolders, e.g. the gravity twins, but not the campaign
-    files of scenarios/campaigns/) as dicts, by file stem."""
-    campaigns = SCENARIO_DIR / "campaigns"
+    files of scenarios/campaigns/ and the studies of scenarios/studies/) as dicts, by file stem."""
+    from dockbench.sim.scenario import NOT_SCENARIO_FOLDERS
+
     return {p.stem: yaml.safe_load(p.read_text()) for p in sorted(SCENARIO_DIR.rglob("*.yaml"))
-            if campaigns not in p.parents}
+            if p.relative_to(SCENARIO_DIR).parts[0] not in NOT_SCENARIO_FOLDERS}
 
 
 # --------------------------------------------------------------------------------------- mutations

@@ -611,14 +611,19 @@ def _check_mounts(
 SHIPPED_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
 
+#: the folders of ``scenarios/`` that hold campaign files (docs/campaigns.md) and tuning studies (docs/tuning.md),
+#: not scenarios
+NOT_SCENARIO_FOLDERS = ("campaigns", "studies")
+
+
 def shipped_scenarios() -> list[str]:
     """Names of the shipped scenarios (paths under :data:`SHIPPED_SCENARIOS` without ``.yaml``; not the
-    campaign files of ``scenarios/campaigns/``, docs/campaigns.md)."""
+    campaign and study files of :data:`NOT_SCENARIO_FOLDERS`, docs/campaigns.md, docs/tuning.md)."""
     if not SHIPPED_SCENARIOS.is_dir():
         return []
     root = SHIPPED_SCENARIOS
     return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml")
-                  if p.relative_to(root).parts[0] != "campaigns")
+                  if p.relative_to(root).parts[0] not in NOT_SCENARIO_FOLDERS)
 
 
 def resolve_scenario(name_or_path: str | Path) -> Path:

@@ -15,8 +15,10 @@ CAMPAIGNS = SCENARIOS / "campaigns"
 
 
 def scenario_files() -> list[Path]:
-    """Every shipped scenario file (``scenarios/`` and its subfolders, without ``scenarios/campaigns/``)."""
-    return sorted(f for f in SCENARIOS.rglob("*.yaml") if CAMPAIGNS not in f.parents)
+    """Every shipped scenario file (``scenarios/`` and its subfolders, without ``scenarios/campaigns/`` and
+    ``scenarios/studies/``: campaign and study files)."""
+    return sorted(f for f in SCENARIOS.rglob("*.yaml")
+                  if f.relative_to(SCENARIOS).parts[0] not in ("campaigns", "studies"))
 
 #: float64 machine epsilon (2.2e-16); round-off bounds in the tests are written as c·ε·(scale).
 EPS = float(np.finfo(float).eps)

@@ -48,3 +48,41 @@ def test_quantiles_skip_missing_values() -> None:
     q = quantiles([1.0, None, 3.0, float("nan"), 2.0, 10.0])
     assert q == {"n": 4, "median": 2.5, "p95": float(np.percentile([1, 2, 3, 10], 95)), "min": 1.0, "max": 10.0}
     assert quantiles([None])["median"] is None
+
+
+def test_wilson_lower_bound_increases_strictly_with_successes() -> None:
+    """docs/theory/uncertainty.md, "Robust tuning": L(k + 1, n) > L(k, n) for every k < n, n ≤ 400, so the
+    lexicographic step Δ is positive and a failure can never be made up by a later trial (pruning)."""
+    from dockbench.sim.campaign.study import wilson_low_step
+
+    for n in range(1, 401):
+        lows = np.array([wilson_interval(k, n)[0] for k in range(n + 1)])
+        assert np.all(np.diff(lows) > 0), n
+        assert wilson_low_step(n) == float(np.diff(lows).min())
+
+
+def test_lexicographic_value_orders_success_first_then_the_secondary() -> None:
+    """J = K(1 − s₁) + clip(s₂/scale, −C, C) orders 2000 random pairs of candidates (n = 16 trials, random
+    success counts, p95 peaks in [0, 200] N with scale 25 N: inside the clip) exactly as (more successes,
+    then lower p95) does."""
+    from dockbench.sim.campaign.study import Term, lexicographic_value, stat_value
+
+    rng = np.random.default_rng(7)
+    first = Term("success_wilson_low", direction="maximize")
+    second = Term("p95", "contact.peak_force_truth", direction="minimize", scale=25.0)
+    n = 16
+
+    def cand():
+        k = int(rng.integers(0, n + 1))
+        peaks = rng.uniform(0.0, 200.0, n)
+        return [{"verdict": "PASS" if i < k else "FAIL", "metrics": {"contact.peak_force_truth": float(p)}}
+                for i, p in enumerate(peaks)]
+
+    for _ in range(2000):
+        a, b = cand(), cand()
+        ka, kb = (sum(r["verdict"] == "PASS" for r in x) for x in (a, b))
+        pa, pb = stat_value(second, a), stat_value(second, b)
+        ja, jb = lexicographic_value(first, second, a, n), lexicographic_value(first, second, b, n)
+        want = (-ka, pa) < (-kb, pb)
+        if (ka, pa) != (kb, pb):
+            assert (ja < jb) == want, (ka, pa, kb, pb, ja, jb)

@@ -1,0 +1,300 @@
+"""Robust gain tuning over a campaign with Optuna (docs/tuning.md).
+
+    python experiments/tune.py scenarios/studies/fr3_keyed_khatib.yaml
+    python experiments/tune.py STUDY.yaml --candidates 40 --jobs 2 --out studies
+    python experiments/tune.py --compare scenarios/studies/fr3_keyed_*.yaml --candidates 8 --md docs/results.md
+
+Writes ``<out>/<study name>/``: ``study.db`` (Optuna's SQLite storage), ``shipped/`` (the campaign with the
+scenario's own values), ``candidates/c0000/`` … (each candidate's campaign folder: results.csv, summary.json),
+``candidates.csv``, ``study.json`` and two figures. Rerunning the same command resumes the study (after any
+kill: no candidate lost, none evaluated twice). ``--compare`` runs every study with the same budget and
+writes the tuned-vs-shipped table (Markdown) and its figures.
+
+Exit codes: 0 = the study holds its candidates, 1 = an error (a bad study file: the message names the file and
+key) or an interruption (rerun to resume), 64 = a command-line usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from dockbench.sim.errors import DockbenchError
+
+from dockbench.cli import ArgumentParser
+
+PEAK = "contact.peak_force_truth"
+SEAT_TIME = "docking.time_to_seat"
+
+
+def _f(x: Any, spec: str = ".3g") -> str:
+    return "–" if x is None else format(x, spec)
+
+
+def _stats_cells(s: dict[str, Any]) -> list[str]:
+    ci = s.get("wilson95")
+    pk = s.get(PEAK) or {}
+    ts = s.get(SEAT_TIME) or {}
+    rate = f"{s['passed']}/{s['trials']}" + (f" ({s['success_rate']:.0%})" if s.get("success_rate") is not None else "")
+    return [rate, f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "–", _f(pk.get("median"), ".1f"), _f(pk.get("p95"), ".1f"),
+            _f(pk.get("max"), ".1f"), _f(ts.get("median"), ".2f")]
+
+
+def _params(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k} = {v:.4g}" if isinstance(v, float)
+                     else f"{k} = {v}" for k, v in params.items())
+
+
+def _shipped_values(study) -> dict[str, Any]:
+    """The searched keys' values in the (first) base scenario, as shipped."""
+    from dockbench.sim.campaign.runner import _read_base
+    from dockbench.sim.overrides import parse_path
+
+    t = study.campaign.trials()[0]
+    data = t.scenario_data(_read_base(t.base))
+    out = {}
+    for p in study.search:
+        node: Any = data
+        try:
+            for part in parse_path(p.key, where="search"):
+                node = node[part]
+        except (KeyError, IndexError, TypeError):
+            node = "(default)"
+        out[p.key] = node
+    return out
+
+
+def table(pairs: list[tuple[Any, Any]]) -> list[str]:
+    """The tuned-vs-shipped rows, one pair per study."""
+    lines = ["| law | gains | success | Wilson 95% | median peak [N] | p95 peak [N] | max peak [N] | "
+             "median time to seat [s] | values |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for study, rep in pairs:
+        if rep.shipped:
+            lines.append(f"| {study.label} | shipped | " + " | ".join(_stats_cells(rep.shipped))
+                         + f" | {_params(_shipped_values(study))} |")
+        if rep.best is not None:
+            lines.append(f"| {study.label} | tuned ({Path(rep.best.folder).name}) | "
+                         + " | ".join(_stats_cells(rep.best.stats)) + f" | {_params(rep.best.params)} |")
+        else:
+            lines.append(f"| {study.label} | tuned | no feasible candidate of {len(rep.candidates)} | | | | | | |")
+        for key in ("shipped", "tuned"):
+            held = (rep.holdout or {}).get(key)
+            if held:
+                lines.append(f"| {study.label} | {key}, held out | " + " | ".join(_stats_cells(held)) + " | |")
+    return lines
+
+
+def figures(pairs: list[tuple[Any, Any]], folder: Path, prefix: str) -> list[Path]:
+    """The optimisation history (success rate's Wilson lower bound and p95 peak per candidate, best so far) and
+    the p95 peak vs success scatter with each law's Pareto front and its shipped gains."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7.5, 6.0), sharex=True)
+    for k, (study, rep) in enumerate(pairs):
+        color = f"C{k}"
+        nums = [c.number for c in rep.candidates]
+        low = [(c.stats.get("wilson95") or [None])[0] for c in rep.candidates]
+        p95 = [(c.stats.get(PEAK) or {}).get("p95") for c in rep.candidates]
+        pruned = [c.state == "PRUNED" for c in rep.candidates]
+        ax1.plot(nums, low, "-", color=color, alpha=0.4)
+        ax1.scatter([n for n, p in zip(nums, pruned, strict=True) if not p],
+                    [v for v, p in zip(low, pruned, strict=True) if not p], color=color, label=study.label, s=18)
+        ax1.scatter([n for n, p in zip(nums, pruned, strict=True) if p],
+                    [v for v, p in zip(low, pruned, strict=True) if p], facecolors="none", edgecolors=color, s=18)
+        p95 = [v if v is not None else float("nan") for v in p95]
+        ax2.scatter([n for n, p in zip(nums, pruned, strict=True) if not p],
+                    [v for v, p in zip(p95, pruned, strict=True) if not p], color=color, s=18)
+        ax2.scatter([n for n, p in zip(nums, pruned, strict=True) if p],
+                    [v for v, p in zip(p95, pruned, strict=True) if p], facecolors="none", edgecolors=color, s=18)
+        best = None
+        run = []
+        for c in rep.candidates:  # best p95 so far among the feasible candidates
+            v = (c.stats.get(PEAK) or {}).get("p95")
+            if c.feasible and v is not None:
+                best = v if best is None else min(best, v)
+            run.append(best if best is not None else float("nan"))
+        ax2.step(nums, run, where="post", color=color)
+        if rep.shipped:
+            ax2.axhline(rep.shipped[PEAK]["p95"], color=color, ls=":", lw=1)
+    ax1.set_ylabel("success: Wilson 95% lower bound")
+    ax1.set_ylim(-0.02, 1.02)
+    from matplotlib.ticker import MaxNLocator
+
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax1.legend(fontsize=8, title="filled: complete, hollow: pruned", title_fontsize=7)
+    ax2.set_ylabel("p95 peak truth contact force [N]")
+    ax2.set_xlabel("candidate")
+    ax2.set_title("line: best feasible so far; dotted: shipped gains; hollow: pruned (its trials so far)", fontsize=8)
+    fig.tight_layout()
+    hist = folder / f"{prefix}_history.png"
+    fig.savefig(hist, dpi=110)
+    plt.close(fig)
+
+    from dockbench.sim.campaign.study import Term, pareto_front
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for k, (study, rep) in enumerate(pairs):
+        color = f"C{k}"
+        done = [c for c in rep.candidates if c.state == "COMPLETE"]
+        xs = [(c.stats.get(PEAK) or {}).get("p95") for c in done]
+        ys = [c.stats.get("success_rate") for c in done]
+        ax.scatter(xs, ys, color=color, s=16, alpha=0.5, label=f"{study.label} candidates")
+        pts = [c for c, x in zip(done, xs, strict=True) if x is not None]
+        if pts:
+            import dataclasses
+
+            view = dataclasses.replace(study, objectives=(Term("success_rate", direction="maximize"),
+                                                          Term("p95", PEAK, direction="minimize")), mode="pareto")
+            tagged = [dataclasses.replace(c, values=[c.stats["success_rate"], c.stats[PEAK]["p95"]]) for c in pts]
+            front = sorted(pareto_front(view, tagged), key=lambda c: c.values[1])
+            ax.plot([c.values[1] for c in front], [c.values[0] for c in front], "-o", color=color, ms=4)
+        if rep.shipped:
+            ax.scatter([rep.shipped[PEAK]["p95"]], [rep.shipped["success_rate"]], marker="*", s=150, color=color,
+                       edgecolors="k", label=f"{study.label} shipped")
+    ax.set_xlabel("p95 peak truth contact force [N]")
+    ax.set_ylabel("success rate")
+    ax.set_title("candidates, Pareto front (line) and shipped gains (star)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    par = folder / f"{prefix}_pareto.png"
+    fig.savefig(par, dpi=110)
+    plt.close(fig)
+    return [hist, par]
+
+
+def section(pairs: list[tuple[Any, Any]], figs: list[Path], page: str | None, budget: int) -> str:
+    import os
+
+    study0 = pairs[0][0]
+    camp = study0.campaign
+    axes = ", ".join(f"{a.name} ({len(a.values)})" for a in camp.grid_axes)
+    obj = " then ".join(f"{t.direction} {t.label}" for t in study0.objectives)
+    cons = ", ".join(f"{t.label}" + (f" ≥ {t.min:g}" if t.min is not None else "")
+                     + (f" ≤ {t.max:g}" if t.max is not None else "") for t in study0.constraints) or "none"
+    timing = [f"{s.label}: {r.timing['evaluated']} evaluated now in {r.timing['wall_s']:.0f} s"
+              + (f", study-layer overhead {100 * r.timing['study_overhead_share']:.1f} %"
+                 if r.timing.get("study_overhead_share") is not None else "") for s, r in pairs]
+    lines = [
+        "<!-- BEGIN tune-compare (generated by experiments/tune.py --compare) -->",
+        "## Tuned vs shipped gains",
+        "",
+        f"`dockbench tune --compare {' '.join(str(s.file) for s, _ in pairs)} --candidates {budget}`: each law "
+        f"tuned by the same procedure with the same budget — {budget} candidates × {camp.n_trials} trials "
+        f"(the campaign's grid: {axes or 'one cell'}), sampler {study0.sampler['type']} (seed "
+        f"{study0.sampler['seed']}), objective {obj}, constraints {cons}"
+        + (", pruned once a constraint cannot hold" if study0.prune else "") + ". "
+        "A trial succeeds when it passes every gate of its scenario. Shipped: the scenario's own values on the "
+        "same campaign. Tuned: the best feasible candidate (docs/tuning.md). Peaks are over every trial.",
+        "",
+        *table(pairs),
+        "",
+        "Timing: " + "; ".join(timing) + ".",
+        "",
+    ]
+    base = Path(page).parent if page else Path.cwd()
+    for f in figs:
+        rel = os.path.relpath(f, base)
+        lines.append(f"![{f.stem.replace('_', ' ')}]({rel})")
+        lines.append("")
+    lines.append("<!-- END tune-compare -->")
+    return "\n".join(lines) + "\n"
+
+
+def _print_report(study, rep) -> None:
+    t = rep.timing
+    print(f"study      {study.name} ({study.label}): {len(rep.candidates)} candidates "
+          f"({sum(c.state == 'PRUNED' for c in rep.candidates)} pruned), {rep.timing['evaluated']} evaluated now"
+          + (f", resumed {rep.resumed}" if rep.resumed else ""))
+    if t["evaluated"]:
+        print(f"timing     wall {t['wall_s']:.1f} s, campaigns {t['campaigns_wall_s']:.1f} s → study overhead "
+              f"{_f(t['study_overhead_share'] and 100 * t['study_overhead_share'], '.2f')} %; "
+              f"{_f(t['candidates_per_hour'], '.1f')} candidates/hour on {t['workers']} worker(s)")
+    for line in table([(study, rep)]):
+        print(line)
+    print(f"folder     {rep.out_dir}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("studies", nargs="+", help="study YAML file(s) (docs/tuning.md); several need --compare")
+    ap.add_argument("--out", default="studies", help="parent folder of the study folders (default: studies)")
+    ap.add_argument("--candidates", type=int, default=None,
+                    help="the budget: finished candidates the study should hold (default: the study's candidates)")
+    ap.add_argument("--jobs", "-j", type=int, default=None,
+                    help="worker processes of each candidate's campaign (default: every core; 1 = in this process)")
+    ap.add_argument("--executor", choices=("local", "ray"), default="local",
+                    help="local process pool (default) or Ray (pip extra 'ray')")
+    ap.add_argument("--address", default=None, help="--executor ray: the cluster's address (default: a local one)")
+    ap.add_argument("--compare", action="store_true",
+                    help="tune every study with the same budget and write the tuned-vs-shipped table and figures")
+    ap.add_argument("--md", default=None, metavar="PAGE",
+                    help="--compare: write the table as a section of this markdown page (e.g. docs/results.md) and "
+                    "the figures to its img/ folder; default: print it")
+    ap.add_argument("--no-shipped", action="store_true", help="do not run the shipped gains' campaign")
+    ap.add_argument("--no-holdout", action="store_true",
+                    help="do not run the shipped and best values on the study's held-out cases (holdout:)")
+    ap.add_argument("--fresh", action="store_true", help="delete the study folder first (no resume)")
+    ap.add_argument("--stop-after", type=int, default=None, metavar="N",
+                    help="evaluate at most N candidates in this session (the rest on a rerun)")
+    ap.add_argument("--no-progress", action="store_true", help="no per-candidate lines")
+    args = ap.parse_args(argv)
+    if len(args.studies) > 1 and not args.compare:
+        ap.error("several study files need --compare")
+    if args.md and not args.compare:
+        ap.error("--md writes the --compare table")
+    if args.candidates is not None and args.candidates < 1:
+        ap.error("--candidates must be >= 1")
+
+    from dockbench.sim.campaign.executors import make_executor
+    from dockbench.sim.campaign.study import load_study, run_study
+
+    try:
+        studies = [load_study(f) for f in args.studies]
+        if args.compare:
+            budgets = {s.candidates for s in studies}
+            if args.candidates is None and len(budgets) > 1:
+                raise DockbenchError(f"the studies have different budgets ({sorted(budgets)} candidates): a fair "
+                                     "comparison tunes each with the same; pass --candidates N")
+            trials = {s.campaign.n_trials for s in studies}
+            if len(trials) > 1:
+                raise DockbenchError(f"the studies' campaigns have different trial counts ({sorted(trials)}): a fair "
+                                     "comparison runs each law on the same envelope")
+        budget = args.candidates or studies[0].candidates
+        executor = make_executor(args.executor, args.jobs, args.address)
+        pairs = []
+        try:
+            for s in studies:
+                rep = run_study(s, args.out, executor, candidates=budget, shipped=not args.no_shipped,
+                                fresh=args.fresh, progress=None if args.no_progress else sys.stderr,
+                                stop_after=args.stop_after, holdout=not args.no_holdout)
+                pairs.append((s, rep))
+                _print_report(s, rep)
+        finally:
+            executor.close()
+        if not args.compare:
+            s, rep = pairs[0]
+            figs = figures(pairs, rep.out_dir, "study")
+            print(f"figures    {', '.join(str(f) for f in figs)}")
+            return 0
+        from dockbench.experiments.compare import emit_section
+
+        img = Path(args.md).parent / "img" if args.md else Path(args.out)
+        figs = figures(pairs, img, "tune_compare")
+        emit_section(section(pairs, figs, args.md, budget), args.md, "tuned-vs-shipped")
+    except DockbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: rerun the same command to resume", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

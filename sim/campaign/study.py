@@ -1,0 +1,989 @@
+"""Robust gain tuning over a campaign (docs/tuning.md is the reference): a *study* is a campaign, a search
+space over scenario keys and an objective computed from the campaign's per-trial results; Optuna proposes
+the candidates and keeps the study in a SQLite file in the study folder.
+
+::
+
+    name: fr3_keyed_khatib                 # the study folder's name
+    label: Khatib                          # the law's name in a --compare table (default: name)
+    campaign:                              # a campaign (docs/campaigns.md), inline or a file path
+      base: ../keyed/fr3_keyed_khatib.yaml
+      axes: [{key: target.belief_offset.position.0, values: [-0.006, 0.006], name: dx}]
+      telemetry: none
+    search:                                # what the tuner may change: scenario key paths
+      - {key: controller.k, type: float, low: 400, high: 2000, log: true}
+      - {key: controller.d, type: float, low: 200, high: 1200}
+      - {key: controller.feedforward, type: categorical, choices: [hybrid, velocity]}
+    objectives:                            # one (single objective), or several: lexicographic or pareto
+      - {stat: success_wilson_low, direction: maximize}
+      - {stat: p95, metric: contact.peak_force_truth, direction: minimize, scale: 25.0}
+    mode: lexicographic
+    constraints:                           # feasible when every one holds
+      - {stat: success_rate, min: 1.0}
+      - {stat: max, metric: contact.peak_force_truth, max: 25.0}
+    prune: true                            # stop a candidate's campaign once a constraint cannot hold
+    candidates: 12                         # the budget
+    sampler: {type: tpe, seed: 0, startup: 4}
+
+Study folder ``<out>/<name>/``: ``study.yaml`` (a copy), ``study.db`` (Optuna's RDB storage: SQLite; open it
+with ``optuna-dashboard sqlite:///study.db``), ``shipped/`` (the campaign with the scenario's own values),
+``candidates/c0000/`` … (each candidate's campaign: an ordinary campaign folder), ``candidates.csv`` and
+``study.json`` (every candidate's parameters, statistics, objective values and state; the best).
+
+Resuming after any kill: candidates are evaluated one at a time; a candidate that was RUNNING when the
+driver died is evaluated again with its stored parameters in its own campaign folder, whose finished trials
+the campaign tool keeps (nothing lost, no candidate asked twice). The sampler is re-seeded per candidate
+from (study seed, candidate number), so a resumed study proposes what an uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import hashlib
+import io
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+from dockbench.sim.campaign.spec import (
+    Campaign,
+    _err,
+    _int,
+    _number,
+    campaign_from_dict,
+    check_tree,
+    load_campaign,
+    read_yaml,
+)
+from dockbench.sim.campaign.stats import quantiles, wilson_interval
+from dockbench.sim.errors import DockbenchError, ScenarioError
+
+TOP_KEYS = ("name", "label", "description", "campaign", "search", "objectives", "mode", "constraints", "prune",
+            "candidates", "sampler", "holdout")
+PARAM_TYPES = ("float", "int", "categorical")
+#: statistics of a candidate's campaign: success (every gate passed) and quantiles of a metric over its trials
+SUCCESS_STATS = ("success_rate", "success_wilson_low")
+METRIC_STATS = ("median", "p95", "max", "mean")
+STATS = SUCCESS_STATS + METRIC_STATS
+DIRECTIONS = ("minimize", "maximize")
+MODES = ("lexicographic", "pareto")
+SAMPLERS = ("tpe", "cmaes", "nsga2", "random")
+#: the secondary term of a lexicographic objective is clipped to [-CAP, CAP] (after its scale)
+LEX_CAP = 10.0
+#: the study folder's database, lock and records
+DB_FILE = "study.db"
+MAX_CANDIDATES = 100_000
+
+
+@dataclass(frozen=True)
+class SearchParam:
+    """One searched scenario key: ``float`` (``low``, ``high``, ``log``, ``step``), ``int`` (``low``, ``high``,
+    ``step``, ``log``) or ``categorical`` (``choices``)."""
+
+    key: str
+    kind: str
+    low: float | int | None = None
+    high: float | int | None = None
+    log: bool = False
+    step: float | int | None = None
+    choices: tuple[Any, ...] = ()
+
+    def distribution(self) -> Any:
+        import optuna
+
+        if self.kind == "float":
+            return optuna.distributions.FloatDistribution(self.low, self.high, log=self.log, step=self.step)
+        if self.kind == "int":
+            return optuna.distributions.IntDistribution(self.low, self.high, log=self.log, step=self.step or 1)
+        return optuna.distributions.CategoricalDistribution(list(self.choices))
+
+    def corners(self) -> list[Any]:
+        """The values that validate the key against the scenario schema: the bounds, or every choice."""
+        return list(self.choices) if self.kind == "categorical" else [self.low, self.high]
+
+
+@dataclass(frozen=True)
+class Term:
+    """A statistic of a candidate's campaign: ``stat`` (:data:`STATS`) of ``metric`` (metric stats only);
+    as an objective with a ``direction`` (and, secondary in a lexicographic objective, a ``scale``); as a
+    constraint with a ``min`` and/or ``max``."""
+
+    stat: str
+    metric: str | None = None
+    direction: str = "minimize"
+    scale: float = 1.0
+    min: float | None = None
+    max: float | None = None
+
+    @property
+    def label(self) -> str:
+        return self.stat if self.metric is None else f"{self.stat}({self.metric})"
+
+
+@dataclass(frozen=True)
+class Study:
+    """A parsed study file (see the module docstring)."""
+
+    name: str
+    label: str
+    description: str
+    file: Path
+    campaign: Campaign
+    search: tuple[SearchParam, ...]
+    objectives: tuple[Term, ...]
+    mode: str
+    constraints: tuple[Term, ...]
+    prune: bool
+    candidates: int
+    sampler: dict[str, Any]
+    #: the held-out campaign (the study's campaign with the ``holdout`` axes), None without one
+    holdout: Campaign | None = None
+
+    @property
+    def directions(self) -> list[str]:
+        if len(self.objectives) == 1:
+            return [self.objectives[0].direction]
+        return [t.direction for t in self.objectives] if self.mode == "pareto" else ["minimize"]
+
+    def fingerprint(self) -> str:
+        """What a resumed study must share with the stored one: search space, objectives, constraints, pruning,
+        sampler and the campaign's trials (their scenarios' overrides and seeds)."""
+        camp = self.campaign
+        data = {
+            "search": [dataclasses.asdict(p) for p in self.search],
+            "objectives": [dataclasses.asdict(t) for t in self.objectives], "mode": self.mode,
+            "constraints": [dataclasses.asdict(t) for t in self.constraints], "prune": self.prune,
+            "sampler": self.sampler,
+            "trials": [(t.trial_id, str(t.base), t.set_layers, t.overrides) for t in camp.trials()],
+        }
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------ statistics
+def success_counts(rows: list[dict[str, Any]]) -> tuple[int, int]:
+    """(passed, trials) of a campaign's rows: a trial succeeds when its verdict is PASS (every gate)."""
+    return sum(r["verdict"] == "PASS" for r in rows), len(rows)
+
+
+def stat_value(term: Term, rows: list[dict[str, Any]]) -> float | None:
+    """``term``'s statistic over a candidate's rows (results.csv's rows, as :func:`run_campaign` returns them):
+    the success rate, the Wilson 95% lower bound of it, or the median / p95 (numpy's linear interpolation) /
+    max / mean of a metric over the trials where it is finite. None when there is nothing to compute it on."""
+    if term.stat in SUCCESS_STATS:
+        k, n = success_counts(rows)
+        if n == 0:
+            return None
+        return k / n if term.stat == "success_rate" else wilson_interval(k, n)[0]
+    values = [r["metrics"].get(term.metric) for r in rows]
+    if term.stat == "mean":
+        x = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+        return float(np.mean(x)) if x else None
+    return quantiles(values)[term.stat]
+
+
+def wilson_low_step(n: int) -> float:
+    """The smallest rise of the Wilson 95% lower bound between k and k + 1 successes of n trials (k = 0 … n-1):
+    how far apart two distinct success counts keep a lexicographic objective's first term."""
+    lows = [wilson_interval(k, n)[0] for k in range(n + 1)]
+    return float(min(b - a for a, b in zip(lows, lows[1:], strict=False)))
+
+
+def lexicographic_value(primary: Term, secondary: Term, rows: list[dict[str, Any]], n_trials: int) -> float:
+    """A scalar (minimised) that orders candidates by ``primary`` (a success statistic, maximised) first and
+    ``secondary`` second: ``J = K (1 - s1) + clip(±s2 / scale, -CAP, CAP)`` with ``K = 4 CAP / Δ``, Δ the
+    smallest step of s1 over ``n_trials`` (1/n for the rate, :func:`wilson_low_step` for the Wilson bound), so
+    one more success always outweighs any change of the secondary term. A missing secondary counts as its
+    worst (``CAP``)."""
+    s1 = stat_value(primary, rows)
+    s1 = 0.0 if s1 is None else s1
+    step = 1.0 / n_trials if primary.stat == "success_rate" else wilson_low_step(n_trials)
+    big = 4.0 * LEX_CAP / step
+    s2 = stat_value(secondary, rows)
+    if s2 is None:
+        t2 = LEX_CAP
+    else:
+        sign = 1.0 if secondary.direction == "minimize" else -1.0
+        t2 = min(max(sign * s2 / secondary.scale, -LEX_CAP), LEX_CAP)
+    return big * (1.0 - s1) + t2
+
+
+def objective_values(study: Study, rows: list[dict[str, Any]], n_trials: int | None = None) -> list[float]:
+    """The values Optuna is told for a finished candidate: one per direction of the study. A missing statistic
+    is the worst value (``inf`` minimised, ``-inf`` maximised)."""
+    n = n_trials or len(rows)
+    if len(study.objectives) > 1 and study.mode == "lexicographic":
+        return [lexicographic_value(study.objectives[0], study.objectives[1], rows, n)]
+    out = []
+    for t in study.objectives:
+        v = stat_value(t, rows)
+        out.append((math.inf if t.direction == "minimize" else -math.inf) if v is None else float(v))
+    return out
+
+
+def constraint_values(study: Study, rows: list[dict[str, Any]]) -> list[float]:
+    """One value per bound of every constraint, Optuna's convention: ≤ 0 holds (``min - x``, ``x - max``);
+    a statistic that cannot be computed violates its bounds by 1."""
+    out = []
+    for t in study.constraints:
+        v = stat_value(t, rows)
+        for bound, sign in ((t.min, -1.0), (t.max, 1.0)):
+            if bound is not None:
+                out.append(1.0 if v is None else sign * (v - bound))
+    return out
+
+
+def can_still_hold(study: Study, rows: list[dict[str, Any]], n_trials: int) -> bool:
+    """False once a constraint can no longer hold whatever the candidate's remaining trials give (the
+    pruning test): a minimum success rate or Wilson bound with more failures than it allows, or a maximum of a
+    metric's ``max`` that a trial already exceeded. Other constraints (quantiles) are not decided early."""
+    k, n = success_counts(rows)
+    failures = n - k
+    for t in study.constraints:
+        if t.stat in SUCCESS_STATS and t.min is not None:
+            best = n_trials - failures  # every remaining trial succeeding
+            v = best / n_trials if t.stat == "success_rate" else wilson_interval(best, n_trials)[0]
+            if v < t.min:
+                return False
+        if t.stat == "max" and t.max is not None:
+            v = stat_value(t, rows)
+            if v is not None and v > t.max:
+                return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------ parsing
+def _term(item: Any, file: Path, where: str, role: str) -> Term:
+    from dockbench.telemetry.metrics import METRICS
+
+    allowed = ("stat", "metric", "direction", "scale") if role == "objective" else ("stat", "metric", "min", "max")
+    if not isinstance(item, dict):
+        raise _err(f"expected a mapping with {', '.join(allowed)}", file, where)
+    unknown = set(item) - set(allowed)
+    if unknown:
+        raise _err(f"unknown key(s) {', '.join(sorted(map(str, unknown)))}; allowed: {', '.join(allowed)}", file, where)
+    stat = item.get("stat")
+    if stat not in STATS:
+        raise _err(f"got {stat!r}; allowed: {', '.join(STATS)}", file, f"{where}.stat")
+    metric = item.get("metric")
+    if stat in SUCCESS_STATS:
+        if metric is not None:
+            raise _err(f"{stat} is the share of trials that pass every gate; it takes no metric", file,
+                       f"{where}.metric")
+    else:
+        if metric not in METRICS:
+            raise _err(f"{stat} needs a metric; got {metric!r}; see docs/metrics.md (e.g. contact.peak_force_truth)",
+                       file, f"{where}.metric")
+    if role == "objective":
+        direction = item.get("direction", "maximize" if stat in SUCCESS_STATS else "minimize")
+        if direction not in DIRECTIONS:
+            raise _err(f"got {direction!r}; allowed: {', '.join(DIRECTIONS)}", file, f"{where}.direction")
+        scale = _number(item.get("scale", 1.0), file, f"{where}.scale")
+        if not scale > 0:
+            raise _err(f"must be > 0, got {scale}", file, f"{where}.scale")
+        return Term(stat, metric, direction=direction, scale=scale)
+    lo = None if item.get("min") is None else _number(item["min"], file, f"{where}.min")
+    hi = None if item.get("max") is None else _number(item["max"], file, f"{where}.max")
+    if lo is None and hi is None:
+        raise _err("give min and/or max", file, where)
+    if lo is not None and hi is not None and lo > hi:
+        raise _err(f"min {lo} > max {hi}", file, where)
+    return Term(stat, metric, min=lo, max=hi)
+
+
+def _param(item: Any, i: int, file: Path) -> SearchParam:
+    from dockbench.sim.overrides import format_path, parse_path
+
+    where = f"search[{i}]"
+    allowed = ("key", "type", "low", "high", "log", "step", "choices")
+    if not isinstance(item, dict):
+        raise _err(f"expected a mapping with {', '.join(allowed)}", file, where)
+    unknown = set(item) - set(allowed)
+    if unknown:
+        raise _err(f"unknown key(s) {', '.join(sorted(map(str, unknown)))}; allowed: {', '.join(allowed)}", file, where)
+    key = item.get("key")
+    if not isinstance(key, str) or not key:
+        raise _err(f"expected a scenario key path (e.g. controller.k), got {key!r}", file, f"{where}.key")
+    try:
+        key = format_path(parse_path(key, where=f"{where}.key"))
+    except ScenarioError as exc:
+        raise _err(exc.detail, file, f"{where}.key") from None
+    kind = item.get("type", "categorical" if "choices" in item else "float")
+    if kind not in PARAM_TYPES:
+        raise _err(f"got {kind!r}; allowed: {', '.join(PARAM_TYPES)}", file, f"{where}.type")
+    if kind == "categorical":
+        extra = set(item) & {"low", "high", "log", "step"}
+        if extra:
+            raise _err(f"a categorical parameter takes choices, not {', '.join(sorted(extra))}", file, where)
+        choices = item.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise _err("expected a non-empty list of values", file, f"{where}.choices")
+        for j, c in enumerate(choices):
+            if not (c is None or isinstance(c, (bool, int, float, str))):
+                raise _err(f"a choice is a number, string, bool or null, got {c!r}", file, f"{where}.choices[{j}]")
+        if len({json.dumps(c) for c in choices}) != len(choices):
+            raise _err(f"choices must differ, got {choices}", file, f"{where}.choices")
+        return SearchParam(key, kind, choices=tuple(choices))
+    if "choices" in item:
+        raise _err(f"choices belong to type categorical (this one is {kind})", file, f"{where}.choices")
+    for k in ("low", "high"):
+        if k not in item:
+            raise _err("required key missing", file, f"{where}.{k}")
+    if kind == "int":
+        lo = _int(item["low"], file, f"{where}.low", -(2**62), 2**62)
+        hi = _int(item["high"], file, f"{where}.high", -(2**62), 2**62)
+        step = _int(item.get("step", 1), file, f"{where}.step", 1, 2**62)
+    else:
+        lo, hi = _number(item["low"], file, f"{where}.low"), _number(item["high"], file, f"{where}.high")
+        step = None if item.get("step") is None else _number(item["step"], file, f"{where}.step")
+        if step is not None and not step > 0:
+            raise _err(f"must be > 0, got {step}", file, f"{where}.step")
+    if not lo < hi:
+        raise _err(f"low must be < high, got {lo} and {hi}", file, where)
+    log = item.get("log", False)
+    if not isinstance(log, bool):
+        raise _err(f"expected true/false, got {log!r}", file, f"{where}.log")
+    if log and lo <= 0:
+        raise _err(f"a log scale needs low > 0, got {lo}", file, f"{where}.low")
+    if log and step not in (None, 1):
+        raise _err("a log scale takes no step", file, f"{where}.step")
+    return SearchParam(key, kind, lo, hi, log, step if kind == "int" or step is not None else None)
+
+
+def _campaign(value: Any, file: Path, name: str) -> Campaign:
+    if isinstance(value, str):
+        p = Path(value)
+        p = p if p.is_absolute() else file.parent / p
+        if not p.is_file():
+            raise _err(f"campaign file not found: {value} (looked at {p.resolve()})", file, "campaign")
+        return load_campaign(p)
+    if not isinstance(value, dict):
+        raise _err("expected a campaign mapping (docs/campaigns.md) or a campaign file path", file, "campaign")
+    data = {"name": name, **value}
+    try:
+        return campaign_from_dict(data, file)
+    except ScenarioError as exc:  # the inline campaign's keys are under campaign.
+        key = f"campaign.{exc.key}" if exc.key else "campaign"
+        raise ScenarioError(exc.detail, file=str(file), key=key) from None
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and validate a study file: its campaign (docs/campaigns.md), its search space (every key checked
+    against the scenario schema at its bounds and choices), objectives, constraints and sampler.
+
+    Raises:
+        ScenarioError: one line naming the file, the key path and what is allowed.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise _err(f"study file not found (looked at {file.resolve()})", file)
+    data = read_yaml(file, "study file")
+    return study_from_dict(data, file)
+
+
+def study_from_dict(data: Any, file: Path) -> Study:
+    """Validate a study mapping (see :func:`load_study`)."""
+    if not isinstance(data, dict):
+        raise _err("the study must be a YAML mapping", file)
+    check_tree(data, file, "")
+    for k in data:
+        if k not in TOP_KEYS:
+            raise _err(f"unknown top-level key {k!r}; allowed: {', '.join(TOP_KEYS)}", file)
+    for k in ("name", "campaign", "search", "objectives"):
+        if k not in data:
+            raise _err("required key missing", file, k)
+    name = data["name"]
+    if (not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith(".")
+            or len(name) > 100 or any(ord(c) < 32 for c in name)):
+        raise _err(f"expected a folder name (≤ 100 characters, no '/', not starting with '.'), got {name!r}", file,
+                   "name")
+    label = data.get("label", name)
+    description = data.get("description", "")
+    for k, v in (("label", label), ("description", description)):
+        if not isinstance(v, str):
+            raise _err(f"expected a string, got {v!r}", file, k)
+    camp = _campaign(data["campaign"], file, name)
+    holdout = _holdout(data, camp, file)
+    raw = data["search"]
+    if not isinstance(raw, list) or not raw:
+        raise _err("expected a non-empty list of {key, type, low, high | choices}", file, "search")
+    search = tuple(_param(item, i, file) for i, item in enumerate(raw))
+    keys = [p.key for p in search]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise _err(f"searched twice: {', '.join(dup)}", file, "search")
+    axis_keys = {k for a in camp.axes for k in a.keys}
+    for i, p in enumerate(search):
+        if p.key in axis_keys:
+            raise _err(f"{p.key} is an axis of the campaign; a key is either searched or swept", file,
+                       f"search[{i}].key")
+    raw_obj = data["objectives"]
+    raw_obj = [raw_obj] if isinstance(raw_obj, dict) else raw_obj
+    if not isinstance(raw_obj, list) or not raw_obj:
+        raise _err("expected an objective {stat, metric?, direction} or a list of them", file, "objectives")
+    objectives = tuple(_term(t, file, f"objectives[{i}]", "objective") for i, t in enumerate(raw_obj))
+    mode = data.get("mode", "lexicographic")
+    if mode not in MODES:
+        raise _err(f"got {mode!r}; allowed: {', '.join(MODES)}", file, "mode")
+    if len(objectives) > 1 and mode == "lexicographic":
+        if len(objectives) != 2:
+            raise _err(f"a lexicographic objective has 2 terms (a success statistic, then another), got "
+                       f"{len(objectives)}; use mode: pareto for more", file, "objectives")
+        first = objectives[0]
+        if first.stat not in SUCCESS_STATS or first.direction != "maximize":
+            raise _err(f"the first term of a lexicographic objective is a maximised success statistic "
+                       f"({', '.join(SUCCESS_STATS)}), got {first.direction} {first.stat}", file, "objectives[0]")
+    raw_con = data.get("constraints") or []
+    if not isinstance(raw_con, list):
+        raise _err("expected a list of {stat, metric?, min?, max?}", file, "constraints")
+    constraints = tuple(_term(t, file, f"constraints[{i}]", "constraint") for i, t in enumerate(raw_con))
+    prune = data.get("prune", True)
+    if not isinstance(prune, bool):
+        raise _err(f"expected true/false, got {prune!r}", file, "prune")
+    candidates = _int(data.get("candidates", 20), file, "candidates", 1, MAX_CANDIDATES)
+    sampler = _sampler(data.get("sampler") or {}, file, multi=len(objectives) > 1 and mode == "pareto")
+    study = Study(name, label, description, file, camp, search, objectives, mode, constraints, prune, candidates,
+                  sampler, holdout)
+    validate_search(study)
+    return study
+
+
+def _holdout(data: dict[str, Any], camp: Campaign, file: Path) -> Campaign | None:
+    """The held-out campaign: the study's campaign with ``holdout.axes`` instead of its axes (cases the tuner
+    never saw: the shipped and the best values are run on them after the study)."""
+    raw = data.get("holdout")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"axes"}:
+        raise _err("expected {axes: [...]} (campaign axes, docs/campaigns.md)", file, "holdout")
+    value = data["campaign"]
+    base = read_yaml(file.parent / value, "campaign file") if isinstance(value, str) else dict(value)
+    if not isinstance(base, dict):
+        raise _err("the campaign must be a mapping", file, "campaign")
+    where = file if isinstance(value, dict) else file.parent / value
+    base = {**base, "name": "holdout", "axes": raw["axes"], "figures": {}}
+    if isinstance(value, str):  # the campaign file's base path is relative to that file
+        base["base"] = str((where.parent / base["base"]).resolve()) if isinstance(base.get("base"), str) else None
+    try:
+        return campaign_from_dict(base, where)
+    except ScenarioError as exc:
+        key = f"holdout.{exc.key}" if exc.key else "holdout"
+        raise ScenarioError(exc.detail, file=str(file), key=key) from None
+
+
+def _sampler(raw: Any, file: Path, multi: bool) -> dict[str, Any]:
+    allowed = ("type", "seed", "startup", "population")
+    if not isinstance(raw, dict):
+        raise _err(f"expected a mapping with {', '.join(allowed)}", file, "sampler")
+    unknown = set(raw) - set(allowed)
+    if unknown:
+        raise _err(f"unknown key(s) {', '.join(sorted(map(str, unknown)))}; allowed: {', '.join(allowed)}", file,
+                   "sampler")
+    kind = raw.get("type", "nsga2" if multi else "tpe")
+    if kind not in SAMPLERS:
+        raise _err(f"got {kind!r}; allowed: {', '.join(SAMPLERS)}", file, "sampler.type")
+    if kind == "cmaes" and multi:
+        raise _err("CMA-ES is single-objective; a pareto study takes nsga2, tpe or random", file, "sampler.type")
+    return {"type": kind, "seed": _int(raw.get("seed", 0), file, "sampler.seed", 0, 2**32 - 1),
+            "startup": _int(raw.get("startup", 5), file, "sampler.startup", 0, MAX_CANDIDATES),
+            "population": _int(raw.get("population", 8), file, "sampler.population", 2, MAX_CANDIDATES)}
+
+
+def validate_search(study: Study) -> None:
+    """Build the scenario of the campaign's first trial with every searched key at each of its bounds (or
+    choices): a key the scenario schema does not know, or a bound outside the key's own bounds, is a one-line
+    error naming the study file, ``search[i]`` and what the schema said."""
+    from dockbench.sim.campaign.runner import _read_base
+    from dockbench.sim.scenario import scenario_from_dict
+
+    camp = study.campaign
+    firsts = {}
+    for t in camp.trials():
+        firsts.setdefault(t.variant, t)
+    for v, t in firsts.items():
+        base = _read_base(t.base)
+        for i, p in enumerate(study.search):
+            for value in p.corners():
+                cand = candidate_campaign(study, {p.key: value}, camp.name)
+                trial = next(x for x in cand.trials() if x.variant == v)
+                try:
+                    scenario_from_dict(trial.scenario_data(base), file=str(t.base))
+                except ScenarioError as exc:
+                    where = f"{exc.key}: " if exc.key else ""
+                    raise _err(f"{p.key} = {value!r} does not validate ({where}{exc.detail})", study.file,
+                               f"search[{i}]") from None
+
+
+def candidate_campaign(study: Study, params: dict[str, Any], name: str) -> Campaign:
+    """The study's campaign with ``params`` (key path → value) applied to every trial after the campaign's and
+    the variants' ``set`` (the axes' values come last; a searched key is never an axis), named ``name``."""
+    camp = study.campaign
+    if camp.variants:
+        variants = tuple(dataclasses.replace(v, set={**copy.deepcopy(v.set or {}), **params}) for v in camp.variants)
+        return dataclasses.replace(camp, name=name, variants=variants)
+    return dataclasses.replace(camp, name=name, set={**copy.deepcopy(camp.set or {}), **params})
+
+
+# ------------------------------------------------------------------------------------------ Optuna
+def _optuna() -> Any:
+    from dockbench.sim.extras import require
+
+    optuna = require("optuna", "tune", "robust gain tuning (dockbench tune)")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def candidate_seed(seed: int, number: int, salt: int = 0) -> int:
+    """The sampler's seed for candidate ``number`` (a 32-bit word of ``SeedSequence([seed, 0x7E5E],
+    spawn_key=(number, salt))``; ``salt`` 0 for the candidate's relative sampling, a hash of a parameter's name
+    for its independent sampling)."""
+    key = (number,) if salt == 0 else (number, salt)
+    return int(np.random.SeedSequence([seed, 0x7E5E], spawn_key=key).generate_state(1)[0])
+
+
+def suggest(trial: Any, p: SearchParam) -> Any:
+    """``p``'s value for ``trial`` (the stored one if the trial has it, else proposed by the study's sampler)."""
+    if p.kind == "float":
+        return trial.suggest_float(p.key, p.low, p.high, log=p.log, step=p.step)
+    if p.kind == "int":
+        return trial.suggest_int(p.key, p.low, p.high, log=p.log, step=p.step or 1)
+    return trial.suggest_categorical(p.key, list(p.choices))
+
+
+def make_sampler(study: Study) -> Any:
+    """A sampler that builds a fresh Optuna sampler for every candidate, seeded by :func:`candidate_seed`: its
+    proposals depend on the seed, the candidate's number and the stored history only — not on how many
+    processes the study ran in (a resumed study proposes what an uninterrupted one would)."""
+    optuna = _optuna()
+    cfg = study.sampler
+    constraints = _constraints_func if study.constraints and not _HAS_SET_CONSTRAINT(optuna) else None
+
+    def build(seed: int) -> Any:
+        s = optuna.samplers
+        if cfg["type"] == "tpe":
+            return s.TPESampler(seed=seed, n_startup_trials=cfg["startup"], multivariate=True,
+                                constraints_func=constraints)
+        if cfg["type"] == "cmaes":
+            return s.CmaEsSampler(seed=seed, n_startup_trials=cfg["startup"], warn_independent_sampling=False)
+        if cfg["type"] == "nsga2":
+            return s.NSGAIISampler(seed=seed, population_size=cfg["population"], constraints_func=constraints)
+        return s.RandomSampler(seed=seed)
+
+    class PerCandidateSampler(optuna.samplers.BaseSampler):
+        """Relative sampling by a sampler seeded for the candidate's number; independent sampling by one seeded
+        for (number, parameter name): a parameter's value does not depend on which of the candidate's other
+        parameters were already stored (a driver killed half-way through a proposal resumes it unchanged)."""
+
+        def __init__(self) -> None:
+            self._cache: dict[tuple[int, str], Any] = {}
+
+        def _for(self, number: int, name: str = "") -> Any:
+            key = (number, name)
+            if key not in self._cache:
+                if len(self._cache) > 64:
+                    self._cache.clear()
+                salt = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little") if name else 0
+                self._cache[key] = build(candidate_seed(cfg["seed"], number, salt))
+            return self._cache[key]
+
+        def infer_relative_search_space(self, st: Any, trial: Any) -> Any:
+            return self._for(trial.number).infer_relative_search_space(st, trial)
+
+        def sample_relative(self, st: Any, trial: Any, space: Any) -> Any:
+            return self._for(trial.number).sample_relative(st, trial, space)
+
+        def sample_independent(self, st: Any, trial: Any, name: str, dist: Any) -> Any:
+            return self._for(trial.number, name).sample_independent(st, trial, name, dist)
+
+        def before_trial(self, st: Any, trial: Any) -> None:
+            self._for(trial.number).before_trial(st, trial)
+
+        def after_trial(self, st: Any, trial: Any, state: Any, values: Any) -> None:
+            self._for(trial.number).after_trial(st, trial, state, values)
+
+        def reseed_rng(self) -> None:  # the seeds are the candidates': nothing to reseed
+            pass
+
+    return PerCandidateSampler()
+
+
+def _constraints_func(trial: Any) -> list[float]:
+    return list(trial.user_attrs.get("constraints", [1.0]))
+
+
+class PruningExecutor:
+    """An executor that stops handing out a candidate's trials once ``keep_going(results so far)`` is False
+    (the trials in flight are dropped; the campaign records what finished)."""
+
+    def __init__(self, inner: Any, keep_going: Callable[[list[Any]], bool]):
+        self.inner, self.keep_going = inner, keep_going
+        self.name, self.workers = inner.name, inner.workers
+        self.stopped = False
+
+    @property
+    def restarts(self) -> int:
+        return getattr(self.inner, "restarts", 0)
+
+    def run(self, tasks: Iterable[Any], *args: Any) -> Iterator[Any]:
+        seen: list[Any] = []
+        gen = self.inner.run(tasks, *args)
+        try:
+            for res in gen:
+                yield res
+                seen.append(res)
+                if not self.keep_going(seen):
+                    self.stopped = True
+                    return
+        finally:
+            gen.close()
+
+    def close(self) -> None:
+        pass
+
+
+# ------------------------------------------------------------------------------------------ the driver
+@dataclass
+class Candidate:
+    """One evaluated candidate: its number, parameters, state (COMPLETE, PRUNED), values and statistics."""
+
+    number: int
+    params: dict[str, Any]
+    state: str
+    values: list[float] | None
+    constraints: list[float]
+    feasible: bool
+    stats: dict[str, Any]
+    folder: str
+    wall_s: float
+
+
+@dataclass
+class StudyReport:
+    """What :func:`run_study` did: the folder, every candidate (in number order), the shipped baseline's stats,
+    the best candidate (None when none is feasible and complete), the timing."""
+
+    out_dir: Path
+    candidates: list[Candidate]
+    shipped: dict[str, Any] | None
+    best: Candidate | None
+    evaluated: int
+    resumed: list[int]
+    timing: dict[str, Any]
+    #: the held-out campaign's stats of the shipped and the best values (``shipped``, ``tuned``), or None
+    holdout: dict[str, Any] | None = None
+
+
+def campaign_stats(rows: list[dict[str, Any]], campaign: Campaign) -> dict[str, Any]:
+    """The numbers a comparison quotes: trials, passed, success rate with its Wilson 95% interval, median / p95 /
+    max peak truth contact force, median time to seat, and the campaign's key metrics' quantiles."""
+    k, n = success_counts(rows)
+    ci = wilson_interval(k, n)
+    out = {"trials": n, "passed": k, "success_rate": k / n if n else None, "wilson95": list(ci) if ci else None,
+           "planned": campaign.n_trials}
+    for m in dict.fromkeys(("contact.peak_force_truth", "docking.time_to_seat", *campaign.metrics)):
+        out[m] = quantiles([r["metrics"].get(m) for r in rows])
+    return out
+
+
+def _stats_of(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    stats = campaign_stats(rows, study.campaign)
+    for t in (*study.objectives, *study.constraints):
+        stats[t.label] = stat_value(t, rows)
+    return stats
+
+
+def evaluate(study: Study, number: int, params: dict[str, Any], out: Path, executor: Any,
+             progress: TextIO | None) -> Candidate:
+    """Run (or resume) candidate ``number``'s campaign in ``<out>/candidates/c<number>`` and score it: pruned
+    (when the study prunes) once a constraint can no longer hold."""
+    from dockbench.sim.campaign.runner import run_campaign
+
+    name = f"c{number:04d}"
+    camp = candidate_campaign(study, params, name)
+    n = camp.n_trials
+
+    def keep_going(results: list[Any]) -> bool:
+        # the trials run in this session (a resumed candidate's earlier trials are judged with the rest at the end)
+        rows = [{"verdict": r.verdict, "metrics": r.metrics or {}} for r in results]
+        return can_still_hold(study, rows, n)
+
+    ex = PruningExecutor(executor, keep_going) if study.prune and study.constraints else executor
+    folder = out / "candidates"
+    t0 = time.perf_counter()
+    report = run_campaign(camp, folder, ex, progress=None, figures=False, max_hours=None)
+    wall = time.perf_counter() - t0
+    if report.interrupted:
+        raise KeyboardInterrupt
+    rows = report.rows
+    cons = constraint_values(study, rows)
+    feasible = all(c <= 0 for c in cons)
+    pruned = study.prune and bool(study.constraints) and not can_still_hold(study, rows, n)
+    finished = len(rows) == n
+    if not pruned and not finished:  # trials missing without a reason to prune: an interruption
+        raise DockbenchError(f"{report.out_dir}: {len(rows)} of {n} trials finished; rerun to resume")
+    values = None if pruned else objective_values(study, rows, n)
+    state = "PRUNED" if pruned else "COMPLETE"
+    stats = _stats_of(study, rows)
+    stats["campaign_wall_s"] = report.summary["timing"]["wall_s"]
+    cand = Candidate(number, dict(params), state, values, cons, feasible and not pruned, stats,
+                     str(Path("candidates") / name), wall)
+    if progress is not None:
+        ci = stats["wilson95"]
+        pk = stats["contact.peak_force_truth"]["p95"]
+        progress.write(f"candidate {number}: {state.lower()}  {stats['passed']}/{stats['trials']} passed"
+                       + (f" (Wilson [{ci[0]:.2f}, {ci[1]:.2f}])" if ci else "")
+                       + (f", p95 peak {pk:.2f} N" if pk is not None else "")
+                       + (f", value {', '.join(f'{v:.4g}' for v in values)}" if values else "")
+                       + f"  {_fmt_params(params)}  ({wall:.0f} s)\n")
+        progress.flush()
+    return cand
+
+
+def _fmt_params(params: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+
+
+def _tell(ostudy: Any, trial: Any, cand: Candidate) -> None:
+    """Record ``cand`` on its Optuna trial (constraints and statistics first: the sampler reads them) and
+    finish the trial."""
+    optuna = _optuna()
+    trial.set_user_attr("constraints", cand.constraints)
+    trial.set_user_attr("folder", cand.folder)
+    trial.set_user_attr("stats", json.loads(json.dumps(cand.stats, default=str)))
+    if _HAS_SET_CONSTRAINT(optuna):
+        for i, c in enumerate(cand.constraints):
+            trial.set_constraint(f"c{i}", c)
+    if cand.state == "PRUNED":
+        ostudy.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    else:
+        ostudy.tell(trial, [v if math.isfinite(v) else (1e300 if v > 0 else -1e300) for v in cand.values])
+
+
+def _HAS_SET_CONSTRAINT(optuna: Any) -> bool:  # noqa: N802 - a feature test
+    """Optuna ≥ 5 takes a trial's constraints with Trial.set_constraint (constraints_func is deprecated)."""
+    return hasattr(optuna.trial.Trial, "set_constraint")
+
+
+def _from_frozen(t: Any) -> Candidate:
+    stats = t.user_attrs.get("stats", {})
+    cons = list(t.user_attrs.get("constraints", []))
+    return Candidate(t.number, dict(t.params), t.state.name, list(t.values) if t.values else None, cons,
+                     t.state.name == "COMPLETE" and all(c <= 0 for c in cons), stats,
+                     t.user_attrs.get("folder", ""), float(stats.get("campaign_wall_s") or 0.0))
+
+
+def best_candidate(study: Study, cands: list[Candidate]) -> Candidate | None:
+    """The best feasible complete candidate (single objective: the lowest/highest value, the lowest number on
+    a tie; pareto: the first of the Pareto front in the order of its first objective), or None."""
+    ok = [c for c in cands if c.feasible and c.values]
+    if not ok:
+        return None
+    front = pareto_front(study, ok)
+    sign = [1.0 if d == "minimize" else -1.0 for d in study.directions]
+    return min(front, key=lambda c: (tuple(s * v for s, v in zip(sign, c.values, strict=True)), c.number))
+
+
+def pareto_front(study: Study, cands: list[Candidate]) -> list[Candidate]:
+    """The candidates no other candidate dominates (every value as good, one better), in the study's directions."""
+    sign = np.array([1.0 if d == "minimize" else -1.0 for d in study.directions])
+    vals = [sign * np.array(c.values) for c in cands]
+    front = []
+    for i, a in enumerate(vals):
+        if not any(np.all(b <= a) and np.any(b < a) for j, b in enumerate(vals) if j != i):
+            front.append(cands[i])
+    return front
+
+
+def run_study(study: Study, out_root: str | Path = "studies", executor: Any = None, *, candidates: int | None = None,
+              shipped: bool = True, fresh: bool = False, progress: TextIO | None = sys.stderr,
+              stop_after: int | None = None, holdout: bool = True) -> StudyReport:
+    """Run (or resume) ``study`` into ``<out_root>/<study.name>/`` until it holds ``candidates`` (default: the
+    study's) finished candidates.
+
+    Args:
+        executor: where the candidates' trials run (sim.campaign.executors.make_executor; default the local
+            pool); the candidates themselves run one after the other.
+        shipped: also run the campaign with the scenarios' own values (``shipped/``), the baseline.
+        fresh: delete the study folder first.
+        stop_after: evaluate at most this many candidates in this call (tests: a study stopped part way).
+        holdout: run the shipped and the best values on the study's held-out campaign (if it has one) at the end.
+
+    Raises:
+        DockbenchError: the folder holds another study (other search space, objectives or campaign), is in use
+            by another driver, or a campaign failed.
+    """
+    import shutil
+
+    from dockbench.sim.campaign.executors import make_executor
+    from dockbench.sim.campaign.runner import CampaignLock, run_campaign
+
+    optuna = _optuna()
+    n_wanted = candidates or study.candidates
+    out_root = Path(out_root)
+    out = out_root / study.name
+    if fresh and out.is_dir():
+        shutil.rmtree(out)
+    if out_root.exists() and not out_root.is_dir():
+        raise DockbenchError(f"--out {out_root}: a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DockbenchError(f"--out {out_root}: cannot create the study folder {out}: {exc.strerror or exc}") from None
+    lock = CampaignLock(out)
+    lock.acquire()
+    own = executor is None
+    t_start = time.perf_counter()
+    try:
+        shutil.copyfile(study.file, out / "study.yaml")
+        storage = optuna.storages.RDBStorage(f"sqlite:///{(out / DB_FILE).resolve()}",
+                                             engine_kwargs={"connect_args": {"timeout": 60}})
+        finger = study.fingerprint()
+        names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
+        if names and study.name not in names:
+            raise DockbenchError(f"{out}: {DB_FILE} holds study {sorted(names)}, not {study.name!r}")
+        ostudy = optuna.create_study(study_name=study.name, storage=storage, sampler=make_sampler(study),
+                                     directions=study.directions, load_if_exists=True)
+        stored = ostudy.user_attrs.get("fingerprint")
+        if stored is None:
+            ostudy.set_user_attr("fingerprint", finger)
+            ostudy.set_user_attr("file", str(study.file))
+        elif stored != finger:
+            raise DockbenchError(
+                f"{out}: the stored study was made from another version of {study.file} (search space, objectives, "
+                "constraints, sampler or campaign changed); rerun with --fresh or another --out")
+        if executor is None:
+            executor = make_executor("local")
+        base = None
+        if shipped:
+            t0 = time.perf_counter()
+            rep = run_campaign(dataclasses.replace(study.campaign, name="shipped"), out, executor, progress=None,
+                               figures=False, max_hours=None)
+            if rep.interrupted:
+                raise KeyboardInterrupt
+            base = _stats_of(study, rep.rows)
+            base["campaign_wall_s"] = rep.summary["timing"]["wall_s"]
+            base["wall_s"] = time.perf_counter() - t0
+            if progress is not None:
+                ci = base["wilson95"]
+                pk = base["contact.peak_force_truth"]["p95"]
+                progress.write(f"shipped: {base['passed']}/{base['trials']} passed (Wilson [{ci[0]:.2f}, "
+                               f"{ci[1]:.2f}])" + (f", p95 peak {pk:.2f} N" if pk is not None else "") + "\n")
+        TS = optuna.trial.TrialState
+        resumed = []
+        evaluated = 0
+        walls: list[float] = []
+
+        def budget_left() -> bool:
+            return stop_after is None or evaluated < stop_after
+
+        # candidates a killed driver left RUNNING: evaluated again with their stored parameters (their campaign
+        # folders keep what finished), in number order
+        # (a driver killed while proposing left some parameters unset: the sampler completes them as it would
+        # have, since each parameter's proposal depends on the seed, the number and the history only)
+        for t in ostudy.get_trials(deepcopy=False, states=(TS.RUNNING,)):
+            if not budget_left():
+                break
+            trial = optuna.trial.Trial(ostudy, t._trial_id)
+            params = {p.key: suggest(trial, p) for p in study.search}
+            cand = evaluate(study, t.number, params, out, executor, progress)
+            _tell(ostudy, trial, cand)
+            resumed.append(t.number)
+            evaluated += 1
+            walls.append(cand.wall_s)
+        while budget_left():
+            done = len(ostudy.get_trials(deepcopy=False, states=(TS.COMPLETE, TS.PRUNED, TS.FAIL)))
+            if done >= n_wanted:
+                break
+            trial = ostudy.ask()
+            params = {p.key: suggest(trial, p) for p in study.search}
+            cand = evaluate(study, trial.number, params, out, executor, progress)
+            _tell(ostudy, trial, cand)
+            evaluated += 1
+            walls.append(cand.wall_s)
+        cands = [_from_frozen(t) for t in ostudy.get_trials(deepcopy=False)
+                 if t.state in (TS.COMPLETE, TS.PRUNED)]
+        best = best_candidate(study, cands)
+        held: dict[str, Any] | None = None
+        hold_s = 0.0
+        if holdout and study.holdout is not None and len(cands) >= n_wanted:
+            t0 = time.perf_counter()
+            held = {}
+            runs = [("shipped", study.holdout)]
+            if best is not None:
+                runs.append(("tuned", candidate_campaign(dataclasses.replace(study, campaign=study.holdout),
+                                                         best.params, f"best_c{best.number:04d}")))
+            for key, hc in runs:
+                rep = run_campaign(hc, out / "holdout", executor, progress=None, figures=False, max_hours=None)
+                if rep.interrupted:
+                    raise KeyboardInterrupt
+                held[key] = _stats_of(study, rep.rows)
+                held[key]["folder"] = str(Path("holdout") / hc.name)
+            hold_s = time.perf_counter() - t0
+            if progress is not None:
+                progress.write("held out: " + "; ".join(
+                    f"{k} {v['passed']}/{v['trials']} passed, p95 peak {v['contact.peak_force_truth']['p95']}"
+                    for k, v in held.items()) + "\n")
+        wall = time.perf_counter() - t_start
+        camp_wall = sum(walls) + (base["wall_s"] if base else 0.0) + hold_s
+        timing = {"wall_s": wall, "campaigns_wall_s": camp_wall, "evaluated": evaluated,
+                  "study_overhead_s": wall - camp_wall,
+                  "study_overhead_share": (wall - camp_wall) / camp_wall if camp_wall > 0 else None,
+                  "candidates_per_hour": evaluated / wall * 3600.0 if evaluated and wall > 0 else None,
+                  "workers": getattr(executor, "workers", None), "executor": getattr(executor, "name", None)}
+        report = StudyReport(out, cands, base, best, evaluated, resumed, timing, held)
+        write_records(study, report)
+        return report
+    finally:
+        if own and executor is not None:
+            executor.close()
+        lock.release()
+
+
+def candidates_csv(study: Study, cands: list[Candidate]) -> str:
+    """candidates.csv: number, state, feasible, the parameters, the objective values, the statistics."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    keys = [p.key for p in study.search]
+    n_val = len(study.directions)
+    stat_cols = ["trials", "passed", "success_rate", "wilson_low", "wilson_high", "peak_median", "peak_p95",
+                 "peak_max", "time_to_seat_median"]
+    w.writerow(["number", "state", "feasible", *keys, *[f"value{i}" for i in range(n_val)], *stat_cols, "folder"])
+    for c in cands:
+        s = c.stats
+        ci = s.get("wilson95") or [None, None]
+        pk = s.get("contact.peak_force_truth") or {}
+        ts = s.get("docking.time_to_seat") or {}
+        vals = (c.values or [None] * n_val)
+        row = [c.number, c.state, c.feasible, *[c.params.get(k) for k in keys], *vals, s.get("trials"),
+               s.get("passed"), s.get("success_rate"), ci[0], ci[1], pk.get("median"), pk.get("p95"), pk.get("max"),
+               ts.get("median"), c.folder]
+        w.writerow(["" if v is None else (repr(v) if isinstance(v, float) else v) for v in row])
+    return buf.getvalue()
+
+
+def write_records(study: Study, report: StudyReport) -> None:
+    """study.json and candidates.csv (rewritten from the database after every session)."""
+    from dockbench.telemetry.log import atomic_write_text
+    from dockbench.telemetry.run import write_json
+
+    out = report.out_dir
+    atomic_write_text(out / "candidates.csv", candidates_csv(study, report.candidates))
+    write_json(out / "study.json", {
+        "study": study.name, "label": study.label, "file": str(study.file), "description": study.description,
+        "directions": study.directions, "mode": study.mode,
+        "objectives": [dataclasses.asdict(t) for t in study.objectives],
+        "constraints": [dataclasses.asdict(t) for t in study.constraints],
+        "search": [dataclasses.asdict(p) for p in study.search], "sampler": study.sampler,
+        "campaign_trials": study.campaign.n_trials,
+        "candidates": [dataclasses.asdict(c) for c in report.candidates],
+        "shipped": report.shipped,
+        "best": dataclasses.asdict(report.best) if report.best else None,
+        "resumed": report.resumed, "timing": report.timing, "holdout": report.holdout,
+    })
