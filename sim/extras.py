@@ -28,6 +28,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "video": ("imageio", "imageio-ffmpeg"),
     "ray": ("ray",),
     "gym": ("gymnasium",),
+    "rl": ("gymnasium", "stable-baselines3"),
 }
 
 

@@ -304,3 +304,22 @@ def test_async_vector_env_runs_two_processes():
         assert r.shape == (2,)
     finally:
         venv.close()
+
+
+def test_robosuite_compare_dockbench_worker(capsys):
+    """experiments/robosuite_compare.py's dockbench child: the episode it times is the requested length at the
+    requested policy rate (robosuite's side needs its own venv and is not run here)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "experiments" / "robosuite_compare.py"
+    spec = importlib.util.spec_from_file_location("robosuite_compare", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main(["--worker", "dockbench", "--worker-args",
+              json.dumps({"scenario": "iiwa14_docking", "seconds": 0.06, "policy_rate": 50.0, "episodes": 1})])
+    out = capsys.readouterr().out
+    r = json.loads(out.split("RESULT ", 1)[1])
+    assert r["steps"] == 3 and len(r["walls"]) == 1 and r["walls"][0] > 0.0
+    assert abs(r["sim_s"] - 0.06) <= 1e-12 and r["timestep"] == 0.001 and r["control_period"] == 0.001
+    assert "import robosuite" in mod.ROBOSUITE_WORKER and "SIMULATION_TIMESTEP" in mod.ROBOSUITE_WORKER
