@@ -126,7 +126,8 @@ def _quat(R: np.ndarray) -> np.ndarray:
 
 class _Gains:
     """The law's stiffness K and damping D as the impedance action scales them (``n`` independent scales:
-    Khatib 2 — translational, rotational; SE(3) 6 — the diagonals). Scaling replaces the law's frozen
+    Khatib 2 — translational, rotational; SE(3) 6 — the diagonals; HQP 6 — the axes of K_0 and of the
+    derived D_r). Khatib and SE(3): scaling replaces the law's frozen
     config between policy steps (the compiled kernel rebinds on a new config)."""
 
     def __init__(self, ctrl: Any):
@@ -138,8 +139,14 @@ class _Gains:
         elif kind == "SE3LieController":
             c = ctrl.config
             self.n = 0 if (c.k_matrix is not None or c.d_matrix is not None) else 6
+        elif kind == "HQPController":
+            # the adaptive K_r(f) = s(f) K_0 and its derived D_r (docs/theory/hqp.md) read the law's K_0 and
+            # its √K_0,i + √K_0,j table in place, in the Python path and in the compiled kernel alike: the
+            # scales rewrite those arrays (their copies at the episode's start are the base)
+            self.n = 6
+            self.K0_base = ctrl.K0.copy()
         else:
-            self.n = 0  # HQP: adaptive K_r(f) with derived damping; not scaled (docs/gym.md)
+            self.n = 0
         self.k_scale, self.d_scale = np.ones(self.n), np.ones(self.n)
 
     def stiffness(self) -> np.ndarray:
@@ -150,7 +157,7 @@ class _Gains:
         if self.kind == "SE3LieController":
             return np.diagonal(self.ctrl.K).astype(float).copy()
         if self.kind == "HQPController":
-            return np.array(self.ctrl.K0, dtype=float)  # nominal K_0 (the adaptive scale is not included)
+            return np.array(self.ctrl.K0, dtype=float)  # K_0 as scaled (the adaptive s(f) is not included)
         return np.zeros(6)
 
     def set(self, k_scale: np.ndarray, d_scale: np.ndarray) -> None:
@@ -163,6 +170,16 @@ class _Gains:
                 b, k=b.k * float(k_scale[0]), k_rot=b.k_rot * float(k_scale[1]),
                 d=b.d * float(d_scale[0]), d_rot=b.d_rot * float(d_scale[1]),
             )
+            return
+        if self.kind == "HQPController":
+            # K_0' = diag(k) K_0; D_r' = diag(√d) D_r(K_0') diag(√d), i.e. the table √K_0,i + √K_0,j times
+            # √(d_i d_j): a congruence, so D_r' stays symmetric positive definite; with Λ and K_0 diagonal,
+            # d_i scales axis i's damping ratio (K alone keeps the law's designed ratio: D_r ∝ √K_r)
+            K0 = ctrl.K0
+            np.multiply(self.K0_base, k_scale, out=K0)
+            np.multiply(K0, ctrl.config.k_min_ratio, out=ctrl.Kmin)
+            kh, dh = np.sqrt(K0), np.sqrt(d_scale)
+            np.multiply(kh[:, None] + kh, dh[:, None] * dh, out=ctrl._S0)
             return
         cfg = dataclasses.replace(
             b, k_diag=tuple(float(x) for x in np.array(b.k_diag) * k_scale),

@@ -45,6 +45,7 @@ FALLBACK_EXTRAS = {
     "video": ["imageio", "imageio-ffmpeg"], "ros2": ["cyclonedds"], "mcap": ["mcap"], "rerun": ["rerun-sdk"],
     "notebook": ["pandas", "nbclient", "nbformat", "ipykernel"], "ray": ["ray"],
     "physx": ["ovphysx", "usd-core", "physx-usd-schemas"], "gym": ["gymnasium"], "tune": ["optuna"],
+    "rl": ["gymnasium", "stable-baselines3"],
     "test": ["pytest", "toppra", "mpmath", "mcap-ros2-support"], "dev": ["ruff"],
 }
 #: what each extra enables (the README's words)
@@ -55,6 +56,7 @@ EXTRA_USE = {
     "physx": "dockbench hand --engine physx (the G20 hand on PhysX, ovphysx on the CPU)",
     "gym": "dockbench.gym, the Gymnasium environments (docs/gym.md)",
     "tune": "dockbench tune (Optuna, docs/tuning.md)",
+    "rl": "the stable-baselines3 example on dockbench.gym (docs/gym.md; a CPU-only torch first)",
     "test": "the test suite's optional cross-checks", "dev": "ruff",
 }
 _REQ = re.compile(r"^\s*([A-Za-z0-9_.\-]+)[^;]*(?:;(.*))?$")

@@ -1,12 +1,20 @@
 """Throughput of the Gymnasium environment (dockbench/gym.py; docs/gym.md, "Throughput").
 
     python experiments/gym_bench.py [--scenario iiwa14_docking] [--seconds 2.0] [--vector 2]
+    python experiments/gym_bench.py --vector-rounds 5 [--vector 2] [--rates 50 5]
 
 Prints, for the policy at 50 Hz (``--policy-rate``) with a zero impedance action (the law alone): env steps per
 second and simulated seconds per wall second in this process; the wall time of a plain ``simulate`` of the
 same rollout (the same drawn scenario and number of control steps) and the env layer's overhead over it;
 and the throughput of gymnasium's AsyncVectorEnv with ``--vector`` worker processes. Builds (``reset``) are
 timed apart. Pin to one core with ``taskset -c 0`` for the one-core numbers.
+
+``--vector-rounds R``: one process against gymnasium's AsyncVectorEnv of ``--vector`` processes, interleaved:
+for each policy rate of ``--rates``, R rounds that each time one episode in this process and one episode per
+worker of the vector env (the order alternating from round to round; the workers started and every episode
+reset outside the timed part), and the medians over the rounds of the env steps per second and simulated
+seconds per wall second (the vector env's summed over its workers). Not pinned: the vector env is meant to
+use every core.
 """
 
 from __future__ import annotations
@@ -32,7 +40,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--vector", type=int, default=2, help="worker processes of the vector env (0: skip)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--policy-rate", type=float, default=50.0, help="policy steps per second [Hz]")
+    ap.add_argument("--vector-rounds", type=int, default=0,
+                    help="interleaved rounds of one process against the vector env (0: the default report)")
+    ap.add_argument("--rates", type=float, nargs="+", default=[50.0, 5.0],
+                    help="policy rates of --vector-rounds [Hz]")
     args = ap.parse_args(argv)
+    if args.vector_rounds > 0:
+        _vector_rounds(args)
+        return
     from dockbench.sim.loop import build, simulate
 
     env = _env(args.scenario, args.seconds, args.policy_rate)
@@ -80,6 +95,56 @@ def main(argv: list[str] | None = None) -> None:
             venv.close()
         print(f"  AsyncVectorEnv x{k}: {wall:.3f} s wall  {total / wall:8.1f} env steps/s  "
               f"{total * env.policy_period / wall:.3f} sim s per wall s (all workers)")
+
+
+def _vector_rounds(args) -> None:
+    import os
+    import statistics
+
+    from gymnasium.vector import AsyncVectorEnv
+
+    k = max(1, args.vector)
+    load0 = os.getloadavg()
+    print(f"scenario {args.scenario}, {args.seconds:g} simulated s per episode, AsyncVectorEnv of {k} processes "
+          f"against one process, {args.vector_rounds} interleaved rounds per rate, on {os.cpu_count()} cores")
+    for rate in args.rates:
+        env = _env(args.scenario, args.seconds, rate)
+        zero = np.zeros(env.action_space.shape)
+        venv = AsyncVectorEnv([lambda rate=rate: _env(args.scenario, args.seconds, rate)] * k)
+        za = np.zeros((k, *env.action_space.shape))
+        env.reset(seed=0)
+        n_pol = env.n_steps // env.steps_per_action  # policy steps of an episode
+        one: list[tuple[float, float]] = []
+        vec: list[tuple[float, float]] = []
+        try:
+            for r in range(args.vector_rounds):
+                for which in ((0, 1) if r % 2 == 0 else (1, 0)):
+                    if which == 0:
+                        env.reset(seed=r)
+                        t0 = time.perf_counter()
+                        for _ in range(n_pol):
+                            env.step(zero)
+                        wall = time.perf_counter() - t0
+                        one.append((n_pol / wall, n_pol * env.policy_period / wall))
+                    else:
+                        venv.reset(seed=[r * k + j for j in range(k)])
+                        t0 = time.perf_counter()
+                        for _ in range(n_pol):
+                            venv.step(za)  # one episode per worker (its autoreset would be the step after)
+                        wall = time.perf_counter() - t0
+                        n = n_pol * k
+                        vec.append((n / wall, n * env.policy_period / wall))
+        finally:
+            venv.close()
+        for name, acc in (("one process", one), (f"AsyncVectorEnv x{k}", vec)):
+            st, ss = [a for a, _ in acc], [b for _, b in acc]
+            print(f"  {rate:g} Hz  {name:18s} median {statistics.median(st):8.1f} env steps/s  "
+                  f"{statistics.median(ss):7.3f} sim s per wall s  (range {min(ss):.3f}–{max(ss):.3f})")
+        ratio = [v[1] / o[1] for o, v in zip(one, vec, strict=True)]
+        print(f"  {rate:g} Hz  vector / one process: median {statistics.median(ratio):.2f}× "
+              f"(range {min(ratio):.2f}–{max(ratio):.2f}×)")
+    load1 = os.getloadavg()
+    print(f"load average {load0[0]:.2f} before, {load1[0]:.2f} after")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "ray": ("ray",),
     "gym": ("gymnasium",),
     "tune": ("optuna",),
+    "rl": ("gymnasium", "stable-baselines3"),
+    "physx": ("ovphysx", "usd-core", "physx-usd-schemas"),
 }
 
 

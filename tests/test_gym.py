@@ -150,6 +150,52 @@ def test_se3_gain_scale_equals_the_scaled_scenario():
         assert np.array_equal(got[k], want[k]), k
 
 
+def test_hqp_stiffness_scales_equal_the_scaled_scenario():
+    """The HQP law's six stiffness scales (K_0 per axis, its damping D_r derived from it) from the first step
+    are the run of a scenario with the scaled k0, bit for bit (compiled kernel or Python path alike)."""
+    env = _env(scenario="iiwa14_docking_hqp", randomize={}, max_time=0.04)
+    env.reset(seed=0)
+    a = np.zeros(env.action_space.shape)
+    assert a.shape == (18,)  # offset 6, HQP: six stiffness and six damping scales
+    a[6:12] = [0.5, -0.5, 1.0, -1.0, 0.25, 0.0]
+    while not env.done:
+        env.step(a)
+    env.cycle.telemetry.finish()
+    got = env.cycle.telemetry.channels()
+    k0 = np.array(env.base_scenario.controller.config.k0) * np.exp(a[6:12] * math.log(4.0))
+    sc = env.scenario.replace({"controller.k0": [float(x) for x in k0]})
+    want = simulate(build(sc), 0.039).telemetry.channels()
+    for k in ("tau_cmd", "q", "v"):
+        assert np.array_equal(got[k], want[k]), k
+    assert not np.array_equal(got["tau_cmd"], simulate(build(env.scenario), 0.039).telemetry.channels()["tau_cmd"])
+    assert np.array_equal(env._obs()["stiffness"], k0)
+
+
+def test_hqp_damping_scales_are_a_congruence_of_the_law_damping():
+    """One control step from the same state: with scales d the law's D_r is diag(√d) D_r diag(√d) of the
+    unscaled law (and K_r unchanged), so d_i scales axis i's damping and D_r stays symmetric positive
+    definite. Bound: D_r is a product of two factors and a sum, each entry rounded a few times → 8 ε |D|."""
+    d = np.array([4.0, 0.25, 2.0, 0.5, 1.0, 3.0])
+    runs = []
+    for scale in (np.ones(6), d):
+        env = _env(scenario="iiwa14_docking_hqp", randomize={}, policy_rate=1000.0, max_time=0.002)
+        env.reset(seed=0)
+        a = np.zeros(env.action_space.shape)
+        a[12:18] = np.log(scale) / math.log(4.0)
+        env.step(a)
+        p = env.setup.controller.prob
+        runs.append((p.D_r.copy(), p.K_r.copy(), env._gains.d_scale.copy()))
+    (D0, K0, _), (D1, K1, d_used) = runs
+    assert np.max(np.abs(d_used - d)) <= 4 * EPS * np.max(d)  # exp(log d) to a few ulp
+    sq = np.sqrt(d_used)
+    want = sq[:, None] * D0 * sq
+    assert np.max(np.abs(D1 - want)) <= 8 * EPS * np.max(np.abs(want))
+    assert np.array_equal(K1, K0)
+    assert np.max(np.abs(D1 - D1.T)) <= 8 * EPS * np.max(np.abs(D1))
+    assert np.min(np.linalg.eigvalsh(0.5 * (D1 + D1.T))) > 0.0
+    assert np.max(np.abs(D1 - D0)) > 0.1 * np.max(np.abs(D0))  # the scales did change the damping
+
+
 def test_impedance_refuses_a_law_the_offset_cannot_reach():
     import dockbench
 
@@ -258,3 +304,22 @@ def test_async_vector_env_runs_two_processes():
         assert r.shape == (2,)
     finally:
         venv.close()
+
+
+def test_robosuite_compare_dockbench_worker(capsys):
+    """experiments/robosuite_compare.py's dockbench child: the episode it times is the requested length at the
+    requested policy rate (robosuite's side needs its own venv and is not run here)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "experiments" / "robosuite_compare.py"
+    spec = importlib.util.spec_from_file_location("robosuite_compare", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main(["--worker", "dockbench", "--worker-args",
+              json.dumps({"scenario": "iiwa14_docking", "seconds": 0.06, "policy_rate": 50.0, "episodes": 1})])
+    out = capsys.readouterr().out
+    r = json.loads(out.split("RESULT ", 1)[1])
+    assert r["steps"] == 3 and len(r["walls"]) == 1 and r["walls"][0] > 0.0
+    assert abs(r["sim_s"] - 0.06) <= 1e-12 and r["timestep"] == 0.001 and r["control_period"] == 0.001
+    assert "import robosuite" in mod.ROBOSUITE_WORKER and "SIMULATION_TIMESTEP" in mod.ROBOSUITE_WORKER

@@ -65,13 +65,14 @@ class SpiralPolicy:
             xy = self.frozen
         a[0:2] = xy / lim
         a[2] = -self.push / lim  # into the target (the believed target's −z)
-        n = (len(a) - 6) // 2  # gain scales (Khatib: 2, SE(3): 6)
+        n = (len(a) - 6) // 2  # gain scales (Khatib: 2, SE(3) and HQP: 6)
         if n:
             log_r = math.log(env.gain_ratio)
             k = np.zeros(n)
             k[: max(1, n // 2)] = math.log(self.k_scale) / log_r  # translational stiffness
             a[6 : 6 + n] = k
-            a[6 + n : 6 + 2 * n] = 0.5 * k  # damping ∝ √stiffness
+            if env._gains.kind != "HQPController":  # HQP derives its damping from K_r: its ratio is kept as is
+                a[6 + n : 6 + 2 * n] = 0.5 * k  # damping ∝ √stiffness
         return a
 
 
