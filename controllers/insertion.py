@@ -442,7 +442,7 @@ class InsertionSupervisor(Planner):
             if 0 <= self.centre_stage <= len(self._centre_stages()):  # the stages, then the return
                 self._centre(t, T, f, n, out)
             else:
-                self._comply(R[:, 2], f, n, out, lateral=self.centre_stage < 0)
+                self._comply(R[:, 2], f, n, out, tilt=self.centre_stage < 0)
         elif c.compliance.enabled:
             self._comply(R[:, 2], f, n, out)
         self.buf[0:3] = self.dp
@@ -492,9 +492,10 @@ class InsertionSupervisor(Planner):
         self.kappa = min(max(k + kdot * (t - self._t_prev_kappa), 0.0), 1.0) if t > self._t_prev_kappa else k
         self._t_prev_kappa = t
 
-    def _comply(self, a: np.ndarray, f: np.ndarray, n: np.ndarray, out: Reference, lateral: bool = True) -> None:
-        """The compliance of §3; ``lateral=False`` (after the centring search) keeps the push only: the search put
-        the tool on the bore's axis, where no contact moment or lateral force would move it back."""
+    def _comply(self, a: np.ndarray, f: np.ndarray, n: np.ndarray, out: Reference, tilt: bool = True) -> None:
+        """The compliance of §3; ``tilt=False`` (after the centring search) keeps the push and the lateral
+        admittance (which relieves a tip pressed on the wall by the law's lateral spring) but not the rotational
+        one: the search put the tool on the bore's axis, and a friction moment while seating would lean it back."""
         cc = self.config.compliance
         f0, f1, f2 = f.tolist()
         n0, n1, n2 = n.tolist()
@@ -508,7 +509,7 @@ class InsertionSupervisor(Planner):
             a0, a1, a2 = a.tolist()
             fa = a0 * f0 + a1 * f1 + a2 * f2
             na = a0 * n0 + a1 * n1 + a2 * n2
-            g, gr, gy = (cc.lateral_gain, cc.tilt_gain, cc.yaw_gain) if lateral else (0.0, 0.0, 0.0)
+            g, gr, gy = cc.lateral_gain, *((cc.tilt_gain, cc.yaw_gain) if tilt else (0.0, 0.0))
             # the push (f_p = −aᵀf) only once the plan has ended or a re-insertion has begun: during the plan its
             # own motion inserts, and an offset run ahead of it would meet the next obstacle at speed; during a
             # backoff it would fight the retreat
@@ -696,9 +697,10 @@ class InsertionSupervisor(Planner):
         # the lift: an integral servo of the tip's axial position to `lift` behind where it settled
         s_ax = float((tip - self._centre_p_seat) @ a0)
         v_ax = min(max(-ce.lift_gain * (s_ax + ce.lift), -cc.max_speed), cc.max_speed)
-        if ret:  # the return: the reference advances along a0 until the contact is back, then the push takes over
-            v_ax = cc.max_speed * min(1.0, ce.lift_gain * max(ce.lift, 1e-4) / cc.max_speed)
-            if float(np.linalg.norm(f)) >= cc.contact_force:
+        if ret:  # the return: the tip servoed towards `lift` past where it settled until it is back within
+            # 0.1 mm of that point or the target pushes back along the axis; then the push of §3 takes over
+            v_ax = min(max(-ce.lift_gain * (s_ax - max(ce.lift, 1e-4)), -cc.max_speed), cc.max_speed)
+            if s_ax >= -1e-4 or -float(f @ a0) >= cc.contact_force:
                 self.centre_stage = len(self._centre_stages()) + 1
                 self._event("centred", self.remaining(tip), None)
                 v_ax = 0.0
