@@ -178,11 +178,57 @@ class RecoveryConfig:
 
 
 @dataclass(frozen=True)
+class CentringConfig:
+    enabled: bool = param(
+        False,
+        doc="after the seat, search the bore's play on both sides and put the tool on its axis: a rotation about the "
+        "tip (the shaft's upper end between the entrance's edges), then about the entrance (the tip between the "
+        "walls), each about two axes ⊥ the tool axis (docs/theory/insertion.md §2)",
+    )
+    settle_speed: float = param(
+        0.001, unit="m/s", gt=0.0, le=1.0,
+        doc="the search starts once the plan has ended and the tip's axial speed stayed below this for settle_time",
+    )
+    settle_time: float = param(0.5, unit="s", gt=0.0, le=100.0, doc="how long the tip must stay below settle_speed")
+    lift: float = param(
+        0.0005, unit="m", ge=0.0, le=0.05,
+        doc="the tip is held this far back from where it settled during the search (off the seat plate: no friction "
+        "at the tip), then pushed home",
+    )
+    lift_gain: float = param(5.0, unit="1/s", gt=0.0, le=1000.0, doc="k_l: reference speed per metre of lift error")
+    rate_deg: float = param(1.0, unit="deg/s", gt=0.0, le=90.0, doc="ω_s: sweep rate of the reference")
+    range_deg: float = param(
+        2.5, unit="deg", gt=0.0, le=45.0,
+        doc="the bound in angle: a sweep that finds no edge within this of its start stops there",
+    )
+    moment: float = param(
+        0.05, unit="N·m", gt=0.0, le=100.0,
+        doc="n_th: an edge is where the contact's moment about the pivot, against the sweep, reaches this",
+    )
+    max_force: float = param(
+        5.0, unit="N", gt=0.0, le=1000.0, doc="the bound in force: a sweep also stops where ‖f̄‖ reaches this"
+    )
+    pivot_length: float = param(
+        0.0, unit="m", ge=0.0, le=1.0,
+        doc="ℓ_p: the second stage turns about the point this far behind the tip along the tool axis (the bore's "
+        "entrance: bore length − nose radius); 0 = tilt about the tip only",
+    )
+    gain: float = param(4.0, unit="1/s", gt=0.0, le=1000.0, doc="g: the servo's rate per radian to the midpoint")
+    hold_time: float = param(
+        0.5, unit="s", gt=0.0, le=100.0,
+        doc="the servo holds each midpoint at least this long, and until |φ − φ_m| ≤ tolerance_deg (at most "
+        "2 range_deg / rate_deg longer)",
+    )
+    tolerance_deg: float = param(0.05, unit="deg", gt=0.0, le=10.0, doc="the servo's arrival tolerance")
+
+
+@dataclass(frozen=True)
 class InsertionConfig:
     guard: GuardConfig = field(default_factory=GuardConfig)
     compliance: ComplianceConfig = field(default_factory=ComplianceConfig)
     jam: JamConfig = field(default_factory=JamConfig)
     recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
+    centring: CentringConfig = field(default_factory=CentringConfig)
 
     @property
     def active(self) -> bool:
@@ -198,6 +244,9 @@ class InsertionConfig:
         if self.recovery.strategy == "retry" and not self.jam.enabled:
             raise ScenarioError("strategy retry needs insertion.jam.enabled: true (a recovery starts at a jam)",
                                 key="recovery.strategy")
+        if self.centring.enabled and not (self.compliance.enabled and self.compliance.axial_force > 0.0):
+            raise ScenarioError("centring needs insertion.compliance.enabled: true with axial_force > 0 (the push "
+                                "that seats the probe before and after the search)", key="centring.enabled")
 
 
 def law_axial_stiffness(law: Any, axis: np.ndarray, R_world_ee: np.ndarray) -> float | None:
@@ -284,11 +333,27 @@ class InsertionSupervisor(Planner):
         cc = self.config.compliance
         if cc.enabled and cc.max_push_force > 0.0:  # the lead bound may hold the plan back by up to the axial clip,
             out += cc.max_axial_offset / cc.max_speed  # given back at max_speed
+        ce = self.config.centring
+        if ce.enabled:
+            out += ce.settle_time + self.centring_reserve() + 1.0 + ce.lift / cc.max_speed
         if rc.strategy == "retry":
             t_back = quintic_duration(rc.backoff, rc.speed, RECOVERY_ACCEL)
             t_in = quintic_duration(rc.backoff + 0.03, rc.speed, RECOVERY_ACCEL)
             out += (rc.max_attempts - 1) * (self.config.jam.dwell + t_back + t_in)
         return out
+
+    def centring_reserve(self) -> float:
+        """The longest the search can take [s]: per stage a sweep of ``range_deg`` out, one of 2 ``range_deg``
+        back, and ``hold_time`` plus 2 ``range_deg`` / ``rate_deg`` at the midpoint; two stages about the tip and,
+        with ``pivot_length`` > 0, two about the entrance."""
+        ce = self.config.centring
+        return len(self._centre_stages()) * (5.0 * ce.range_deg / ce.rate_deg + ce.hold_time)
+
+    def _centre_stages(self) -> tuple[tuple[int, float], ...]:
+        """(axis index 0/1, pivot length) of each stage of the search."""
+        lp = self.config.centring.pivot_length
+        tip = ((0, 0.0), (1, 0.0))
+        return tip + ((0, lp), (1, lp)) if lp > 0.0 else tip
 
     def attach_law(self, law: Any) -> None:
         """Called by the control law built on this planner (controllers/base.py): the push reads its stiffness."""
@@ -334,6 +399,19 @@ class InsertionSupervisor(Planner):
         self.search_p = np.zeros(3)
         self.search_th = np.zeros(3)
         self._seg = None  # (kind, t0, T, p0, p1, th0, th1)
+        # the two-sided search of the bore's play (centring): stage -1 waiting for the seat, 0.. the stages, then done
+        self.centre_stage = -1
+        self._centre_sub = 0  # +1: sweeping out, -1: sweeping back, 0: servo to the midpoint
+        self._centre_t_settled = -1.0  # time since which the tip has been slow (-1: not slow)
+        self._centre_tip_prev = None
+        self._centre_a0 = None  # tool axis where the search started (world)
+        self._centre_e = None  # (e1, e2): the search's rotation axes ⊥ a0
+        self._centre_p_seat = None
+        self._centre_psi = 0.0  # the reference's rotation in this stage [rad]
+        self._centre_t0 = 0.0  # start of the servo
+        self._centre_edges = [0.0, 0.0]  # φ at the + and − edges [rad]
+        self._centre_bounded = [False, False]  # edge not found within range_deg (bounded) on that side
+        self.centring_log: list[dict[str, Any]] = []
         self.buf[:] = 0.0
         self.buf[7] = 1.0
         self.buf[9] = 1.0
@@ -358,7 +436,14 @@ class InsertionSupervisor(Planner):
         jam = False
         if c.jam.enabled and self.phase != "gave_up":
             jam = self._detect(T[:3, 3], f)
-        if c.compliance.enabled:
+        if c.centring.enabled and self.phase == "plan":
+            if self.centre_stage < 0:
+                self._centre_wait(t, T[:3, 3])
+            if 0 <= self.centre_stage <= len(self._centre_stages()):  # the stages, then the return
+                self._centre(t, T, f, n, out)
+            else:
+                self._comply(R[:, 2], f, n, out, tilt=self.centre_stage < 0)
+        elif c.compliance.enabled:
             self._comply(R[:, 2], f, n, out)
         self.buf[0:3] = self.dp
         self.buf[3:6] = self.dth
@@ -407,7 +492,10 @@ class InsertionSupervisor(Planner):
         self.kappa = min(max(k + kdot * (t - self._t_prev_kappa), 0.0), 1.0) if t > self._t_prev_kappa else k
         self._t_prev_kappa = t
 
-    def _comply(self, a: np.ndarray, f: np.ndarray, n: np.ndarray, out: Reference) -> None:
+    def _comply(self, a: np.ndarray, f: np.ndarray, n: np.ndarray, out: Reference, tilt: bool = True) -> None:
+        """The compliance of §3; ``tilt=False`` (after the centring search) keeps the push and the lateral
+        admittance (which relieves a tip pressed on the wall by the law's lateral spring) but not the rotational
+        one: the search put the tool on the bore's axis, and a friction moment while seating would lean it back."""
         cc = self.config.compliance
         f0, f1, f2 = f.tolist()
         n0, n1, n2 = n.tolist()
@@ -421,7 +509,7 @@ class InsertionSupervisor(Planner):
             a0, a1, a2 = a.tolist()
             fa = a0 * f0 + a1 * f1 + a2 * f2
             na = a0 * n0 + a1 * n1 + a2 * n2
-            g, gr, gy = cc.lateral_gain, cc.tilt_gain, cc.yaw_gain
+            g, gr, gy = cc.lateral_gain, *((cc.tilt_gain, cc.yaw_gain) if tilt else (0.0, 0.0))
             # the push (f_p = −aᵀf) only once the plan has ended or a re-insertion has begun: during the plan its
             # own motion inserts, and an offset run ahead of it would meet the next obstacle at speed; during a
             # backoff it would fight the retreat
@@ -507,6 +595,124 @@ class InsertionSupervisor(Planner):
         if new < off:  # held back: the reference does not advance along a
             out.vel -= float(out.vel @ a) * a
             out.acc -= float(out.acc @ a) * a
+
+    # ------------------------------------------------------------------ centring (the two-sided search)
+    def _centre_wait(self, t: float, tip: np.ndarray) -> None:
+        """Start the search once the plan has ended and the tip's axial speed has stayed below ``settle_speed``
+        for ``settle_time`` (the push has seated it, or it has stopped)."""
+        ce = self.config.centring
+        prev, self._centre_tip_prev = self._centre_tip_prev, tip.copy()
+        if prev is None or self.tau < self.inner.duration:
+            self._centre_t_settled = -1.0
+            return
+        a = self._snap.T_world_ee[:3, 2]
+        if abs(float((tip - prev) @ a)) / self.dt >= ce.settle_speed:
+            self._centre_t_settled = -1.0
+            return
+        if self._centre_t_settled < 0.0:
+            self._centre_t_settled = t
+        if t - self._centre_t_settled + 1e-12 < ce.settle_time:
+            return
+        a0 = a.copy()
+        e1 = np.cross(a0, [1.0, 0.0, 0.0])
+        if np.linalg.norm(e1) < 0.5:
+            e1 = np.cross(a0, [0.0, 1.0, 0.0])
+        e1 /= np.linalg.norm(e1)
+        self._centre_a0, self._centre_e = a0, (e1, np.cross(a0, e1))
+        self._centre_p_seat = tip.copy()
+        self._centre_begin(0)
+        self._event("centre_start", self.remaining(tip), None)
+
+    def _centre_begin(self, stage: int) -> None:
+        self.centre_stage = stage
+        self._centre_sub = 1
+        self._centre_psi = 0.0
+        self._centre_edges = [0.0, 0.0]
+        self._centre_bounded = [False, False]
+
+    @staticmethod
+    def centre_angle(a0: np.ndarray, e: np.ndarray, a: np.ndarray) -> float:
+        """φ: the tool axis a's rotation from a0 about the unit axis e ⊥ a0, asin(eᵀ(a0 × a)) [rad]."""
+        return math.asin(min(max(float(e @ np.cross(a0, a)), -1.0), 1.0))
+
+    @staticmethod
+    def pivot_moment(n: np.ndarray, f: np.ndarray, a0: np.ndarray, length: float) -> np.ndarray:
+        """The contact's moment about the pivot q = tip − ℓ a0 (ℓ behind the tip on the tool axis):
+        n_q = n + (tip − q) × f = n + ℓ a0 × f."""
+        return n + length * np.cross(a0, f)
+
+    def _centre(self, t: float, T: np.ndarray, f: np.ndarray, n: np.ndarray, out: Reference) -> None:
+        """One step of the search (docs/theory/insertion.md §2): the tip held ``lift`` back from where it settled;
+        the reference turned about the pivot q = tip − ℓ a0 about e at ±ω_s until the contact's moment about q
+        opposes the turn with n_th (or ‖f̄‖ reaches ``max_force``, or the turn ``range_deg``): the edges φ_+, φ_−
+        of the tool's angle φ about e; then φ is servoed to the midpoint (φ_+ + φ_−)/2 for ``hold_time``."""
+        ce, cc = self.config.centring, self.config.compliance
+        dt = self.dt
+        if cc.filter_time > 0.0:  # the compliance's low-pass, kept running (§3, step 1)
+            k = dt / (cc.filter_time + dt)
+            w = self._w_filt
+            for i, x in enumerate((*f.tolist(), *n.tolist())):
+                w[i] += k * (x - w[i])
+            f, n = np.array(w[:3]), np.array(w[3:])
+        stages = self._centre_stages()
+        ret = self.centre_stage == len(stages)
+        axis_i, ell = stages[min(self.centre_stage, len(stages) - 1)]
+        a0, e = self._centre_a0, self._centre_e[axis_i]
+        tip = T[:3, 3]
+        phi = self.centre_angle(a0, e, T[:3, 2])
+        m = float(self.pivot_moment(n, f, a0, ell) @ e)
+        rate = math.radians(ce.rate_deg)
+        sub = self._centre_sub
+        if ret:
+            dpsi = 0.0
+        elif sub != 0:
+            edge = sub * m <= -ce.moment or float(np.linalg.norm(f)) >= ce.max_force
+            bounded = abs(self._centre_psi) >= math.radians(ce.range_deg) and sub * self._centre_psi > 0.0
+            if edge or bounded:
+                j = 0 if sub > 0 else 1
+                self._centre_edges[j] = phi
+                self._centre_bounded[j] = not edge
+                if sub > 0:
+                    self._centre_sub = -1
+                else:
+                    self._centre_sub = 0
+                    self._centre_t0 = t
+                dpsi = 0.0
+            else:
+                dpsi = sub * rate * dt
+        else:
+            mid = 0.5 * (self._centre_edges[0] + self._centre_edges[1])
+            dpsi = min(max(ce.gain * (mid - phi), -rate), rate) * dt
+            held = t - self._centre_t0 + 1e-12
+            arrived = abs(mid - phi) <= math.radians(ce.tolerance_deg)
+            if held >= ce.hold_time and (arrived or held >= ce.hold_time + 2.0 * ce.range_deg / ce.rate_deg):
+                self.centring_log.append({
+                    "stage": self.centre_stage, "pivot_length": ell, "axis": e.tolist(),
+                    "edge_plus_deg": math.degrees(self._centre_edges[0]),
+                    "edge_minus_deg": math.degrees(self._centre_edges[1]),
+                    "bounded": list(self._centre_bounded), "final_deg": math.degrees(phi),
+                })
+                self._centre_begin(self.centre_stage + 1)  # the next stage, or the return
+        self._centre_psi += dpsi
+        # the lift: an integral servo of the tip's axial position to `lift` behind where it settled
+        s_ax = float((tip - self._centre_p_seat) @ a0)
+        v_ax = min(max(-ce.lift_gain * (s_ax + ce.lift), -cc.max_speed), cc.max_speed)
+        if ret:  # the return: the tip servoed towards `lift` past where it settled until it is back within
+            # 0.1 mm of that point or the target pushes back along the axis; then the push of §3 takes over
+            v_ax = min(max(-ce.lift_gain * (s_ax - max(ce.lift, 1e-4)), -cc.max_speed), cc.max_speed)
+            if s_ax >= -1e-4 or -float(f @ a0) >= cc.contact_force:
+                self.centre_stage = len(self._centre_stages()) + 1
+                self._event("centred", self.remaining(tip), None)
+                v_ax = 0.0
+        # the turn about q moves the reference's tip by dψ e × (tip − q) = dψ ℓ (e × a0)
+        d_p = v_ax * dt * a0 + dpsi * ell * np.cross(e, a0)
+        d_th = dpsi * e
+        self.dp = (np.array(self.dp) + d_p).tolist()
+        self.dth = (np.array(self.dth) + d_th).tolist()
+        out.vel += d_p / dt
+        out.omega += d_th / dt
+        out.pos += self.dp
+        out.R[:] = so3_exp(np.array(self.dth)) @ out.R
 
     @staticmethod
     def _unless_lead_grows(
@@ -636,7 +842,7 @@ class InsertionSupervisor(Planner):
 
     def summary(self) -> dict[str, Any]:
         """Run-level record for meta.json / summary.json."""
-        return {
+        out = {
             "attempts": self.attempt,
             "jams": sum(1 for e in self.events if e["event"] == "jam"),
             "gave_up": self.phase == "gave_up",
@@ -644,3 +850,6 @@ class InsertionSupervisor(Planner):
             "final_offset": {"dp": list(self.dp), "dth": list(self.dth)},
             "search_offset": {"dp": self.search_p.tolist(), "dth": self.search_th.tolist()},
         }
+        if self.config.centring.enabled:
+            out["centring"] = self.centring_log
+        return out

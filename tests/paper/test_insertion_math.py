@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from dockbench.controllers.insertion import (
     GOLDEN_ANGLE,
+    CentringConfig,
     ComplianceConfig,
     GuardConfig,
     InsertionConfig,
@@ -23,6 +24,7 @@ from dockbench.controllers.insertion import (
 )
 from dockbench.planners.base import Planner, PlannerContext, Reference
 from dockbench.planners.quintic import quintic_blend
+from dockbench.sim.errors import ScenarioError
 from dockbench.sim.interfaces import R_D_EE_SEATED, rpy_to_matrix
 from dockbench.telemetry.metrics import mating_phase_error, time_to_seat
 
@@ -384,3 +386,151 @@ def test_release_brake_holds_the_lead_at_zero_while_the_tip_runs_in() -> None:
         t += T_C
         leads.append(float((out.pos - snap.T_world_ee[:3, 3]) @ a))
     np.testing.assert_allclose(np.diff(leads), cc.max_speed * T_C, atol=tol)
+
+
+# ---------------------------------------------------------------------------------------------- the tilt search
+def test_round_drogue_tilt_band_and_its_midpoint() -> None:
+    """§2: with the nose's equator at x_t across the bore, the shaft clears the entrance for
+    (−c − x_t)/ℓ_e ≤ θ ≤ (c − x_t)/ℓ_e (small angles). Checked on the exact 2-D geometry: the shaft axis from the
+    equator point (x_t, 0) at angle θ meets the entrance height ℓ_e at x_t + ℓ_e tan θ, which must lie within
+    ±c of the bore's axis (the shaft's radius is the bore's less c). The band's width is 2c/ℓ_e (1.146° for
+    c = 0.3 mm, ℓ_e = 30 mm), its centre −x_t/ℓ_e; the moment-nulling equilibrium, the edge nearest the start, is
+    0.573° at best (tip centred) and 1.146° with the tip on the wall. The tan θ ≈ θ error at 1.2° is
+    θ³/3 ≈ 2e-6 rad, the bound used (1e-5 rad)."""
+    c, ell = 0.0003, 0.030
+    for x_t in (-c, -0.5 * c, 0.0, 0.2 * c, c):
+        thetas = np.linspace(-0.05, 0.05, 200001)
+        ok = np.abs(x_t + ell * np.tan(thetas)) <= c
+        lo, hi = thetas[ok].min(), thetas[ok].max()
+        assert lo == pytest.approx((-c - x_t) / ell, abs=1e-5)
+        assert hi == pytest.approx((c - x_t) / ell, abs=1e-5)
+        assert 0.5 * (lo + hi) == pytest.approx(-x_t / ell, abs=1e-5)
+    assert math.degrees(2 * c / ell) == pytest.approx(1.146, abs=1e-3)
+    assert math.degrees(c / ell) == pytest.approx(0.573, abs=1e-3)
+
+
+def test_pivot_moment_and_centre_angle() -> None:
+    """n_q = n + ℓ a0 × f is the moment about q = tip − ℓ a0 (n + (tip − q) × f, exact to round-off of a cross
+    product); φ = asin(eᵀ(a0 × a)) recovers a rotation of a0 by φ about e ⊥ a0 (bound 1e2 ε)."""
+    from dockbench.sim.lie import so3_exp
+
+    rng = np.random.default_rng(3)
+    a0 = np.array([0.0, 0.0, -1.0])
+    f, n, ell = rng.normal(size=3), rng.normal(size=3), 0.03
+    tip = np.array([0.5, 0.1, 0.2])
+    q = tip - ell * a0
+    np.testing.assert_allclose(InsertionSupervisor.pivot_moment(n, f, a0, ell), n + np.cross(tip - q, f),
+                               atol=1e2 * EPS)
+    for e in (np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0])):
+        for phi in (-0.04, 0.0, 0.02, 0.5):
+            a = so3_exp(phi * e) @ a0
+            assert InsertionSupervisor.centre_angle(a0, e, a) == pytest.approx(phi, abs=1e2 * EPS)
+
+
+class _Bore:
+    """A stand-in for the seated probe in the round drogue (no simulator): the tool follows the reference
+    exactly except that its tilt (the rotation vector v from the start orientation R0, ⊥ the tool axis) is held
+    in a disk of radius ρ about v_c, the tilts at which the shaft clears the bore (the shaft's upper end within
+    a circle about the axis); beyond it the tool stays at the disk's nearest point and the contact exerts the
+    moment −K_θ (v_ref − v_tool) (what the law's rotational spring presses on the edge). The tip follows the
+    reference along the axis down to the seat, where the contact pushes back with 2 N."""
+
+    def __init__(self, sup, wrench, snap, centre, radius, k_theta=100.0):
+        self.sup, self.wrench, self.snap = sup, wrench, snap
+        self.R0 = snap.T_world_ee[:3, :3].copy()
+        self.seat = snap.T_world_ee[:3, 3].copy()
+        self.centre, self.radius, self.k = np.asarray(centre, float), radius, k_theta
+        self.moment_max = 0.0
+        self.turn_max = 0.0
+
+    def step(self, t, out):
+        from dockbench.sim.lie import so3_exp, so3_log
+
+        self.sup.evaluate(t, out)
+        v_ref = so3_log(out.R @ self.R0.T)
+        v_ref[2] = 0.0  # no yaw here
+        d = v_ref - self.centre
+        r = np.linalg.norm(d)
+        v_tool = v_ref if r <= self.radius else self.centre + d * (self.radius / r)
+        a0 = self.R0[:, 2]
+        depth = min(float((out.pos - self.seat) @ a0), 0.0)  # the tip stops at the seat
+        T = np.eye(4)
+        T[:3, :3] = so3_exp(v_tool) @ self.R0
+        T[:3, 3] = self.seat + depth * a0
+        self.snap.T_world_ee[:] = T
+        n = -self.k * (v_ref - v_tool)
+        self.moment_max = max(self.moment_max, float(np.linalg.norm(n)))
+        f = -2.0 * a0 if depth > -1e-5 else np.zeros(3)
+        self.wrench.ext_body[:3] = T[:3, :3].T @ f
+        self.wrench.ext_body[3:] = T[:3, :3].T @ n
+
+
+def _centring(centre, radius, **kw):
+    ce = CentringConfig(enabled=True, **kw)
+    cc = ComplianceConfig(enabled=True, lateral_gain=0.0, tilt_gain=0.0, axial_force=2.0)
+    sup, wrench, snap = _supervisor(InsertionConfig(compliance=cc, centring=ce))
+    bore = _Bore(sup, wrench, snap, centre, radius)
+    out = Reference()
+    n_steps = int((ce.settle_time + sup.centring_reserve() + 2.0) / T_C)
+    done, i_done = len(sup._centre_stages()) + 1, None
+    for i in range(n_steps):
+        bore.step(i * T_C, out)
+        bore.turn_max = max(bore.turn_max, abs(sup._centre_psi) if 0 <= sup.centre_stage < done - 1 else 0.0)
+        if sup.centre_stage == done and i_done is None:
+            i_done = i
+        if i_done is not None and i >= i_done + 500:  # 0.5 s of the push after the return
+            break
+    return sup, bore, snap, ce
+
+
+@pytest.mark.parametrize("direction", [(1.0, 0.0), (0.0, -1.0), (0.6, -0.8), None])
+def test_tilt_search_finds_both_edges_and_ends_on_the_axis(direction) -> None:
+    """The search of §2 on the stand-in bore: the play is a disk of tilts of radius ρ = 2c/ℓ_e = 1.146° (the
+    shaft's ends free across the bore) about the true axis v_c, and the probe starts on the disk's edge (where a
+    moment-nulling compliance leaves it: v_c = ρ u from the start, u the direction; None: started on the axis).
+    The sweep about e1 stops at the two chord ends at the start's e2 tilt, whose midpoint is v_c's e1 component
+    exactly for a disk; the sweep about e2 then finds v_c's e2 component. The detection offset (n_th / K_θ, plus
+    the 20 ms filter's lag at 1°/s) is equal on both sides and, measured as the tool's angle (held at the edge),
+    cancels. Bound: the servo stops within its arrival tolerance (0.05°) on each axis, √2 · 0.05° in all, plus
+    the sweep's step ω T_c = 0.001° on each edge: 0.073°. Every sweep found its edge (none bounded by
+    range_deg), and the moment stayed bounded: a sweep detects on n_eᵀ e ≥ n_th, and where the sweep runs along
+    the disk's tangent (the start on the edge in the direction of the other axis, u = ±e2 for the e1 sweep) the
+    outward moment is normal to e: after a turn ψ past the tangent point it is K_θ ψ²/(2ρ) with the component
+    K_θ ψ³/(2ρ²) along e, so detection comes at ψ* = (2ρ² n_th / K_θ)^(1/3) with ‖n‖ = K_θ ψ*²/(2ρ) = 0.137 N·m,
+    plus one filter lag at 1°/s (K_θ ω τ_f = 0.035 N·m) and a step: 0.18 N·m (6 N on a 30 mm lever); elsewhere
+    n_th plus the lag. The tip is back at the seat at the end (within the return's 0.1 mm)."""
+    rho = math.radians(1.146)
+    u = np.zeros(3) if direction is None else np.array([*direction, 0.0]) / np.hypot(*direction)
+    v_c = rho * u
+    sup, bore, snap, ce = _centring(v_c, rho)
+    assert [e["event"] for e in sup.events][-2:] == ["centre_start", "centred"]
+    assert len(sup.centring_log) == 2 and not any(any(s["bounded"]) for s in sup.centring_log)
+    from dockbench.sim.lie import so3_log
+
+    v_tool = so3_log(snap.T_world_ee[:3, :3] @ bore.R0.T)
+    assert math.degrees(np.linalg.norm(v_tool[:2] - v_c[:2])) <= math.sqrt(2.0) * ce.tolerance_deg + 0.002
+    k, lag = bore.k, bore.k * math.radians(ce.rate_deg) * 0.02
+    psi = (2.0 * rho**2 * ce.moment / k) ** (1.0 / 3.0)
+    tangent = direction is not None and abs(direction[0]) == 1.0  # u = ±world x: the e1 sweep runs on a tangent
+    assert bore.moment_max <= (k * psi**2 / (2.0 * rho) if tangent else ce.moment) + lag + 0.01
+    # the return ends within 0.1 mm of where the tip settled (or on the seat's push-back): back at the seat
+    assert float((snap.T_world_ee[:3, 3] - bore.seat) @ bore.R0[:, 2]) == pytest.approx(0.0, abs=1e-4 + 1e-6)
+
+
+def test_tilt_search_is_bounded_in_angle() -> None:
+    """A play wider than ``range_deg`` (no edge to find): each sweep stops range_deg from where its stage began
+    (bounded, flagged), the reference never turns further (bound: one sweep step ω T_c), and the tool ends
+    half-way between the two bounds, where it started (within the servo's tolerance and a step). A centring
+    without the push that seats the probe is refused."""
+    sup, bore, snap, ce = _centring(np.zeros(3), math.radians(10.0), range_deg=1.0)
+    assert all(s["bounded"] == [True, True] for s in sup.centring_log)
+    step = ce.rate_deg * T_C
+    assert math.degrees(bore.turn_max) <= ce.range_deg + step * 1.001
+    for s in sup.centring_log:
+        assert s["edge_plus_deg"] == pytest.approx(ce.range_deg, abs=2 * step)
+        assert s["edge_minus_deg"] == pytest.approx(-ce.range_deg, abs=2 * step)
+        assert abs(s["final_deg"]) <= ce.tolerance_deg + 2 * step
+    cfg = ComplianceConfig(enabled=True, lateral_gain=0.0, tilt_gain=0.0, axial_force=2.0)
+    with pytest.raises(ScenarioError, match="centring needs"):
+        InsertionConfig(compliance=ComplianceConfig(enabled=True), centring=CentringConfig(enabled=True)).validate()
+    InsertionConfig(compliance=cfg, centring=CentringConfig(enabled=True)).validate()
