@@ -4,7 +4,8 @@
 * :mod:`sim.campaign.trial`: one trial in a worker (imports and compiled models reused);
 * :mod:`sim.campaign.executors`: in-process, a local process pool, Ray;
 * :mod:`sim.campaign.runner`: the driver (resume, trial folders, results.csv, summary.json, figures);
-* :mod:`sim.campaign.stats`: Wilson intervals, quantiles.
+* :mod:`sim.campaign.stats`: Wilson intervals, quantiles;
+* :mod:`sim.campaign.figures`: the figures of a campaign (heat maps, sweeps, histograms).
 
 ``python experiments/campaign.py CAMPAIGN.yaml`` (console script ``dockbench-campaign``) is the CLI.
 """
