@@ -20,14 +20,9 @@ from __future__ import annotations
 import math
 
 
-def sigmoid(x: float) -> float:
-    """σ(x) = 1 / (1 + e^−x)."""
-    return 1.0 / (1.0 + math.exp(-x))
-
-
 def stiffness_scale(force_norm: float, k_alpha: float, plain: bool, k_min_ratio: float) -> tuple[float, float]:
     """(α, s = max(1 − α, k_min_ratio)) at the force norm ‖f_ext‖ [N]: K_r = s K_0. ``plain``: α = σ(k_α ‖f‖),
-    else the shifted 2σ(k_α ‖f‖) − 1."""
-    s = sigmoid(k_alpha * force_norm)
+    else the shifted 2σ(k_α ‖f‖) − 1; σ(x) = 1 / (1 + e^−x)."""
+    s = 1.0 / (1.0 + math.exp(-(k_alpha * force_norm)))
     alpha = s if plain else 2.0 * s - 1.0
     return alpha, max(1.0 - alpha, k_min_ratio)
