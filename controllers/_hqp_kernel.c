@@ -1,5 +1,6 @@
 /*
- * Compiled kernel of the HQP with adaptive compliance on its closed-form path (controllers/hqp.py,
+ * Compiled kernel of the HQP with adaptive compliance on its closed-form path (controllers/hqp.py with
+ * controllers/adaptive_compliance.py, controllers/hqp_problem.py and controllers/manipulability.py;
  * docs/theory/hqp.md).
  *
  * HQPKernel(...) is bound once to the preallocated arrays of one run (snapshot, reference, wrench state,
@@ -136,7 +137,7 @@ static int jacobi6(double A[6][6], double V[6][6], double mu[6]) {
 }
 
 /* ------------------------------------------------------------------------------------------------
- * ∇w / w (controllers/hqp.py ManipulabilityGradient) from the LWA Jacobian J (6 × nv, row-major)
+ * ∇w / w (controllers/manipulability.py ManipulabilityGradient) from the LWA Jacobian J (6 × nv, row-major)
  * ------------------------------------------------------------------------------------------------ */
 
 /* g = ∇w / w: P = (J Jᵀ)⁻¹ J (kernel_cholesky of J Jᵀ), then per joint i

@@ -34,7 +34,11 @@ KERNELS = {
     ),
     "controllers._hqp_kernel": (
         "controllers/_hqp_kernel.c",
-        ("controllers/hqp.py", "controllers/feedforward.py", "controllers/force_control.py", "sim/lie.py"),
+        (
+            "controllers/hqp.py", "controllers/hqp_problem.py", "controllers/adaptive_compliance.py",
+            "controllers/manipulability.py", "controllers/feedforward.py", "controllers/force_control.py",
+            "sim/lie.py",
+        ),
     ),
     "sim._wrench_kernel": ("sim/_wrench_kernel.c", ("sim/wrench.py",)),
     "sim._dynamics_kernel": ("sim/_dynamics_kernel.c", ("sim/dynamics.py",)),

@@ -66,7 +66,7 @@ from dockbench.bridges import msgs
 from dockbench.bridges.msgs import BatchEncoder, Field, Struct
 from dockbench.sim.errors import DockbenchError
 from dockbench.sim.extras import require
-from dockbench.telemetry.log import atomic_path
+from dockbench.telemetry.log import atomic_path, channel_labels
 from dockbench.telemetry.metrics import quat_to_matrix
 from dockbench.telemetry.run import Run
 
@@ -354,25 +354,6 @@ def _jsonable(obj: Any) -> Any:
 # ------------------------------------------------------------------------------------------- Rerun
 TIMELINE = "sim_time"
 """The Rerun timeline: simulated time t [s] (a duration)."""
-
-_COMPONENT_LABELS = {
-    3: ("x", "y", "z"),
-    4: ("w", "x", "y", "z"),
-    6: ("fx", "fy", "fz", "nx", "ny", "nz"),
-}
-
-
-def channel_labels(name: str, width: int, joint_names: Sequence[str] = ()) -> list[str]:
-    """Series names for a channel's columns (joint names, x/y/z, fx…nz, w/x/y/z, or the name)."""
-    if width == 1:
-        return [name]
-    if name in ("q", "v", "tau_cmd", "tau_applied") and len(joint_names) == width:
-        return list(joint_names)
-    if name.startswith("wrench_") and width == 6:
-        return list(_COMPONENT_LABELS[6])
-    if name == "ee_vel" and width == 6:
-        return ["vx", "vy", "vz", "wx", "wy", "wz"]
-    return list(_COMPONENT_LABELS.get(width, [f"{k}" for k in range(width)]))
 
 
 def rerun_static(rec: Any, meta: Mapping[str, Any], units: Mapping[str, str], channels: Sequence[tuple[str, int]],

@@ -43,7 +43,7 @@ import struct
 import tempfile
 import weakref
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -86,6 +86,27 @@ MMAP_MIN_BYTES = 1 << 20
 #: prefix of the wall-clock columns inside a part file (they are not telemetry channels)
 _TIMING_PREFIX = "__timing__"
 PART_GLOB = "telemetry.part*.npz"
+
+
+_COMPONENT_LABELS = {
+    3: ("x", "y", "z"),
+    4: ("w", "x", "y", "z"),
+    6: ("fx", "fy", "fz", "nx", "ny", "nz"),
+}
+
+
+def channel_labels(name: str, width: int, joint_names: Sequence[str] = ()) -> list[str]:
+    """Series names for a channel's columns (joint names, x/y/z, fx…nz, w/x/y/z, or the name): the labels of
+    ``Run.to_frame()`` and of the Rerun export."""
+    if width == 1:
+        return [name]
+    if name in ("q", "v", "tau_cmd", "tau_applied") and len(joint_names) == width:
+        return list(joint_names)
+    if name.startswith("wrench_") and width == 6:
+        return list(_COMPONENT_LABELS[6])
+    if name == "ee_vel" and width == 6:
+        return ["vx", "vy", "vz", "wx", "wy", "wz"]
+    return list(_COMPONENT_LABELS.get(width, [f"{k}" for k in range(width)]))
 
 
 class TelemetryWriteError(OSError):

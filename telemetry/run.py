@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 from dockbench.sim.errors import DockbenchError
-from dockbench.telemetry.log import CHANNELS, atomic_write_text, load_npz, load_parts, part_files
+from dockbench.telemetry.log import CHANNELS, atomic_write_text, channel_labels, load_npz, load_parts, part_files
 
 MANIFEST = "manifest.json"
 PARTIAL_SUFFIX = ".partial"
@@ -403,7 +403,6 @@ class Run:
                 command of the ``notebook`` extra).
         """
         from dockbench.sim.extras import require
-        from dockbench.telemetry.export import channel_labels
 
         pd = require("pandas", "notebook", "Run.to_frame()")
         names = _canonical_order(set(self.channels)) if channels is None else list(channels)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from dockbench.sim.campaign import figures as campaign_plots
+from dockbench.sim.campaign.figures import SUCCESS_LABEL, campaign_figures, key_unit
 from dockbench.sim.campaign.spec import load_campaign
-from dockbench.telemetry import campaign_plots
-from dockbench.telemetry.campaign_plots import SUCCESS_LABEL, campaign_figures, key_unit
 
 from tests.helpers import REPO
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tomllib
-from dockbench.bridges import msgs, ros2
+from dockbench.bridges import msgs, ros2, ros2_cyclonedds
 from dockbench.bridges.cdr import CdrError
 from dockbench.sim.errors import DockbenchError
 from dockbench.sim.extras import EXTRAS, MissingExtra, install_hint, require
@@ -88,7 +88,7 @@ def test_codec_errors_name_the_field():
 
 def test_cyclonedds_serializes_our_types_byte_for_byte():
     pytest.importorskip("cyclonedds", reason="cyclonedds not installed (extra: ros2)")
-    c = ros2._cyclone()
+    c = ros2_cyclonedds._cyclone()
     wrench = {"header": {"stamp": {"sec": 3, "nanosec": 4}, "frame_id": "ee"},
               "wrench": {"force": {"x": 1.0, "y": -2.0, "z": 3.5}, "torque": {"x": 0.1, "y": 0.2, "z": -0.3}}}
     for s, m in ((msgs.POSE_STAMPED, _pose(2)), (msgs.WRENCH_STAMPED, wrench)):

@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from dockbench.bridges import cdr, ros2
+from dockbench.bridges import cdr, ros2, ros2_cyclonedds
 from dockbench.bridges.ros2 import (
     QOS_DEFAULT,
     QOS_SENSOR_DATA,
@@ -100,7 +100,7 @@ def test_cdr_rejects_malformed_payloads(payload, match):
 def test_cdr_matches_cyclonedds_serializer():
     if CYCLONE_MISSING:
         pytest.skip(CYCLONE_MISSING)
-    c = ros2._cyclone()
+    c = ros2_cyclonedds._cyclone()
     m = REFERENCE_MSG
     sample = c["JointState_"](c["Header_"](c["Time_"](m.stamp_sec, m.stamp_nanosec), m.frame_id),
                               list(m.name), list(m.position), list(m.velocity), list(m.effort))
@@ -143,7 +143,7 @@ def test_unknown_backend_lists_the_known_ones():
 
 
 def test_missing_cyclonedds_names_the_install_command(monkeypatch):
-    monkeypatch.setattr(ros2, "_CYCLONE", {})  # forget a previous import
+    monkeypatch.setattr(ros2_cyclonedds, "_CYCLONE", {})  # forget a previous import
     for mod in ("cyclonedds", "cyclonedds.core", "cyclonedds.domain"):
         monkeypatch.setitem(sys.modules, mod, None)  # makes `import cyclonedds...` raise ImportError
     with pytest.raises(TransportError, match=r"pip install -e '\.\[ros2\]'"):

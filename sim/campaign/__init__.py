@@ -5,6 +5,7 @@
 * :mod:`sim.campaign.executors`: in-process, a local process pool, Ray;
 * :mod:`sim.campaign.runner`: the driver (resume, trial folders, results.csv, summary.json, figures);
 * :mod:`sim.campaign.stats`: Wilson intervals, quantiles;
+* :mod:`sim.campaign.figures`: the figures of a campaign (heat maps, sweeps, histograms).
 * :mod:`sim.campaign.study`: robust tuning over a campaign with Optuna (docs/tuning.md).
 
 ``python experiments/campaign.py CAMPAIGN.yaml`` (console script ``dockbench-campaign``) is the CLI.

@@ -675,7 +675,7 @@ def _run_locked(campaign: Campaign, out: Path, executor: Any, progress: TextIO |
         atomic_write_text(out / "results.csv", results_csv(ordered, campaign))
         write_json(out / "summary.json", summary)
         if figures and ordered and not interrupted:
-            from dockbench.telemetry.campaign_plots import campaign_figures
+            from dockbench.sim.campaign.figures import campaign_figures
 
             files = campaign_figures(campaign, ordered, summary, out)
     except OSError as exc:
