@@ -294,12 +294,7 @@ class WrenchPipeline:
         if self._kmod is not None:
             if T_world_ee is not self._kernel_T:
                 self._bind_kernel(d, T_world_ee)
-            if self._acting is not None:
-                cnt = self._acting.count
-            else:
-                ncon = d.ncon
-                cnt = self._count_tool_contacts(d, ncon) if ncon else 0
-            self.state.contact_count = cnt
+            cnt = self.state.contact_count = self._tool_contact_count(d)
             self._kernel.step(cnt)
             return
         self._update_python(d, T_world_ee)
@@ -401,6 +396,14 @@ class WrenchPipeline:
         self._zeroed = None  # the kernel tracked the zeroed truth itself
         self.kernel = "python"
 
+    def _tool_contact_count(self, d: mujoco.MjData) -> int:
+        """Tool contacts of the contact that acted over the last period: the acting source's count
+        (:class:`SubstepContact`), else those of ``d``'s last evaluation."""
+        if self._acting is not None:
+            return self._acting.count
+        ncon = d.ncon
+        return self._count_tool_contacts(d, ncon) if ncon else 0
+
     def _count_tool_contacts(self, d: mujoco.MjData, ncon: int) -> int:
         """Number of active contacts between a tool geom and a non-tool geom."""
         geom = d.contact.geom  # (ncon, 2): MuJoCo's view holds the active contacts only
@@ -420,12 +423,7 @@ class WrenchPipeline:
     ) -> tuple[float, float, float, float, float, float] | None:
         """:meth:`_truth` on floats: the contact wrench [f; n] on the tool (world axes, about S), or
         None without tool contacts. Sets ``state.contact_count``."""
-        if self._acting is not None:
-            cnt = self._acting.count
-        else:
-            ncon = d.ncon
-            cnt = self._count_tool_contacts(d, ncon) if ncon else 0
-        self.state.contact_count = cnt
+        cnt = self.state.contact_count = self._tool_contact_count(d)
         if cnt == 0:
             return None
         if self.single_body:
