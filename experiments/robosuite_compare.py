@@ -1,6 +1,7 @@
 """dockbench's Gymnasium environment against robosuite's Gymnasium wrapper, at the same 1 kHz physics.
 
-    python experiments/robosuite_compare.py --robosuite-python /work/venv-robosuite/bin/python [--invocations 5]
+    python3 -m venv ~/venv-robosuite && ~/venv-robosuite/bin/pip install robosuite==1.5.2 mujoco==3.9.0 gymnasium h5py
+    python experiments/robosuite_compare.py --robosuite-python ~/venv-robosuite/bin/python [--invocations 5]
 
 robosuite is never imported here: it runs in its own interpreter (``--robosuite-python``, a venv with
 ``robosuite==1.5.2 mujoco==3.9.0 gymnasium h5py``), and dockbench's side in this interpreter; each side is a
@@ -118,7 +119,7 @@ def _rates(r: dict) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--robosuite-python", default=os.environ.get("ROBOSUITE_PYTHON", "/work/venv-robosuite/bin/python"),
+    ap.add_argument("--robosuite-python", default=os.environ.get("ROBOSUITE_PYTHON", os.path.expanduser("~/venv-robosuite/bin/python")),
                     help="the interpreter of the venv robosuite is installed in (env ROBOSUITE_PYTHON)")
     ap.add_argument("--task", default="Lift", help="robosuite task (default Lift)")
     ap.add_argument("--robot", default="IIWA", help="robosuite robot (default IIWA; e.g. Panda)")
