@@ -199,3 +199,23 @@ class PegHole(Target):
                       pos=[0.0, 0.0, -h - c.wall_thickness / 2.0], **kw)
         body.add_site(name="target_mouth", pos=[0, 0, 0], size=[0.002, 0, 0])
         body.add_site(name="target_seat", pos=[0, 0, -h], size=[0.002, 0, 0])
+
+
+def max_tilt(peg_diameter: float, hole_diameter: float, engaged: float) -> float:
+    """The largest tilt θ [rad] of a flat-ended cylinder of diameter d_p engaged to depth ℓ in a hole of diameter
+    d_h > d_p before it touches both walls (two-point contact; docs/theory/peg_hole.md §2): the root in
+    [0, π/2) of d_p cos θ + ℓ sin θ = d_h, θ = φ − arccos(d_h / √(d_p² + ℓ²)), φ = atan2(ℓ, d_p);
+    π/2 when √(d_p² + ℓ²) ≤ d_h (the peg can lie across the hole). For small clearance θ ≈ (d_h − d_p) / ℓ."""
+    if not hole_diameter > peg_diameter > 0.0 or engaged < 0.0:
+        raise ValueError(f"need hole_diameter > peg_diameter > 0 and engaged ≥ 0, got {hole_diameter}, "
+                         f"{peg_diameter}, {engaged}")
+    diag = math.hypot(peg_diameter, engaged)
+    if diag <= hole_diameter:
+        return math.pi / 2.0
+    return math.atan2(engaged, peg_diameter) - math.acos(hole_diameter / diag)
+
+
+def ring_corner_radius(hole_radius: float, segments: int) -> float:
+    """Distance [m] from the axis to where the inner faces of two neighbouring boxes of a ring meet: the faces are
+    tangent to the circle of ``hole_radius`` at azimuths 2πi/N, so their intersection lies at r_h / cos(π/N)."""
+    return hole_radius / math.cos(math.pi / segments)
