@@ -151,7 +151,7 @@ METRICS: dict[str, tuple[str, str]] = {
     ),
     "insertion.attempts": ("", "insertion attempts (1 + the recovery's retries; insertion supervisor)"),
     "insertion.jams": ("", "stalled insertions the jam detector found (insertion supervisor)"),
-    "insertion.jammed": ("", "1 if the jam detector found a stalled insertion in the run, else 0 (insertion supervisor)"),
+    "insertion.jammed": ("", "1 if the jam detector found a stalled insertion in the run, else 0 (the jam flag)"),
     "orbit.base_attitude_peak_deg": ("deg", "peak rotation of the free-floating base from its initial attitude"),
     "orbit.base_attitude_final_deg": ("deg", "base rotation from its initial attitude, mean over the final window"),
     "orbit.base_drift": ("m", "base origin displacement from its initial position, mean over the final window"),
