@@ -4,7 +4,7 @@ Three layers, each importing only its own and the ones below it:
 
 * **core** — Lie groups, typed configs, errors, registries, poses, the kernel switch, interrupts and extras:
   what every other module uses. It imports nothing else of dockbench.
-* **plant** — the models and their physics: robots, mounts, interfaces, assembly, dynamics, the floating
+* **plant** — the models and their physics: robots, mounts, interfaces, peg_hole, assembly, dynamics, the floating
   base, the F/T pipeline, uncertainty, IK. It imports core, and nothing of controllers, planners,
   telemetry, the hand or the bridges.
 * **runner** — build, the cycle, simulate, scenario, overrides, plugins, the model cache, the orbit
@@ -25,7 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 CORE = ("lie", "config", "errors", "registry", "poses", "kernels", "_kernel_manifest", "interrupts", "extras")
-PLANT = ("robots", "mounts", "interfaces", "assembly", "dynamics", "floating", "wrench", "uncertainty", "ik")
+PLANT = ("robots", "mounts", "interfaces", "peg_hole", "assembly", "dynamics", "floating", "wrench", "uncertainty",
+         "ik")
 #: packages outside sim that core and plant must not import
 ABOVE_THE_PLANT = ("dockbench.controllers", "dockbench.planners", "dockbench.telemetry", "dockbench.hand",
                    "dockbench.bridges", "dockbench.experiments", "dockbench.cli")
