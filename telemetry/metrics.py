@@ -110,6 +110,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "contact.peak_axial_moment_truth": ("N·m", "peak |moment about the mating axis| at the EE (truth)"),
     "contact.peak_axial_moment_ft": ("N·m", "peak |moment about the mating axis| at the EE (F/T)"),
     "contact.max_contacts": ("", "largest number of simultaneous tool contacts"),
+    "contact.impulse_truth": ("N·s", "contact impulse ∫‖f‖ dt of the truth force over the run"),
+    "contact.mean_force_truth": ("N", "mean ‖f‖ of the truth force over the steps in contact (‖f‖ ≥ 0.5 N)"),
     "contact.ft_truth_rms_diff": ("N", "RMS of ‖f_ft − f_truth‖ over the run"),
     "contact.force_spikes_truth": ("", "one-step axial force spikes (> 0.5 N to both neighbours) in contact (truth)"),
     "contact.force_spikes_ft": ("", "one-step axial force spikes (> 0.5 N to both neighbours) in contact (F/T)"),
@@ -140,11 +142,16 @@ METRICS: dict[str, tuple[str, str]] = {
     "docking.phase_deg": (
         "deg", "keyed target: absolute mating phase error (probe yaw from the keys, wrapped to ±180°/N; window mean)"
     ),
+    "docking.seat_height_fraction": (
+        "", "docking.seat_error / seat depth: the tip's height above the seat as a share of the hole's depth "
+        "(Factory's peg-insert success: ≤ 0.04)"
+    ),
     "docking.time_to_seat": (
         "s", "first time from which the tip stays within the seat tolerance of the seat to the end (inf: not seated)"
     ),
     "insertion.attempts": ("", "insertion attempts (1 + the recovery's retries; insertion supervisor)"),
     "insertion.jams": ("", "stalled insertions the jam detector found (insertion supervisor)"),
+    "insertion.jammed": ("", "1 if the jam detector found a stalled insertion in the run, else 0 (the jam flag)"),
     "orbit.base_attitude_peak_deg": ("deg", "peak rotation of the free-floating base from its initial attitude"),
     "orbit.base_attitude_final_deg": ("deg", "base rotation from its initial attitude, mean over the final window"),
     "orbit.base_drift": ("m", "base origin displacement from its initial position, mean over the final window"),
@@ -173,7 +180,7 @@ HEADLINE_METRICS: tuple[str, ...] = (
 )
 
 #: Target types (or type prefixes) with a mating axis, for which the docking layer is computed.
-MATING_TARGETS: tuple[str, ...] = ("drogue", "keyed_drogue")
+MATING_TARGETS: tuple[str, ...] = ("drogue", "keyed_drogue", "peg_hole")
 
 #: Default length [s] of the final window for steady and docking values.
 DEFAULT_WINDOW = 1.0
@@ -264,6 +271,16 @@ def time_to_seat(t: np.ndarray, seat_error: np.ndarray, tolerance: float) -> flo
         return math.inf
     bad = np.flatnonzero(~ok)
     return float(t[0] if bad.size == 0 else t[bad[-1] + 1])
+
+
+def contact_impulse(t: np.ndarray, f_norm: np.ndarray) -> float:
+    """∫‖f‖ dt [N·s] of a contact force sampled once per control period: Σ_k ‖f_k‖ T_c with T_c the sample
+    spacing (each truth sample is the force that acted over its control period: its impulse / T_c)."""
+    t = np.asarray(t, dtype=float)
+    if len(t) < 2:
+        return 0.0
+    dt = float(t[1] - t[0])
+    return float(np.sum(np.asarray(f_norm, dtype=float)) * dt)
 
 
 def quat_to_matrix(q: np.ndarray) -> np.ndarray:
@@ -476,6 +493,10 @@ def compute_metrics(
             out["contact.axial_force_ripple_truth"] = float(np.ptp(axial[w_mask]))
     diff = np.linalg.norm(ch["wrench_ext_world"][:, :3] - ch["wrench_truth_world"][:, :3], axis=1)
     out["contact.ft_truth_rms_diff"] = _rms(diff)
+    f_truth = np.linalg.norm(ch["wrench_truth_world"][:, :3], axis=1)
+    out["contact.impulse_truth"] = contact_impulse(t, f_truth)
+    in_contact = f_truth >= CONTACT_ON
+    out["contact.mean_force_truth"] = float(np.mean(f_truth[in_contact])) if np.any(in_contact) else 0.0
     counts = ch["contact_count_peak"] if "contact_count_peak" in ch else ch["contact_count"]  # substep-resolved
     out["contact.max_contacts"] = int(np.max(counts))
 
@@ -505,6 +526,8 @@ def compute_metrics(
         seat = meta.get("target_depth_total")
         if seat is not None:
             out["docking.seat_error"] = float(seat) - out["docking.depth"]
+            if float(seat) > 0.0:
+                out["docking.seat_height_fraction"] = out["docking.seat_error"] / float(seat)
         out["docking.lateral"] = float(np.mean(np.linalg.norm(p_in_D[:, :2], axis=1)))
         z_tool = R_world_ee[w_mask][:, :, 2]
         # angle via atan2(‖a × b‖, a·b): exact for small tilts
@@ -525,6 +548,7 @@ def compute_metrics(
     if "ins_attempt" in ch:
         out["insertion.attempts"] = int(np.max(ch["ins_attempt"]))
         out["insertion.jams"] = int(np.count_nonzero(np.asarray(ch["ins_jam"]) > 0.5))
+        out["insertion.jammed"] = int(out["insertion.jams"] > 0)
 
     # ---- orbit (free-floating base, moving target; sim/orbit.py)
     out.update(orbit_metrics(ch, meta, w_mask))

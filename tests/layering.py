@@ -8,7 +8,7 @@ violation, unless it is one of the commented :data:`EXCEPTIONS`.
 
 * **sim.core** — Lie groups, typed configs, errors, registries, poses, the kernel switch, interrupts,
   extras and the strict YAML reader: what every other module uses. It imports nothing else of dockbench.
-* **sim.plant** — the models and their physics: robots, mounts, interfaces, assembly, dynamics, the
+* **sim.plant** — the models and their physics: robots, mounts, interfaces (and peg_hole), assembly, dynamics, the
   floating base, the F/T pipeline, uncertainty, IK. **planners** — the references. Both import core only.
 * **controllers** — the control laws (they read the plant's snapshot and the planners' reference).
   **hand** — the G20 hand (spec, mapping, its kinematic bridge and the MuJoCo end effector).
@@ -47,7 +47,7 @@ CORE = (
     "lie", "config", "errors", "registry", "poses", "kernels", "_kernel_manifest", "interrupts", "extras",
     "yamlio",
 )
-PLANT = ("robots", "mounts", "interfaces", "assembly", "dynamics", "floating", "wrench", "uncertainty", "ik")
+PLANT = ("robots", "mounts", "interfaces", "peg_hole", "assembly", "dynamics", "floating", "wrench", "uncertainty", "ik")
 #: telemetry modules below the runner (it records into them and scores with them); the rest are views
 RECORD = ("log", "run", "metrics", "gates", "progress")
 
