@@ -119,7 +119,8 @@ def _rates(r: dict) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--robosuite-python", default=os.environ.get("ROBOSUITE_PYTHON", os.path.expanduser("~/venv-robosuite/bin/python")),
+    default_python = os.environ.get("ROBOSUITE_PYTHON", os.path.expanduser("~/venv-robosuite/bin/python"))
+    ap.add_argument("--robosuite-python", default=default_python,
                     help="the interpreter of the venv robosuite is installed in (env ROBOSUITE_PYTHON)")
     ap.add_argument("--task", default="Lift", help="robosuite task (default Lift)")
     ap.add_argument("--robot", default="IIWA", help="robosuite robot (default IIWA; e.g. Panda)")

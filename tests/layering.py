@@ -47,7 +47,9 @@ CORE = (
     "lie", "config", "errors", "registry", "poses", "kernels", "_kernel_manifest", "interrupts", "extras",
     "yamlio",
 )
-PLANT = ("robots", "mounts", "interfaces", "peg_hole", "assembly", "dynamics", "floating", "wrench", "uncertainty", "ik")
+PLANT = (
+    "robots", "mounts", "interfaces", "peg_hole", "assembly", "dynamics", "floating", "wrench", "uncertainty", "ik",
+)
 #: telemetry modules below the runner (it records into them and scores with them); the rest are views
 RECORD = ("log", "run", "metrics", "gates", "progress")
 
