@@ -1,4 +1,4 @@
-"""The keyed interface (sim/interfaces.py: keyed_probe + keyed_drogue): geometry, seat, mating phase, errors."""
+"""The keyed interface (sim/keyed.py: keyed_probe + keyed_drogue): geometry, seat, mating phase, errors."""
 
 from __future__ import annotations
 
