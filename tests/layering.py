@@ -9,7 +9,8 @@ violation, unless it is one of the commented :data:`EXCEPTIONS`.
 * **sim.core** — Lie groups, typed configs, errors, registries, poses, the kernel switch, interrupts,
   extras and the strict YAML reader: what every other module uses. It imports nothing else of dockbench.
 * **sim.plant** — the models and their physics: robots, mounts, interfaces (and the keyed and peg_hole
-  families), assembly, dynamics, the floating base, the F/T pipeline, uncertainty, IK. **planners** — the references. Both import core only.
+  families), assembly, dynamics, the floating base, the F/T pipeline, uncertainty, IK. **planners** — the
+  references. Both import core only.
 * **controllers** — the control laws (they read the plant's snapshot and the planners' reference).
   **hand** — the G20 hand (spec, mapping, its kinematic bridge and the MuJoCo end effector).
 * **bridges** — the outside world: the ROS 2 transport, message schemas, the G20 and mirror bridges.
