@@ -35,9 +35,6 @@ hand model and on an arm + hand model. The per-step path works on preallocated a
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import json
 import logging
 import math
 import threading
@@ -47,8 +44,17 @@ from typing import Any
 import mujoco
 import numpy as np
 from dockbench.hand.mapping import sdk_to_joint_positions, validate_joint_command, validate_sdk_values
+from dockbench.hand.records import (
+    BridgeConfig,
+    BridgeSnapshot,
+    CommandResult,
+    DriveMode,
+    HandState,
+    StepResult,
+    _frozen,
+)
 from dockbench.hand.spec import HandSpec, load_model, load_spec
-from dockbench.sim.errors import HandCommandError, ModelError, ScenarioError
+from dockbench.sim.errors import HandCommandError, ModelError
 
 log = logging.getLogger(__name__)
 
@@ -57,137 +63,6 @@ ROOT_BODY = "g20_root"
 
 ACTUATOR_SUFFIX = "_pos"
 """Position actuator of active joint ``j`` is named ``j + ACTUATOR_SUFFIX``."""
-
-
-class DriveMode(str, enum.Enum):
-    """How the bridge moves the hand."""
-
-    KINEMATIC = "kinematic"
-    """Hard-write qpos (qvel = 0) + mj_forward, with optional collision projection."""
-    PD = "pd"
-    """Position actuators track the nominal target, mj_step integrates."""
-
-
-@dataclasses.dataclass(frozen=True)
-class BridgeConfig:
-    """Bridge settings (validated on construction).
-
-    Attributes:
-        mode: :class:`DriveMode` (or its string value).
-        slew_rad_s: slew limit of the active joints [rad/s]; mimic joints get ``ratio·slew``; 0 = jump.
-        collision_project: kinematic mode: project penetrating candidates (docs/theory/g20_hand.md §4).
-        penetration_tol_m: a contact distance below ``-penetration_tol_m`` is a penetration [m].
-        bisections: bisection steps per blocked joint.
-        hand_hand_only: consider only contacts between two hand geoms (default: at least one).
-        state_rate_hz: rate of the published state readout [Hz] (at most once per step).
-        dt: control period [s]; ``None`` = ``model.opt.timestep``. PD mode runs
-            ``round(dt / timestep)`` mj_step substeps per bridge step.
-    """
-
-    mode: DriveMode = DriveMode.KINEMATIC
-    slew_rad_s: float = 5.0
-    collision_project: bool = True
-    penetration_tol_m: float = 5e-4
-    bisections: int = 12
-    hand_hand_only: bool = False
-    state_rate_hz: float = 100.0
-    dt: float | None = None
-
-    def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "mode", DriveMode(self.mode))
-        except ValueError:
-            raise ScenarioError(
-                f"got {self.mode!r}; allowed: {', '.join(m.value for m in DriveMode)}", key="hand.mode"
-            ) from None
-        checks = (
-            ("slew_rad_s", self.slew_rad_s >= 0 and math.isfinite(self.slew_rad_s), "must be >= 0 rad/s"),
-            ("penetration_tol_m", self.penetration_tol_m >= 0, "must be >= 0 m"),
-            ("bisections", isinstance(self.bisections, int) and 0 <= self.bisections <= 60, "must be 0..60"),
-            ("state_rate_hz", self.state_rate_hz > 0, "must be > 0 Hz"),
-            ("dt", self.dt is None or self.dt > 0, "must be > 0 s"),
-        )
-        for key, ok, msg in checks:
-            if not ok:
-                raise ScenarioError(f"{msg}, got {getattr(self, key)!r}", key=f"hand.{key}")
-
-
-@dataclasses.dataclass(frozen=True)
-class CommandResult:
-    """Outcome of one command.
-
-    Attributes:
-        accepted: False if the command was refused whole (the goal is unchanged).
-        reason: why it was refused ('' if accepted).
-        clipped_joints: joints whose commanded angle was outside the model range and was clipped.
-        clamped_channels: SDK channels whose value was outside 0..255 and was clamped.
-        seq: goal sequence number after this command (unchanged when refused).
-    """
-
-    accepted: bool
-    reason: str = ""
-    clipped_joints: tuple[str, ...] = ()
-    clamped_channels: tuple[int, ...] = ()
-    seq: int = 0
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class StepResult:
-    """Diagnostics of one bridge step.
-
-    Attributes:
-        step: step counter after this step.
-        time: bridge time after this step [s] (step·dt).
-        projected: kinematic mode: the candidate penetrated and the per-joint projection ran.
-        fell_back: the projection result still penetrated and ``last_safe`` was written.
-        min_distance: smallest considered contact distance of the final pose [m] (inf: no contact).
-        tracking_error: max |applied - nominal| over the active joints [rad].
-        evaluations: collision evaluations (kinematics + collision) used by this step.
-    """
-
-    step: int
-    time: float
-    projected: bool
-    fell_back: bool
-    min_distance: float
-    tracking_error: float
-    evaluations: int
-
-
-@dataclasses.dataclass(frozen=True)
-class HandState:
-    """Joint-state readout (like sensor_msgs/JointState), published at ``state_rate_hz``.
-
-    Attributes:
-        time: bridge time [s]. step: step counter.
-        names: joint names (no prefix), spec table order.
-        positions: joint angles [rad] (read-only copy). velocities: joint rates [rad/s] (read-only copy;
-            kinematic mode: finite difference of ``applied`` over one step).
-    """
-
-    time: float
-    step: int
-    names: tuple[str, ...]
-    positions: np.ndarray
-    velocities: np.ndarray
-
-
-@dataclasses.dataclass(frozen=True)
-class BridgeSnapshot:
-    """Copies of the four bridge states (each (21,) [rad], spec table order) and the goal sequence."""
-
-    goal: np.ndarray
-    nominal: np.ndarray
-    applied: np.ndarray
-    last_safe: np.ndarray
-    goal_seq: int
-    step: int
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, dtype=float, copy=True)
-    a.setflags(write=False)
-    return a
 
 
 class HandBridge:
@@ -843,121 +718,18 @@ class HandBridge:
             self.on_state(state)
 
 
-# ---------------------------------------------------------------------- self-test and I/O helpers
-@dataclasses.dataclass(frozen=True)
-class TrackTestResult:
-    """Outcome of :func:`run_track_test`.
+# The self-test and the command/state streams (hand/track.py) are re-exported here, where they lived before the
+# split; hand/track.py only names HandBridge for its type annotations.
+from dockbench.hand.track import (  # noqa: E402
+    TimedCommand,
+    TrackTestResult,
+    parse_command_stream,
+    run_track_test,
+    state_to_json,
+)
 
-    Attributes:
-        passed: ``max_error <= tolerance``.
-        max_error: max |q - q_nominal| over the active joints at ``check_step`` [rad].
-        goal_error: max |q - goal| over the active joints at ``check_step`` [rad] (information).
-        tolerance: pass threshold [rad]. check_step: step at which the error is taken.
-        mode: drive mode used.
-    """
-
-    passed: bool
-    max_error: float
-    goal_error: float
-    tolerance: float
-    check_step: int
-    mode: str
-
-
-def run_track_test(
-    bridge: HandBridge,
-    *,
-    open_steps: int = 200,
-    check_step: int = 600,
-    tolerance: float = 0.02,
-    first: str = "open",
-    second: str = "half_fist",
-) -> TrackTestResult:
-    """The track test (docs/theory/g20_hand.md §5): preset ``first`` for ``open_steps`` steps, then ``second``; at
-    ``check_step`` the max |q - q_nominal| over the active joints must be ≤ ``tolerance`` [rad].
-
-    Runs in the calling thread (it steps ``bridge``); starts with ``bridge.reset(first)``.
-    """
-    bridge.reset(first)
-    bridge.command_preset(first)
-    for k in range(check_step):
-        if k == open_steps:
-            res = bridge.command_preset(second)
-            if not res.accepted:
-                raise HandCommandError(res.reason)
-        bridge.step()
-    snap = bridge.snapshot()
-    a = bridge.active_indices
-    err = float(np.max(np.abs(snap.applied[a] - snap.nominal[a])))
-    goal_err = float(np.max(np.abs(snap.applied[a] - snap.goal[a])))
-    return TrackTestResult(err <= tolerance, err, goal_err, tolerance, check_step, bridge.config.mode.value)
-
-
-@dataclasses.dataclass(frozen=True)
-class TimedCommand:
-    """One recorded command: ``time`` [s] on the bridge clock, ``command`` an SDK list or a
-    ``{joint: rad}`` mapping (validated only when given to the bridge), ``line`` its line number."""
-
-    time: float
-    command: Any
-    line: int
-
-
-def parse_command_stream(lines: Any, source: str = "<stream>") -> tuple[list[TimedCommand], list[str]]:
-    """Parse a JSON-lines command stream.
-
-    Each non-blank line (``#`` starts a comment line) is an object with a time ``"t"`` [s] and one of
-    ``"sdk"`` (list of ≤ 20 SDK values), ``"joints"`` (``{name: rad}``) or ``"cmd"`` (either). Lines that
-    are not valid JSON or lack these keys are skipped and reported; the command contents are checked
-    later by the bridge (a bad one is refused there, with the reason logged).
-
-    Returns:
-        (commands in file order, error messages ``"<source>:<line>: reason"``).
-    """
-    commands: list[TimedCommand] = []
-    errors: list[str] = []
-    for n, raw in enumerate(lines, start=1):
-        text = raw.strip()
-        if not text or text.startswith("#"):
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            errors.append(f"{source}:{n}: not JSON ({exc.msg})")
-            continue
-        except (RecursionError, ValueError) as exc:  # nested too deeply; a number literal too long
-            errors.append(f"{source}:{n}: not JSON ({type(exc).__name__})")
-            continue
-        if not isinstance(obj, dict):
-            errors.append(f"{source}:{n}: expected an object with 't' and 'sdk'/'joints'/'cmd'")
-            continue
-        t = obj.get("t")
-        keys = [k for k in ("sdk", "joints", "cmd") if k in obj]
-        try:
-            t_ok = not isinstance(t, bool) and isinstance(t, (int, float)) and math.isfinite(float(t))
-        except OverflowError:  # a JSON integer too large for a float
-            t_ok = False
-        if not t_ok:
-            from dockbench.sim.config import short_repr
-
-            errors.append(f"{source}:{n}: missing or bad time 't': {short_repr(t)}")
-            continue
-        if len(keys) != 1:
-            errors.append(f"{source}:{n}: need exactly one of 'sdk', 'joints', 'cmd'")
-            continue
-        commands.append(TimedCommand(float(t), obj[keys[0]], n))
-    return commands, errors
-
-
-def state_to_json(state: HandState) -> str:
-    """One JSON line for a :class:`HandState`: ``{"t", "step", "name", "position", "velocity"}``
-    (positions [rad], velocities [rad/s])."""
-    return json.dumps(
-        {
-            "t": round(state.time, 9),
-            "step": state.step,
-            "name": list(state.names),
-            "position": state.positions.tolist(),
-            "velocity": state.velocities.tolist(),
-        }
-    )
+__all__ = [
+    "ACTUATOR_SUFFIX", "ROOT_BODY", "BridgeConfig", "BridgeSnapshot", "CommandResult", "DriveMode", "HandBridge",
+    "HandState", "StepResult", "TimedCommand", "TrackTestResult", "parse_command_stream", "run_track_test",
+    "state_to_json",
+]
