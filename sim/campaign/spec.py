@@ -514,27 +514,39 @@ def load_campaign(path: str | Path) -> Campaign:
     return campaign_from_dict(read_yaml(file, "campaign file"), file)
 
 
+def check_top_level(data: Any, file: Path, what: str, allowed: tuple[str, ...], required: tuple[str, ...]) -> None:
+    """A campaign-like file's top level: a mapping (its tree within the depth and size limits), only
+    ``allowed`` keys, every ``required`` key present; one-line errors naming the file and the key."""
+    if not isinstance(data, dict):
+        raise _err(f"the {what} must be a YAML mapping", file)
+    check_tree(data, file, "")
+    for k in data:
+        if k not in allowed:
+            raise _err(f"unknown top-level key {k!r}; allowed: {', '.join(allowed)}", file)
+    for k in required:
+        if k not in data:
+            raise _err("required key missing", file, k)
+
+
+def check_folder_name(name: Any, file: Path, key: str = "name") -> str:
+    """``name`` as the folder it becomes: a non-empty string without '/', '\\', a leading '.', control
+    characters, and within :data:`MAX_NAME` characters / :data:`NAME_MAX` bytes."""
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+        raise _err(f"expected a non-empty folder name without '/' or '\\' (not starting with '.'), got {name!r}",
+                   file, key)
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise _err(f"control characters (NUL, newline, …) cannot be in a folder name, got {name!r}", file, key)
+    if len(name) > MAX_NAME or len(name.encode()) > NAME_MAX:
+        raise _err(f"at most {MAX_NAME} characters (it is a folder name), got {len(name)}", file, key)
+    return name
+
+
 def campaign_from_dict(data: Any, file: Path) -> Campaign:
     """Validate a campaign mapping (see :func:`load_campaign`)."""
     from dockbench.telemetry.metrics import METRICS
 
-    if not isinstance(data, dict):
-        raise _err("the campaign must be a YAML mapping", file)
-    check_tree(data, file, "")
-    for k in data:
-        if k not in TOP_KEYS:
-            raise _err(f"unknown top-level key {k!r}; allowed: {', '.join(TOP_KEYS)}", file)
-    for k in ("name", "base"):
-        if k not in data:
-            raise _err("required key missing", file, k)
-    name = data["name"]
-    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
-        raise _err(f"expected a non-empty folder name without '/' or '\\' (not starting with '.'), got {name!r}",
-                   file, "name")
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
-        raise _err(f"control characters (NUL, newline, …) cannot be in a folder name, got {name!r}", file, "name")
-    if len(name) > MAX_NAME or len(name.encode()) > NAME_MAX:
-        raise _err(f"at most {MAX_NAME} characters (it is a folder name), got {len(name)}", file, "name")
+    check_top_level(data, file, "campaign", TOP_KEYS, ("name", "base"))
+    name = check_folder_name(data["name"], file)
     description = data.get("description", "")
     if not isinstance(description, str):
         raise _err(f"expected a string, got {description!r}", file, "description")

@@ -59,7 +59,8 @@ from dockbench.sim.campaign.spec import (
     _int,
     _number,
     campaign_from_dict,
-    check_tree,
+    check_folder_name,
+    check_top_level,
     load_campaign,
     read_yaml,
 )
@@ -390,20 +391,8 @@ def load_study(path: str | Path) -> Study:
 
 def study_from_dict(data: Any, file: Path) -> Study:
     """Validate a study mapping (see :func:`load_study`)."""
-    if not isinstance(data, dict):
-        raise _err("the study must be a YAML mapping", file)
-    check_tree(data, file, "")
-    for k in data:
-        if k not in TOP_KEYS:
-            raise _err(f"unknown top-level key {k!r}; allowed: {', '.join(TOP_KEYS)}", file)
-    for k in ("name", "campaign", "search", "objectives"):
-        if k not in data:
-            raise _err("required key missing", file, k)
-    name = data["name"]
-    if (not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith(".")
-            or len(name) > 100 or any(ord(c) < 32 for c in name)):
-        raise _err(f"expected a folder name (≤ 100 characters, no '/', not starting with '.'), got {name!r}", file,
-                   "name")
+    check_top_level(data, file, "study", TOP_KEYS, ("name", "campaign", "search", "objectives"))
+    name = check_folder_name(data["name"], file)
     label = data.get("label", name)
     description = data.get("description", "")
     for k, v in (("label", label), ("description", description)):
