@@ -475,6 +475,8 @@ class Plate(Target):
 # The interface families in modules of their own register on first use (sim.registry.Registry.register_lazy).
 TOOLS.register_lazy("keyed_probe", "dockbench.sim.keyed")
 TARGETS.register_lazy("keyed_drogue", "dockbench.sim.keyed")
+TOOLS.register_lazy("peg", "dockbench.sim.peg_hole")
+TARGETS.register_lazy("peg_hole", "dockbench.sim.peg_hole")
 _KEYED_NAMES = ("KeyedProbeConfig", "KeyedProbe", "KeyedDrogueConfig", "KeyedDrogue")
 
 

@@ -398,9 +398,6 @@ def _registries() -> dict[str, Any]:
 
     # the G20 hand (its bridge and mapping, ≈ 0.1 s) is imported when a scenario names it
     TOOLS.register_lazy("g20_left", "dockbench.hand.effector")
-    # the tight-clearance peg-in-hole interface (its own module)
-    TOOLS.register_lazy("peg", "dockbench.sim.peg_hole")
-    TARGETS.register_lazy("peg_hole", "dockbench.sim.peg_hole")
     return {"tool": TOOLS, "target": TARGETS, "planner": PLANNERS, "controller": CONTROLLERS}
 
 
