@@ -40,6 +40,7 @@ from dockbench.sim import interrupts, kernels
 from dockbench.sim.lie import mat2quat_batch
 from dockbench.sim.wrench import PEAK_CHANNELS, SubstepContact
 from dockbench.telemetry.log import CHUNK_ROWS, Telemetry, TelemetryWriteError
+from dockbench.telemetry.rows import RowWriter
 
 if TYPE_CHECKING:  # the loop module imports this one
     from dockbench.sim.loop import Setup, StepObserver
@@ -442,7 +443,6 @@ class Cycle:
         if orbit is not None:
             src.update(orbit.sources)  # base / target joint states and the momentum sensors (views of MjData)
         row_sources = _coalesce([src[name] for name in tel.row_channels])
-        tau, concatenate = self.tau, np.concatenate
         spill = [tel.spill_at, 0]  # the step at which the block is full, the first step it holds
 
         if not setup.scenario.telemetry.enabled:
@@ -450,14 +450,14 @@ class Cycle:
                 tel.n = i + 1
                 return False
         else:
-            block = tel.block
+            # the whole step in one copy (telemetry/rows.py); saturated ⇔ clipping changed a joint torque
+            self.rows = RowWriter(row_sources, tel.block, scal, cmd.tau, self.tau)
+            write = self.rows.write
 
             def record(i: int, t: float) -> bool:
                 if i == spill[0]:  # a long run: the block is full, write it to disk and start over
                     spill[0], spill[1] = tel.spill(i), i
-                # saturated ⇔ clipping changed a joint torque (⇔ |τ_cmd| > τ_max for some joint)
-                scal[:] = (t, cmd.tau.tolist() != tau.tolist(), ws.contact_count, d.ncon, snap.manipulability)
-                concatenate(row_sources, out=block[i - spill[1]])  # the whole step in one copy
+                write(i - spill[1], t, ws.contact_count, d.ncon, snap.manipulability)
                 tel.n = i + 1
                 return False
 

@@ -5,7 +5,9 @@ matrix; in Python almost all of its cost is interpreter and binding overhead (do
 A *kernel* is one component's per-step arithmetic written in C: the Khatib and SE(3) control laws and
 the HQP's closed-form step (``controllers/_khatib_kernel.c``, ``controllers/_se3_kernel.c``,
 ``controllers/_hqp_kernel.c``), the F/T pipeline
-(``sim/_wrench_kernel.c``) and the snapshot's kinematic part (``sim/_dynamics_kernel.c``); the binding
+(``sim/_wrench_kernel.c``), the snapshot's kinematic part (``sim/_dynamics_kernel.c``) and the telemetry row
+copy (``telemetry/_row_kernel.c``: no arithmetic, the reference's float64 copies in one call, so the guard has
+nothing to compare: tests/test_rows.py checks the bytes); the binding
 helpers they share are in ``sim/_kernel_util.h``, the shared float code (rotation log, feedforward, the one
 small Cholesky factorisation with its one pivot rule) in
 ``sim/_kernel_math.h``. It is *bound* once to the preallocated arrays it reads and writes

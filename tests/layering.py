@@ -53,7 +53,7 @@ PLANT = (
     "uncertainty", "ik",
 )
 #: telemetry modules below the runner (it records into them and scores with them); the rest are views
-RECORD = ("log", "run", "metrics", "gates", "progress")
+RECORD = ("log", "rows", "run", "metrics", "gates", "progress")
 
 #: units by layer, lowest first; units of one layer are independent of each other
 LAYERS: tuple[tuple[str, ...], ...] = (
