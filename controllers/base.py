@@ -27,11 +27,6 @@ from dockbench.sim.registry import Registry
 from dockbench.sim.wrench import WrenchState
 
 
-def _shallow(value: Any) -> Any:
-    """A value to restore later: a shallow copy of a dict or list (mutated in place), else the value."""
-    return type(value)(value) if isinstance(value, (dict, list)) else value
-
-
 class Command:
     """Controller output: ``tau`` (nv,) [N·m] before clipping, ``diag`` (len(diag_names),)."""
 
@@ -225,35 +220,17 @@ class Controller(ABC):
             return 0.0, None
         if not self._kernel_bound_to(snap, ref, wrench, cmd):
             self._bind(snap, ref, wrench, cmd)
-        # the arrays the kernel may write hold its outputs and the law's state: copying them before and after
-        # its step restores either side exactly (it only reads the snapshot, reference and wrench state)
-        arrays = self._kernel_arrays
-        before = [a.copy() for a in arrays]
-        attrs_before = {n: _shallow(getattr(self, n)) for n in self._guard_attrs}
-        if not self._compute_kernel(snap, ref, wrench, cmd):
-            self._compute_python(snap, ref, wrench, cmd)
-            return 0.0, None  # the kernel handed the step back: nothing to compare
-        after = [a.copy() for a in arrays]
-        attrs_after = {n: _shallow(getattr(self, n)) for n in self._guard_attrs}
-        got = self._guard_values(snap, ref, wrench, cmd)
-        for a, copy in zip(arrays, before, strict=True):
-            np.copyto(a, copy)
-        for n, v in attrs_before.items():
-            setattr(self, n, v)
-        self._compute_python(snap, ref, wrench, cmd)
-        want = self._guard_values(snap, ref, wrench, cmd)
-        ratio, bad = kernels.compare(
-            "controller", self.kernel_module, self.plant.nv, got, want,
-            lambda: self._guard_bounds(snap, ref, wrench, cmd),
+        # the arrays the kernel may write hold its outputs and the law's state (it only reads the snapshot,
+        # reference and wrench state), the attributes the Python path rebinds the rest
+        return kernels.guarded_step(
+            "controller", self.kernel_module, self.plant.nv,
+            written=kernels.Written(self._kernel_arrays, [(self, n) for n in self._guard_attrs]),
+            kernel_step=lambda: self._compute_kernel(snap, ref, wrench, cmd),
+            reference=lambda: self._compute_python(snap, ref, wrench, cmd),
+            values=lambda: self._guard_values(snap, ref, wrench, cmd),
+            bounds=lambda: self._guard_bounds(snap, ref, wrench, cmd),
+            drop=self.use_python,
         )
-        if bad is None:
-            for a, copy in zip(arrays, after, strict=True):
-                np.copyto(a, copy)
-            for n, v in attrs_after.items():
-                setattr(self, n, v)
-        else:
-            self.use_python()
-        return ratio, bad
 
     def use_python(self) -> None:
         """Run the Python reference from now on (the guard calls this on a mismatch)."""

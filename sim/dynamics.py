@@ -524,18 +524,10 @@ class Dynamics:
         compare within ``bounds`` (:func:`sim.kernels.compare`). Agreement restores the kernel's outputs
         (the run stays bit for bit the unguarded one); a mismatch keeps the reference's and drops the
         kernels for the rest of the run (:meth:`use_python`)."""
-        got = values()
-        kept = [(a, a.copy()) for a in outputs]
-        w = snap.manipulability
-        reference()
-        ratio, bad = kernels.compare("dynamics", module, self.model.nv, got, values(), bounds)
-        if bad is None:
-            for a, copy in kept:
-                a[:] = copy
-            snap.manipulability = w
-        else:
-            self.use_python()
-        return ratio, bad
+        return kernels.guarded_step(
+            "dynamics", module, self.model.nv, written=kernels.Written(outputs, [(snap, "manipulability")]),
+            reference=reference, values=values, bounds=bounds, drop=self.use_python,
+        )
 
     def _after_kinematics_replaced(self) -> None:
         """Called when the guard replaced the kernel's kinematics by the Python reference's (the floating

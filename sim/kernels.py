@@ -70,11 +70,12 @@ import importlib
 import math
 import os
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 from dockbench.sim import _kernel_manifest as manifest
@@ -358,6 +359,65 @@ def compare(
             )
         worst = max(worst, ratio)
     return worst, None
+
+
+def _shallow(value: Any) -> Any:
+    """A value to restore later: a shallow copy of a dict or list (mutated in place), else the value."""
+    return type(value)(value) if isinstance(value, (dict, list)) else value
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one kernel step writes: arrays (saved and restored by copy) and attributes ``(owner, name)`` (saved
+    as the value, a shallow copy for a dict or list, and restored by assignment). The guard saves them around
+    the reference's evaluation so that either side's outputs and state can be restored exactly."""
+
+    arrays: Sequence[np.ndarray] = ()
+    attrs: Sequence[tuple[Any, str]] = ()
+
+    def save(self) -> tuple[list[np.ndarray], list[Any]]:
+        return [a.copy() for a in self.arrays], [_shallow(getattr(o, n)) for o, n in self.attrs]
+
+    def restore(self, saved: tuple[list[np.ndarray], list[Any]]) -> None:
+        arrays, values = saved
+        for a, copy in zip(self.arrays, arrays, strict=True):
+            np.copyto(a, copy)
+        for (owner, name), value in zip(self.attrs, values, strict=True):
+            setattr(owner, name, value)
+
+
+def guarded_step(
+    component: str, kernel: str, n: int, *, written: Written, reference: Callable[[], None],
+    values: Callable[[], Values], bounds: Callable[[], Bounds], drop: Callable[[], None],
+    kernel_step: Callable[[], bool] | None = None,
+) -> tuple[float, KernelMismatch | None]:
+    """The kernel guard's step of one component, the one form the dynamics, floating base, wrench pipeline and
+    every control law use (module docstring, "The kernel guard").
+
+    ``kernel_step`` None: the kernel has taken this step already (its outputs are current). Otherwise it is
+    called here first, from the state ``written`` holds before it; False from it means the kernel handed the
+    step back: the ``reference`` takes it and nothing is compared. Then the kernel's ``values()`` are read and
+    ``written`` is saved, the state before the kernel's step is restored (when the step ran here), the
+    ``reference()`` takes the same step on the same inputs and its ``values()`` are compared with the
+    kernel's within ``bounds`` (:func:`compare`; evaluated only when needed). On agreement the kernel's
+    outputs and state are restored, so a guarded run is bit for bit the unguarded one; on a mismatch the
+    reference's are kept and ``drop()`` sends the component to its Python path for the rest of the run.
+    Returns (largest |Δ|/bound, mismatch or None)."""
+    before = written.save() if kernel_step is not None else None
+    if kernel_step is not None and not kernel_step():
+        reference()
+        return 0.0, None
+    got = values()
+    after = written.save()
+    if before is not None:
+        written.restore(before)
+    reference()
+    ratio, bad = compare(component, kernel, n, got, values(), bounds)
+    if bad is None:
+        written.restore(after)
+    else:
+        drop()
+    return ratio, bad
 
 
 def magnitude(*terms: np.ndarray | float) -> float:

@@ -376,19 +376,12 @@ class WrenchPipeline:
         if self._kmod is None or self._kernel is None:
             return 0.0, None
         st = self.state
-        got = self._guard_values()
-        count, zeroed = st.contact_count, self._zeroed
-        self._update_python(d, T_world_ee)
-        ratio, bad = kernels.compare(
-            "wrench", "sim._wrench_kernel", 6, got, self._guard_values(), lambda: self._guard_bounds(T_world_ee)
+        return kernels.guarded_step(
+            "wrench", "sim._wrench_kernel", 6,
+            written=kernels.Written([st.buf], [(st, "contact_count"), (self, "_zeroed")]),
+            reference=lambda: self._update_python(d, T_world_ee), values=self._guard_values,
+            bounds=lambda: self._guard_bounds(T_world_ee), drop=self.use_python,
         )
-        if bad is None:
-            st.buf[:] = got[0][1]
-            st.contact_count = count
-            self._zeroed = zeroed
-        else:
-            self.use_python()
-        return ratio, bad
 
     def use_python(self) -> None:
         """Run the Python reference from now on (the guard calls this on a mismatch)."""
