@@ -161,7 +161,7 @@ class _Gains:
         return np.zeros(6)
 
     def set(self, k_scale: np.ndarray, d_scale: np.ndarray) -> None:
-        if self.n == 0 or (np.array_equal(k_scale, self.k_scale) and np.array_equal(d_scale, self.d_scale)):
+        if self.n == 0 or (k_scale.tolist() == self.k_scale.tolist() and d_scale.tolist() == self.d_scale.tolist()):
             return
         self.k_scale, self.d_scale = k_scale.copy(), d_scale.copy()
         b, ctrl = self.base, self.ctrl
@@ -337,6 +337,7 @@ class DockingEnv(gymnasium.Env):
         else:
             self._w_used = cyc.w_obs if cyc.observer is not None else setup.wrench.state
         self._truth = setup.wrench.state.truth_world
+        self._truth_rows = cyc.telemetry.arrays["wrench_truth_world"] if sc.telemetry.enabled else None
         self._snap = setup.dynamics.snap
         self.i = 0
         self.status: tuple[Status, str] = (Status.COMPLETED, "")
@@ -376,8 +377,9 @@ class DockingEnv(gymnasium.Env):
             p_lim, r_lim = self.offset_limit
             self._dp[:] = self._R_believed @ (a[0:3] * p_lim)  # believed target frame → world
             w = a[3:6] * r_lim
-            self._rotate[0] = bool(np.any(w != 0.0))
-            self._dR[:] = _rotvec_matrix(self._R_believed @ w)
+            rotate = self._rotate[0] = bool(w[0] != 0.0 or w[1] != 0.0 or w[2] != 0.0)
+            if rotate:
+                self._dR[:] = _rotvec_matrix(self._R_believed @ w)
             n = self._n_gain
             if n:
                 log_r = math.log(self.gain_ratio)
@@ -399,24 +401,21 @@ class DockingEnv(gymnasium.Env):
             raise RuntimeError("the episode has ended: call reset()")
         a = np.minimum(np.maximum(np.asarray(action, dtype=np.float64).reshape(self.action_space.shape), -1.0), 1.0)
         self._apply(a)
-        step, f3, T_c, dot = self.cycle.step, self._truth[:3], self.scenario.sim.control_period, np.dot
-        peak2, stop, why = 0.0, False, ""
+        T_c = self.scenario.sim.control_period
+        stop, why = False, ""
         c0 = time.perf_counter()
-        i = self.i
-        end = min(i + self.steps_per_action, self.n_steps)
-        try:
-            while i < end:
-                stop = step(i)
-                i += 1
-                f2 = dot(f3, f3)  # ‖f_truth‖² of the contact this step read
-                if f2 > peak2:
-                    peak2 = f2
-                if stop:
-                    self.status = self.cycle.stopped
-                    break
-        except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
-            stop = True
-            self.status = (Status.DIVERGED, f"numerical failure at t = {i * T_c:.4f} s (step {i}): {exc}")
+        i0 = self.i
+        end = min(i0 + self.steps_per_action, self.n_steps)
+        tel = self.cycle.telemetry
+        # the peak ‖f_truth‖ of the period: from the rows the cycle recorded (one vector operation) when they
+        # stay in the telemetry block over the period, else read step by step
+        from_rows = tel.recording and not (i0 <= tel.spill_at < end)
+        i, peak2 = self._run_steps(i0, end, from_rows)
+        stop = self.status[0] is not Status.COMPLETED
+        if from_rows and i > i0:
+            F = self._truth_rows[i0 - tel.base : i - tel.base]
+            f2 = F[:, 0] * F[:, 0] + F[:, 1] * F[:, 1] + F[:, 2] * F[:, 2]  # ‖f_truth‖² of each step's contact
+            peak2 = float(f2.max())
         self.i = i
         self._wall += time.perf_counter() - c0
         peak = math.sqrt(peak2)
@@ -452,6 +451,32 @@ class DockingEnv(gymnasium.Env):
         info = self._info(e, lat, why)
         info["peak_force"] = peak
         return self._obs(), float(reward), terminated, truncated, info
+
+    def _run_steps(self, i0: int, end: int, from_rows: bool) -> tuple[int, float]:
+        """Control steps i0 … end − 1 of the cycle (fewer when one stops the run: :attr:`status` says why).
+        Returns (the next step, the largest ‖f_truth‖² read step by step, 0 with ``from_rows``)."""
+        step, T_c = self.cycle.step, self.scenario.sim.control_period
+        i, peak2 = i0, 0.0
+        try:
+            if from_rows:
+                for i in range(i0, end):
+                    if step(i):
+                        self.status = self.cycle.stopped
+                        return i + 1, 0.0
+                return end, 0.0
+            f3, dot = self._truth[:3], np.dot
+            for i in range(i0, end):
+                stop = step(i)
+                f2 = dot(f3, f3)  # ‖f_truth‖² of the contact this step read
+                if f2 > peak2:
+                    peak2 = f2
+                if stop:
+                    self.status = self.cycle.stopped
+                    return i + 1, peak2
+            return end, peak2
+        except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
+            self.status = (Status.DIVERGED, f"numerical failure at t = {i * T_c:.4f} s (step {i}): {exc}")
+            return i, peak2
 
     def _jammed(self, t: float, r: float, f_a: float) -> bool:
         """The insertion supervisor's jam rule (controllers/insertion.py) at the policy rate, with its defaults."""
@@ -493,10 +518,10 @@ class DockingEnv(gymnasium.Env):
         return {
             "pose": np.concatenate((p, _quat(R))),
             "goal_error": p - goal,
-            "twist": np.array(snap.twist_ee_lwa, dtype=np.float64),
-            "wrench": np.array(self._w_used.ext_world, dtype=np.float64),
-            "q": np.array(snap.q, dtype=np.float64),
-            "v": np.array(snap.v, dtype=np.float64),
+            "twist": snap.twist_ee_lwa.copy(),  # float64 arrays of the loop, copied (the loop rewrites them)
+            "wrench": self._w_used.ext_world.copy(),
+            "q": snap.q.copy(),
+            "v": snap.v.copy(),
             "stiffness": self._gains.stiffness(),
             "time": np.array([self.i * self.scenario.sim.control_period]),
         }
