@@ -565,7 +565,8 @@ static void SE3Kernel_dealloc(SE3Kernel *self) {
 static int SE3Kernel_init(SE3Kernel *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"T_world_ee", "twist_ee_body", "J_ee_body", "dJdq_ee_body", "M", "Minv", "h", "v",
                              "ref_flat", "des_T", "des_V", "des_dV", "ext_body", "tau", "diag", "results", "G",
-                             "ff_f", "ff_d", "ff_half_f", "ff_g", "ff_state", "filt_state", "gains", "passthrough", "ff_mode", "ff_damping", "ff_vel_eps", "ff_threshold", "ff_dw",
+                             "ff_f", "ff_d", "ff_half_f", "ff_g", "ff_state", "filt_state", "gains", "passthrough", "ff_mode",
+                             "ff_damping", "ff_vel_eps", "ff_threshold", "ff_dw",
                              "filt_on", "filt_beta", NULL};
     PyObject *o[NBUF];
     PyObject *gains;

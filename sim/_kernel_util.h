@@ -1,5 +1,6 @@
 /*
- * Shared by the compiled kernels (sim/kernels.py): binding a kernel to the numpy arrays of one run.
+ * Shared by the compiled kernels (sim/kernels.py): binding a kernel to the numpy arrays of one run, and
+ * reading its gains by name (kernel_read_fields, below).
  *
  * kernel_bind() takes a Py_buffer on a contiguous float64 array (C or Fortran order: the kernels read
  * vectors, row-major matrices and exactly symmetric matrices, for which the order does not matter) and
@@ -114,7 +115,7 @@ static inline PyObject *kernel_module(PyModuleDef *def, PyTypeObject *type, cons
  * key of the Python mapping fills which field. kernel_read_fields() fills the struct from a dict of
  * name → value and fails, naming the kernel, the argument and the key, on a missing key, an unknown key or
  * a value of the wrong type: nothing is ever read by position. Adding a gain is one field, one table entry
- * and one entry of the law's mapping (sim/kernels.py, "Gains by name").
+ * and one entry of the law's mapping (docs/architecture.md, "Gains by name").
  * ------------------------------------------------------------------------------------------------ */
 #include <stddef.h>
 

@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("gymnasium", reason="the gym extra (gymnasium) is not installed")
 
 from dockbench.controllers.hqp import HQPController  # noqa: E402
+
 from dockbench.gym import DockingEnv, _Gains  # noqa: E402
 
 EPS = np.finfo(float).eps
