@@ -204,6 +204,37 @@ static int is_matrix(int i) {
            i == B_VEC6 || i == B_LI || i == B_LL || i == B_DR || i == B_MINVJT;
 }
 #define NDIAG 11 /* + 4 with the force set-point: s, F_d, f_a, I */
+
+/* The law's gains and options by name (HQPConfig's keys and what HQPController derives from them,
+ * docs/theory/hqp.md; HQPKernelBinding._config_gains builds the mapping; kernel_read_fields fills this
+ * struct from it by these names). K_0 and √K_0,i + √K_0,j are arrays the kernel reads in place (k0, S0). */
+typedef struct {
+    double k_alpha;          /* α = σ(k_α ‖f‖) [1/N] */
+    int sigmoid_plain;       /* 1: α = σ, 0: the shifted 2σ − 1 */
+    double k_min_ratio;      /* K_r ≥ k_min_ratio K_0 */
+    double k_j, d_j;         /* q̈_2 = −K_j (q − q_ref) − D_j q̇ [1/s², 1/s] */
+    double k_sa, w_th;       /* the ∇w term k_sa w ∇w/w when w < w_th (k_sa 0 and w_th −inf when it is off) */
+    double inv_horizon;      /* 1/Δ of the velocity rows [1/s] */
+    double k2, k2_horizon;   /* the position rows q̈ ≤ k2 (q_max − q) − (k2 Δ) q̇ [1/s², 1/s] */
+    int use_force_feedback;  /* F_ext in the law (0: F_ext = 0) */
+    int wrench_compensation; /* offset = h − Jᵀ F_ext (0: h) */
+} HQPGains;
+
+static const KernelField HQP_GAINS[] = {
+    KERNEL_FIELD_F64(HQPGains, "k_alpha", k_alpha),
+    KERNEL_FIELD_BOOL(HQPGains, "sigmoid_plain", sigmoid_plain),
+    KERNEL_FIELD_F64(HQPGains, "k_min_ratio", k_min_ratio),
+    KERNEL_FIELD_F64(HQPGains, "k_j", k_j),
+    KERNEL_FIELD_F64(HQPGains, "d_j", d_j),
+    KERNEL_FIELD_F64(HQPGains, "k_sa", k_sa),
+    KERNEL_FIELD_F64(HQPGains, "w_th", w_th),
+    KERNEL_FIELD_F64(HQPGains, "inv_horizon", inv_horizon),
+    KERNEL_FIELD_F64(HQPGains, "k2", k2),
+    KERNEL_FIELD_F64(HQPGains, "k2_horizon", k2_horizon),
+    KERNEL_FIELD_BOOL(HQPGains, "use_force_feedback", use_force_feedback),
+    KERNEL_FIELD_BOOL(HQPGains, "wrench_compensation", wrench_compensation),
+};
+#define N_HQP_GAINS ((int)(sizeof(HQP_GAINS) / sizeof(HQP_GAINS[0])))
 #define NRES 4 /* results: α, w, ‖J q̈* − b‖, evaluation time [s] */
 
 typedef struct {
@@ -213,6 +244,7 @@ typedef struct {
     Py_ssize_t rs[NBUF], cs[NBUF]; /* element strides (row, column) of the matrices */
     int ready;                     /* all buffers bound (step() refuses to run otherwise) */
     int nv;
+    /* the gains as the step reads them (from HQPGains; minus_k_j = −k_j, inv_D = 1/Δ, two_over_D = k2 Δ) */
     double k_alpha, k_min_ratio, minus_k_j, d_j, k_sa, w_th, inv_D, k2, two_over_D, ff_vel_eps;
     int plain, use_force, wrench_comp, ff_mode, ff_damping;
     double ff_threshold, ff_dw; /* the hybrid feedforward's contact threshold [N] and T / T_blend */
@@ -520,13 +552,14 @@ static int HQPKernel_init(HQPKernel *self, PyObject *args, PyObject *kwds) {
                              "M", "Minv", "h", "q", "v", "dJdq_ee_lwa", "k0", "S0", "q_ref", "joint_consts", "ff_f",
                              "ff_d", "ff_half_f", "ff_g", "tau", "diag", "J", "vec6", "Lambda_inv", "LL", "D_r", "MinvJt",
                              "qdd_posture", "qdd_closed", "tau_offset", "Mx", "qdd", "qdd_level1", "results",
-                             "k_alpha", "k_min_ratio", "minus_k_j", "d_j", "k_sa", "w_th", "inv_D", "k2",
-                             "two_over_D", "plain", "use_force", "wrench_comp", "ff_mode", "ff_damping",
+                             "gains", "ff_mode", "ff_damping",
                              "ff_vel_eps", "ff_state", "filt_state", "fs_state", "ff_threshold", "ff_dw", "filt_on",
                              "filt_beta", "fs_on", "fs_params", NULL};
     PyObject *o[NBUF];
-    double k_alpha, k_min_ratio, minus_k_j, d_j, k_sa, w_th, inv_D, k2, two_over_D, ff_vel_eps;
-    int plain, use_force, wrench_comp, ff_mode, ff_damping;
+    HQPGains g;
+    PyObject *gains;
+    double ff_vel_eps;
+    int ff_mode, ff_damping;
     double ff_threshold, ff_dw; /* the hybrid feedforward's contact threshold [N] and T / T_blend */
     int filt_on;                /* force filter on (with force feedback only) */
     double filt_beta;           /* its β */
@@ -535,12 +568,11 @@ static int HQPKernel_init(HQPKernel *self, PyObject *args, PyObject *kwds) {
     PyObject *fs_params;
     self->ready = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOdddddddddpppipdOOOddpdpO", kwlist, &o[B_J], &o[B_T], &o[B_TS],
+            args, kwds, "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOipdOOOddpdpO", kwlist, &o[B_J], &o[B_T], &o[B_TS],
             &o[B_TWIST], &o[B_REF], &o[B_WRENCH], &o[B_M], &o[B_MINV], &o[B_H], &o[B_Q], &o[B_V], &o[B_DJDQ],
             &o[B_K0], &o[B_S0], &o[B_QREF], &o[B_JC], &o[B_FF_F], &o[B_FF_D], &o[B_FF_HALF], &o[B_FF_G], &o[B_TAU], &o[B_DIAG],
             &o[B_PJ], &o[B_VEC6], &o[B_LI], &o[B_LL], &o[B_DR], &o[B_MINVJT], &o[B_QDD2], &o[B_QDDC], &o[B_OFFSET],
-            &o[B_MX], &o[B_QDD], &o[B_QDD1], &o[B_RES], &k_alpha, &k_min_ratio, &minus_k_j, &d_j, &k_sa, &w_th,
-            &inv_D, &k2, &two_over_D, &plain, &use_force, &wrench_comp, &ff_mode, &ff_damping, &ff_vel_eps,
+            &o[B_MX], &o[B_QDD], &o[B_QDD1], &o[B_RES], &gains, &ff_mode, &ff_damping, &ff_vel_eps,
             &o[B_FF_STATE], &o[B_FILT], &o[B_FS], &ff_threshold, &ff_dw, &filt_on, &filt_beta, &fs_on, &fs_params))
         return -1;
     if (ff_mode < 0 || ff_mode > 3) {
@@ -548,6 +580,7 @@ static int HQPKernel_init(HQPKernel *self, PyObject *args, PyObject *kwds) {
                         "HQPKernel: ff_mode must be 0 (inactive), 1 (torque), 2 (velocity) or 3 (hybrid)");
         return -1;
     }
+    if (kernel_read_fields("HQPKernel", "gains", gains, HQP_GAINS, N_HQP_GAINS, &g) < 0) return -1;
     if (kernel_setpoint_params("HQPKernel", fs_params, &fs) < 0) return -1;
     /* nv from tau, then every size checked against it */
     Py_buffer probe;
@@ -589,18 +622,18 @@ static int HQPKernel_init(HQPKernel *self, PyObject *args, PyObject *kwds) {
     }
     self->work = work;
     self->nv = (int)nv;
-    self->k_alpha = k_alpha;
-    self->k_min_ratio = k_min_ratio;
-    self->minus_k_j = minus_k_j;
-    self->d_j = d_j;
-    self->k_sa = k_sa;
-    self->w_th = w_th;
-    self->inv_D = inv_D;
-    self->k2 = k2;
-    self->two_over_D = two_over_D;
-    self->plain = plain;
-    self->use_force = use_force;
-    self->wrench_comp = wrench_comp;
+    self->k_alpha = g.k_alpha;
+    self->k_min_ratio = g.k_min_ratio;
+    self->minus_k_j = -g.k_j;
+    self->d_j = g.d_j;
+    self->k_sa = g.k_sa;
+    self->w_th = g.w_th;
+    self->inv_D = g.inv_horizon;
+    self->k2 = g.k2;
+    self->two_over_D = g.k2_horizon;
+    self->plain = g.sigmoid_plain;
+    self->use_force = g.use_force_feedback;
+    self->wrench_comp = g.wrench_compensation;
     self->ff_mode = ff_mode;
     self->ff_damping = ff_damping;
     self->ff_vel_eps = ff_vel_eps;
@@ -630,8 +663,7 @@ static PyTypeObject HQPKernelType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "HQPKernel(J_ee_lwa, T_world_ee, T_world_sensor, twist_ee_lwa, ref_flat, ext_world, M, Minv, h, q, "
               "v, dJdq_ee_lwa, k0, S0, q_ref, joint_consts, ff_f, ff_d, ff_half_f, ff_g, tau, diag, J, vec6, Lambda_inv, "
-              "LL, D_r, MinvJt, qdd_posture, qdd_closed, tau_offset, Mx, qdd, qdd_level1, results, k_alpha, "
-              "k_min_ratio, minus_k_j, d_j, k_sa, w_th, inv_D, k2, two_over_D, plain, use_force, wrench_comp, "
+              "LL, D_r, MinvJt, qdd_posture, qdd_closed, tau_offset, Mx, qdd, qdd_level1, results, gains, "
               "ff_mode, ff_damping, ff_vel_eps, ff_state, filt_state, fs_state, ff_threshold, ff_dw, filt_on, filt_beta, "
               "fs_on, fs_params)\n\n"
               "The HQP closed-form step bound to one run's arrays (see the module source).",

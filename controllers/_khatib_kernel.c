@@ -37,13 +37,38 @@ static const char *BUF_NAMES[NBUF] = {
     "T_world_ee", "twist_ee_lwa", "ref_flat", "ext_world", "J_v_h", "Minv", "dJdq_ee_lwa", "integral", "F_I",
     "flags", "tau", "diag", "u", "ff_f", "ff_d", "ff_half_f", "ff_g", "ff_state", "filt_state", "fs_state"};
 
+/* The law's gains by name (KhatibConfig's keys, docs/theory/khatib.md; KhatibController._config_gains builds
+ * the mapping; kernel_read_fields fills this struct from it by these names) */
+typedef struct {
+    double m, d, k;            /* M_d = m I [kg], D_d = d I [N·s/m], K_d = k I [N/m] */
+    double m_rot, d_rot, k_rot; /* M_R [kg·m²], D_R [N·m·s/rad], K_R [N·m/rad] */
+    double d_null;             /* D_null = d_null I [N·m·s/rad] */
+    double k_i, f_i_max;       /* friction integral gain [N/(m·s)] and the clamp of F_I [N] */
+    double contact_threshold;  /* |f̄| that freezes the integral [N] */
+} KhatibGains;
+
+static const KernelField KHATIB_GAINS[] = {
+    KERNEL_FIELD_F64(KhatibGains, "m", m),
+    KERNEL_FIELD_F64(KhatibGains, "d", d),
+    KERNEL_FIELD_F64(KhatibGains, "k", k),
+    KERNEL_FIELD_F64(KhatibGains, "m_rot", m_rot),
+    KERNEL_FIELD_F64(KhatibGains, "d_rot", d_rot),
+    KERNEL_FIELD_F64(KhatibGains, "k_rot", k_rot),
+    KERNEL_FIELD_F64(KhatibGains, "d_null", d_null),
+    KERNEL_FIELD_F64(KhatibGains, "k_i", k_i),
+    KERNEL_FIELD_F64(KhatibGains, "f_i_max", f_i_max),
+    KERNEL_FIELD_F64(KhatibGains, "contact_threshold", contact_threshold),
+};
+#define N_KHATIB_GAINS ((int)(sizeof(KHATIB_GAINS) / sizeof(KHATIB_GAINS[0])))
+
 typedef struct {
     PyObject_HEAD
     int bound; /* 1 once __init__ has bound every array */
     Py_buffer views[NBUF];
     double *p[NBUF];
     int nv;
-    /* gains: −d, k, 1/m, k_rot, d_rot, 1/m_rot, d_null, k_i, F_I,max, contact threshold */
+    /* the gains as the step reads them (from KhatibGains): −d, k, 1/m, k_rot, d_rot, 1/m_rot, d_null, k_i,
+     * F_I,max, contact threshold */
     double md, k, inv_m, k_rot, d_rot, inv_mrot, dn, k_i, f_i_max, f_contact, dt, min_pivot;
     int use_integral, use_force_feedback;
     int ff_mode; /* 0 off (inactive), 1 torque, 2 velocity, 3 hybrid */
@@ -224,7 +249,7 @@ static int KhatibKernel_init(KhatibKernel *self, PyObject *args, PyObject *kwds)
                              "use_integral", "use_force_feedback", "ff_mode", "ff_damping", "ff_vel_eps",
                              "ff_threshold", "ff_dw", "filt_on", "filt_beta", "fs_on", "fs_params", NULL};
     PyObject *o[NBUF];
-    double g[10];
+    KhatibGains g;
     PyObject *gains, *fs_params;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOOOOOOOOOOOOddppipdddpdpO", kwlist, &o[B_T], &o[B_TWIST],
                                      &o[B_REF], &o[B_WRENCH], &o[B_JVH], &o[B_MINV], &o[B_DJDQ], &o[B_INTEGRAL],
@@ -235,21 +260,16 @@ static int KhatibKernel_init(KhatibKernel *self, PyObject *args, PyObject *kwds)
                                      &self->filt_on, &self->filt_beta, &self->fs_on, &fs_params))
         return -1;
     if (kernel_setpoint_params("KhatibKernel", fs_params, &self->fs) < 0) return -1;
-    if (!PyTuple_Check(gains) || PyTuple_GET_SIZE(gains) != 10) {
-        PyErr_SetString(PyExc_ValueError, "KhatibKernel: gains must be a tuple of 10 floats");
-        return -1;
-    }
-    for (int i = 0; i < 10; i++) {
-        g[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(gains, i));
-        if (g[i] == -1.0 && PyErr_Occurred()) return -1;
-    }
+    if (kernel_read_fields("KhatibKernel", "gains", gains, KHATIB_GAINS, N_KHATIB_GAINS, &g) < 0) return -1;
     if (self->ff_mode < 0 || self->ff_mode > 3) {
         PyErr_SetString(PyExc_ValueError,
                         "KhatibKernel: ff_mode must be 0 (off), 1 (torque), 2 (velocity) or 3 (hybrid)");
         return -1;
     }
-    self->md = g[0]; self->k = g[1]; self->inv_m = g[2]; self->k_rot = g[3]; self->d_rot = g[4];
-    self->inv_mrot = g[5]; self->dn = g[6]; self->k_i = g[7]; self->f_i_max = g[8]; self->f_contact = g[9];
+    /* −d and 1/m, 1/m_rot: one negation and two correctly rounded divisions, as the Python path's */
+    self->md = -g.d; self->k = g.k; self->inv_m = 1.0 / g.m; self->k_rot = g.k_rot; self->d_rot = g.d_rot;
+    self->inv_mrot = 1.0 / g.m_rot; self->dn = g.d_null; self->k_i = g.k_i; self->f_i_max = g.f_i_max;
+    self->f_contact = g.contact_threshold;
     /* nv from tau, then every size checked against it */
     Py_buffer probe;
     if (kernel_bind("KhatibKernel", o[B_TAU], &probe, -1, 1, BUF_NAMES[B_TAU]) == NULL) return -1;

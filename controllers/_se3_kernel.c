@@ -345,6 +345,31 @@ typedef struct {
     double Fd[6]; /* F_d = [f; n] in the desired frame */
 } LawParams;
 
+/* The law's gains by name (SE3LieConfig's keys and what SE3LieController derives from them,
+ * docs/theory/se3_lie.md; SE3LieController._config_gains builds the mapping; kernel_read_fields fills this
+ * struct from it by these names). The full gain matrix G = [A⁻¹, −A⁻¹D, −A⁻¹K] is an array the kernel reads
+ * in place (G); the diagonals below are used instead when all three matrices are diagonal. */
+typedef struct {
+    int diagonal;              /* 1: A⁻¹, A⁻¹D, A⁻¹K are diagonal (the diagonals below), 0: the full G */
+    double a_inv[6];           /* diagonal of A⁻¹ */
+    double a_inv_d[6];         /* diagonal of A⁻¹D */
+    double a_inv_k[6];         /* diagonal of A⁻¹K */
+    double wrench_desired[6];  /* F_d = [f; n] in the desired frame [N; N·m] */
+    int has_wrench_desired;    /* F_d ≠ 0 */
+    double d_null;             /* null-space joint damping [1/s] */
+} SE3Gains;
+
+static const KernelField SE3_GAINS[] = {
+    KERNEL_FIELD_BOOL(SE3Gains, "diagonal", diagonal),
+    KERNEL_FIELD_ARRAY(SE3Gains, "a_inv", a_inv, 6),
+    KERNEL_FIELD_ARRAY(SE3Gains, "a_inv_d", a_inv_d, 6),
+    KERNEL_FIELD_ARRAY(SE3Gains, "a_inv_k", a_inv_k, 6),
+    KERNEL_FIELD_ARRAY(SE3Gains, "wrench_desired", wrench_desired, 6),
+    KERNEL_FIELD_BOOL(SE3Gains, "has_wrench_desired", has_wrench_desired),
+    KERNEL_FIELD_F64(SE3Gains, "d_null", d_null),
+};
+#define N_SE3_GAINS ((int)(sizeof(SE3_GAINS) / sizeof(SE3_GAINS[0])))
+
 /* SE3LieController._law: T (the top 3 rows of T_world_ee, row-major), V, T_d (12: rows of R_d, p_d), V_d, F_body, V̇_d →
  * res[R_TT … R_DVREF + 6). Returns ST_OK or ST_DOMAIN. */
 static int law(const LawParams *P, const double *T, const double *V, const double *Td, const double *Vd,
@@ -537,44 +562,23 @@ static void SE3Kernel_dealloc(SE3Kernel *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* A tuple of n floats into out (name for the error). */
-static int float_tuple(PyObject *obj, double *out, Py_ssize_t n, const char *name) {
-    PyObject *seq = PySequence_Fast(obj, "");
-    if (seq == NULL || PySequence_Fast_GET_SIZE(seq) != n) {
-        Py_XDECREF(seq);
-        PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "SE3Kernel: %s must be a sequence of %zd floats", name, n);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        out[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
-        if (out[i] == -1.0 && PyErr_Occurred()) {
-            Py_DECREF(seq);
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "SE3Kernel: %s[%zd] must be a float", name, i);
-            return -1;
-        }
-    }
-    Py_DECREF(seq);
-    return 0;
-}
-
 static int SE3Kernel_init(SE3Kernel *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"T_world_ee", "twist_ee_body", "J_ee_body", "dJdq_ee_body", "M", "Minv", "h", "v",
                              "ref_flat", "des_T", "des_V", "des_dV", "ext_body", "tau", "diag", "results", "G",
-                             "ff_f", "ff_d", "ff_half_f", "ff_g", "ff_state", "filt_state", "diag_gains", "F_d", "has_Fd",
-                             "d_null", "passthrough", "ff_mode", "ff_damping", "ff_vel_eps", "ff_threshold", "ff_dw",
+                             "ff_f", "ff_d", "ff_half_f", "ff_g", "ff_state", "filt_state", "gains", "passthrough", "ff_mode",
+                             "ff_damping", "ff_vel_eps", "ff_threshold", "ff_dw",
                              "filt_on", "filt_beta", NULL};
     PyObject *o[NBUF];
-    PyObject *diag_gains, *F_d;
-    int has_Fd, passthrough, ff_mode, ff_damping, filt_on;
-    double d_null, ff_vel_eps, ff_threshold, ff_dw, filt_beta;
+    PyObject *gains;
+    SE3Gains g;
+    int passthrough, ff_mode, ff_damping, filt_on;
+    double ff_vel_eps, ff_threshold, ff_dw, filt_beta;
     self->ready = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOOOOOOOOOOOOOOOOpdpipdddpd", kwlist, &o[B_T],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOOOOOOOOOOOOOOOpipdddpd", kwlist, &o[B_T],
                                      &o[B_TWIST], &o[B_JB], &o[B_DJDQ], &o[B_M], &o[B_MINV], &o[B_H], &o[B_V],
                                      &o[B_REF], &o[B_DES_T], &o[B_DES_V], &o[B_DES_DV], &o[B_WRENCH], &o[B_TAU],
                                      &o[B_DIAG], &o[B_RES], &o[B_G], &o[B_FF_F], &o[B_FF_D], &o[B_FF_HALF], &o[B_FF_G],
-                                     &o[B_FF_STATE], &o[B_FILT], &diag_gains, &F_d, &has_Fd, &d_null, &passthrough,
+                                     &o[B_FF_STATE], &o[B_FILT], &gains, &passthrough,
                                      &ff_mode, &ff_damping, &ff_vel_eps, &ff_threshold, &ff_dw, &filt_on, &filt_beta))
         return -1;
     if (ff_mode < 0 || ff_mode > 3) {
@@ -582,12 +586,15 @@ static int SE3Kernel_init(SE3Kernel *self, PyObject *args, PyObject *kwds) {
                         "SE3Kernel: ff_mode must be 0 (inactive), 1 (torque), 2 (velocity) or 3 (hybrid)");
         return -1;
     }
+    if (kernel_read_fields("SE3Kernel", "gains", gains, SE3_GAINS, N_SE3_GAINS, &g) < 0) return -1;
     LawParams lp;
     memset(&lp, 0, sizeof(lp));
-    lp.diag = diag_gains != Py_None;
-    if (lp.diag && float_tuple(diag_gains, lp.gd, 18, "diag_gains") < 0) return -1;
-    if (float_tuple(F_d, lp.Fd, 6, "F_d") < 0) return -1;
-    lp.has_Fd = has_Fd;
+    lp.diag = g.diagonal;
+    memcpy(lp.gd, g.a_inv, sizeof(g.a_inv));
+    memcpy(lp.gd + 6, g.a_inv_d, sizeof(g.a_inv_d));
+    memcpy(lp.gd + 12, g.a_inv_k, sizeof(g.a_inv_k));
+    memcpy(lp.Fd, g.wrench_desired, sizeof(g.wrench_desired));
+    lp.has_Fd = g.has_wrench_desired;
 
     /* nv from tau, then every size checked against it */
     Py_buffer probe;
@@ -629,7 +636,7 @@ static int SE3Kernel_init(SE3Kernel *self, PyObject *args, PyObject *kwds) {
     lp.g_rs = self->rs[B_G];
     lp.g_cs = self->cs[B_G];
     self->law = lp;
-    self->d_null = d_null;
+    self->d_null = g.d_null;
     self->passthrough = passthrough;
     self->ff_mode = ff_mode;
     self->ff_damping = ff_damping;
@@ -766,7 +773,7 @@ static PyTypeObject SE3KernelType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "SE3Kernel(T_world_ee, twist_ee_body, J_ee_body, dJdq_ee_body, M, Minv, h, v, ref_flat, des_T, "
               "des_V, des_dV, ext_body, tau, diag, results, G, ff_f, ff_d, ff_half_f, ff_g, ff_state, filt_state, "
-              "diag_gains, F_d, has_Fd, d_null, passthrough, ff_mode, ff_damping, ff_vel_eps, ff_threshold, ff_dw, "
+              "gains, passthrough, ff_mode, ff_damping, ff_vel_eps, ff_threshold, ff_dw, "
               "filt_on, filt_beta)\n\n"
               "The SE(3) impedance step bound to one run's arrays (see the module source).",
     .tp_new = PyType_GenericNew,

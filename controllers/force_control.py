@@ -147,18 +147,27 @@ class AxialForceSetpoint:
     force_cmd = property(lambda self: float(self.state[5]))
 
     def kernel_args(self) -> dict:
-        """This set-point as the compiled kernels take it (Khatib, HQP): ``fs_on``, ``fs_params`` = (a0, a1, a2,
-        F, ramp_time, delay, contact_threshold, k_p, k_i T, i_max, d_f) and the state array ``fs_state``."""
+        """This set-point as the compiled kernels take it (Khatib, HQP): ``fs_on``, ``fs_params`` = its constants
+        by name (the mating axis a, the ``force_setpoint:`` block, k_i T; the kernels read them by these names:
+        ``KERNEL_SETPOINT_FIELDS`` in sim/_kernel_math.h) and the state array ``fs_state``."""
         c = self.config
-        params = (*self.axis, float(c.force), float(c.ramp_time), float(c.delay), float(c.contact_threshold),
-                  float(c.k_p), c.k_i * self.period, float(c.i_max), float(c.damping))
+        a0, a1, a2 = self.axis
+        params = {
+            "axis_x": a0, "axis_y": a1, "axis_z": a2, "force": float(c.force), "ramp_time": float(c.ramp_time),
+            "delay": float(c.delay), "contact_threshold": float(c.contact_threshold), "k_p": float(c.k_p),
+            "k_i_period": c.k_i * self.period, "i_max": float(c.i_max), "damping": float(c.damping),
+        }
         return {"fs_on": True, "fs_params": params, "fs_state": self.state}
 
     @staticmethod
     def kernel_args_off() -> dict:
-        """The compiled kernels' set-point arguments when there is no set-point (a state array of its size
-        that the kernel never touches)."""
-        return {"fs_on": False, "fs_params": (0.0,) * 11, "fs_state": np.zeros(len(AxialForceSetpoint.STATE))}
+        """The compiled kernels' set-point arguments when there is no set-point (every constant 0 and a state
+        array of its size that the kernel never touches)."""
+        params = dict.fromkeys(
+            ("axis_x", "axis_y", "axis_z", "force", "ramp_time", "delay", "contact_threshold", "k_p", "k_i_period",
+             "i_max", "damping"), 0.0,
+        )
+        return {"fs_on": False, "fs_params": params, "fs_state": np.zeros(len(AxialForceSetpoint.STATE))}
 
     def update(self, t: float, f: list[float], v: list[float]) -> float:
         """Advance to time ``t`` [s] with the law's force f̄ = ``f`` (3 floats, world, [N]) and the tool's

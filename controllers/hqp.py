@@ -348,6 +348,35 @@ class HQPController(HQPKernelBinding, TwoLevelQP, Controller):
             **self.kernel_summary(),
         }
 
+    # ------------------------------------------------------------------------------------ gain scales
+
+    #: the gym's impedance action scales the law's stiffness and damping (dockbench/gym.py): six scales
+    #: each, the axes of K_0 and of the derived D_r
+    n_gain_scales = 6
+    #: K_0 before the first set_gain_scales (the scales are relative to it)
+    _K0_unscaled: np.ndarray | None = None
+
+    def set_gain_scales(self, k_scale: np.ndarray, d_scale: np.ndarray) -> None:
+        """Scale the law's stiffness and damping per axis (``k_scale``, ``d_scale``: 6 positive floats each,
+        relative to the K_0 the law was built with; docs/theory/gym_impedance.md):
+        K_0' = diag(k) K_0, K_min' = k_min_ratio K_0', and the table √K_0,i + √K_0,j of D_r becomes
+        (√K_0,i' + √K_0,j') √(d_i d_j), so D_r' = diag(√d) D_r(K_0') diag(√d): a congruence, D_r' stays
+        symmetric positive definite; with Λ and K_0 diagonal, d_i scales axis i's damping ratio (k alone
+        keeps the law's designed ratio, D_r ∝ √K_r). The arrays are rewritten in place: the Python path and
+        the bound compiled kernel (which reads K_0 and the table where they lie) both use the new gains from
+        the next step."""
+        k_scale, d_scale = np.asarray(k_scale, dtype=float), np.asarray(d_scale, dtype=float)
+        if k_scale.shape != (6,) or d_scale.shape != (6,):
+            raise ValueError(f"hqp: set_gain_scales takes 6 stiffness and 6 damping scales, got {k_scale.shape} "
+                             f"and {d_scale.shape}")
+        if self._K0_unscaled is None:
+            self._K0_unscaled = self.K0.copy()
+        K0 = self.K0
+        np.multiply(self._K0_unscaled, k_scale, out=K0)
+        np.multiply(K0, self.config.k_min_ratio, out=self.Kmin)
+        kh, dh = np.sqrt(K0), np.sqrt(d_scale)
+        np.multiply(kh[:, None] + kh, dh[:, None] * dh, out=self._S0)
+
     # ------------------------------------------------------------------------------------ build
 
     def _adaptive_stiffness(self, force_norm: float, out: np.ndarray) -> float:

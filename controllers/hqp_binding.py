@@ -50,6 +50,27 @@ class HQPKernelBinding:
         self._closed_feasible, self._box_filled = True, False
 
 
+    #: the config the cached gains mapping was built from, and the mapping (:meth:`_config_gains`)
+    _gains_of: object = None
+    _gains: dict[str, float | bool] | None = None
+
+    def _config_gains(self) -> dict[str, float | bool]:
+        """The law's gains and options by name, as the compiled kernel reads them (``HQPGains`` in
+        controllers/_hqp_kernel.c): the config's keys and what the controller derives from them (K_j negated
+        back, the ∇w term's k_sa and w_th as the law runs them, the constraint rows' 1/Δ, k2, k2 Δ); cached per
+        config object. K_0 and √K_0,i + √K_0,j are not here: the kernel reads those arrays in place."""
+        c = self.config
+        if c is not self._gains_of or self._gains is None:
+            self._gains = {
+                "k_alpha": float(self._k_alpha), "sigmoid_plain": bool(self._plain),
+                "k_min_ratio": float(self._k_min_ratio), "k_j": -float(self._minus_k_j), "d_j": float(self._d_j),
+                "k_sa": float(self._k_sa), "w_th": float(self._w_th_sa), "inv_horizon": float(self._inv_D),
+                "k2": float(self._k2), "k2_horizon": float(self._two_over_D),
+                "use_force_feedback": bool(self._use_force), "wrench_compensation": bool(self._wrench_comp),
+            }
+            self._gains_of = c
+        return self._gains
+
     def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """Bind the compiled kernel to this run's arrays (they never move during a run) and to the problem
         and solution arrays it fills."""
@@ -86,18 +107,7 @@ class HQPKernelBinding:
             qdd=sol.qdd,
             qdd_level1=sol.qdd_level1,
             results=self._kres,
-            k_alpha=float(self._k_alpha),
-            k_min_ratio=float(self._k_min_ratio),
-            minus_k_j=float(self._minus_k_j),
-            d_j=float(self._d_j),
-            k_sa=float(self._k_sa),
-            w_th=float(self._w_th_sa),
-            inv_D=self._inv_D,
-            k2=self._k2,
-            two_over_D=self._two_over_D,
-            plain=self._plain,
-            use_force=bool(self._use_force),
-            wrench_comp=bool(self._wrench_comp),
+            gains=self._config_gains(),
             **self.ff.kernel_args(snap.g),
             **self.force_filter.kernel_args(),
             **(self.setpoint.kernel_args() if self.setpoint is not None else AxialForceSetpoint.kernel_args_off()),

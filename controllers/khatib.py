@@ -24,6 +24,7 @@ reference and runs when the kernel is missing, when ``DOCKBENCH_KERNELS=python``
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -118,7 +119,7 @@ class KhatibController(Controller):
         self._Li = np.eye(6)
         self._y = np.zeros(6)
         self._gains_of: KhatibConfig | None = None
-        self._gains: tuple[float, ...] = ()
+        self._gains: dict[str, float] = {}
         # contact-force options (controllers/force_control.py; their state arrays are shared with the kernel)
         self.force_filter = ForceFilter(3, config.force_filter, plant.control_period)
         self.setpoint = build_setpoint(config.force_setpoint, planner, plant.control_period)
@@ -224,16 +225,42 @@ class KhatibController(Controller):
         if self.setpoint is not None:
             self.setpoint.reset()
 
-    def _config_gains(self) -> tuple[float, ...]:
-        """The config's gains as Python floats (cached per config object)."""
+    def _config_gains(self) -> dict[str, float]:
+        """The config's gains by name, as the compiled kernel reads them (``KhatibGains`` in
+        controllers/_khatib_kernel.c; cached per config object)."""
         c = self.config
         if c is not self._gains_of:
-            self._gains = (
-                -float(c.d), float(c.k), 1.0 / c.m, float(c.k_rot), float(c.d_rot), 1.0 / c.m_rot,
-                float(c.d_null), float(c.k_i), float(c.f_i_max), float(c.contact_threshold),
-            )
+            self._gains = {
+                "m": float(c.m), "d": float(c.d), "k": float(c.k), "m_rot": float(c.m_rot), "d_rot": float(c.d_rot),
+                "k_rot": float(c.k_rot), "d_null": float(c.d_null), "k_i": float(c.k_i), "f_i_max": float(c.f_i_max),
+                "contact_threshold": float(c.contact_threshold),
+            }
             self._gains_of = c
         return self._gains
+
+    #: the gym's impedance action scales the law's stiffness and damping (dockbench/gym.py): two scales
+    #: each, translational and rotational
+    n_gain_scales = 2
+
+    def set_gain_scales(self, k_scale: np.ndarray, d_scale: np.ndarray) -> None:
+        """Scale the stiffness and damping of the config the law was built with: K_d = k_scale[0] k, K_R =
+        k_scale[1] k_rot, D_d = d_scale[0] d, D_R = d_scale[1] d_rot (``k_scale``, ``d_scale``: 2 positive
+        floats each). The law's config is replaced (a new frozen config: the compiled kernel rebinds to it and
+        reads the new gains on the next step)."""
+        k_scale, d_scale = np.asarray(k_scale, dtype=float), np.asarray(d_scale, dtype=float)
+        if k_scale.shape != (2,) or d_scale.shape != (2,):
+            raise ValueError(f"khatib: set_gain_scales takes 2 stiffness and 2 damping scales (translational, "
+                             f"rotational), got {k_scale.shape} and {d_scale.shape}")
+        base = self._unscaled_config
+        if base is None:
+            base = self._unscaled_config = self.config
+        self.config = dataclasses.replace(
+            base, k=base.k * float(k_scale[0]), k_rot=base.k_rot * float(k_scale[1]),
+            d=base.d * float(d_scale[0]), d_rot=base.d_rot * float(d_scale[1]),
+        )
+
+    #: the config before the first set_gain_scales (the scales are relative to it)
+    _unscaled_config: KhatibConfig | None = None
 
     compute = Controller.compute_with_kernel
 

@@ -53,6 +53,7 @@ kernel guard checks it, sim/kernels.py). This Python code runs when the kernel i
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -338,6 +339,68 @@ class SE3LieController(Controller):
     def summary(self) -> dict:
         return self.kernel_summary()
 
+    #: the config the cached gains mapping was built from, and the mapping (:meth:`_config_gains`)
+    _gains_of: SE3LieConfig | None = None
+    _gains: dict | None = None
+
+    def _config_gains(self) -> dict:
+        """The law's gains by name, as the compiled kernel reads them (``SE3Gains`` in controllers/_se3_kernel.c;
+        cached per config object): whether A⁻¹, A⁻¹D, A⁻¹K are all diagonal, their diagonals, F_d and whether
+        it is non-zero, d_null. The full G = [A⁻¹, −A⁻¹D, −A⁻¹K] is bound as an array (``G``)."""
+        c = self.config
+        if c is not self._gains_of or self._gains is None:
+            self._gains = {
+                "diagonal": self._diag_gains is not None,
+                "a_inv": np.diagonal(self.Ainv).tolist(), "a_inv_d": np.diagonal(self.AinvD).tolist(),
+                "a_inv_k": np.diagonal(self.AinvK).tolist(),
+                "wrench_desired": self._F_d, "has_wrench_desired": bool(self.has_Fd), "d_null": float(c.d_null),
+            }
+            self._gains_of = c
+        return self._gains
+
+    @property
+    def n_gain_scales(self) -> int:
+        """How many stiffness (and damping) scales :meth:`set_gain_scales` takes: 6 (the diagonals), or 0 when
+        the config gives a full ``k_matrix`` or ``d_matrix`` (no per-axis scale is defined then)."""
+        c = self.config
+        return 0 if (c.k_matrix is not None or c.d_matrix is not None) else 6
+
+    #: the config before the first set_gain_scales (the scales are relative to it)
+    _unscaled_config: SE3LieConfig | None = None
+
+    def set_gain_scales(self, k_scale: np.ndarray, d_scale: np.ndarray) -> None:
+        """Scale the diagonals of K and D of the config the law was built with (``k_scale``, ``d_scale``: 6
+        positive floats each; K' = diag(k) K, D' = diag(d) D). The law's config is replaced and what the law
+        derives from it (A, D, K, A⁻¹, A⁻¹D, A⁻¹K, G) recomputed, so the Python path and the compiled kernel
+        (which rebinds to the new config and its new G on the next step) both use the new gains."""
+        k_scale, d_scale = np.asarray(k_scale, dtype=float), np.asarray(d_scale, dtype=float)
+        if self.n_gain_scales == 0:
+            raise ValueError("se3_lie: set_gain_scales needs diagonal stiffness and damping (k_diag, d_diag); "
+                             "this config gives a full k_matrix or d_matrix")
+        if k_scale.shape != (6,) or d_scale.shape != (6,):
+            raise ValueError(f"se3_lie: set_gain_scales takes 6 stiffness and 6 damping scales, got "
+                             f"{k_scale.shape} and {d_scale.shape}")
+        base = self._unscaled_config
+        if base is None:
+            base = self._unscaled_config = self.config
+        cfg = dataclasses.replace(
+            base, k_diag=tuple(float(x) for x in np.array(base.k_diag) * k_scale),
+            d_diag=tuple(float(x) for x in np.array(base.d_diag) * d_scale),
+        )
+        # what __init__ derives from the config
+        A, D, K = cfg.matrices()
+        self.A, self.D, self.K = A, D, K
+        self.Ainv = np.linalg.inv(A)
+        self.AinvD, self.AinvK = self.Ainv @ D, self.Ainv @ K
+        gains = (self.Ainv, self.AinvD, self.AinvK)
+        # the diagonal form only when all three are diagonal, as __init__ decides (a full a_matrix keeps G)
+        self._diag_gains = (
+            tuple(v for Mx in gains for v in np.diagonal(Mx).tolist())
+            if all(np.count_nonzero(Mx - np.diag(np.diagonal(Mx))) == 0 for Mx in gains) else None
+        )
+        self._G = np.hstack((self.Ainv, -self.AinvD, -self.AinvK))
+        self.config = cfg
+
     def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """Bind the compiled kernel to this run's arrays (they never move during a run). The joint-space
         results q̇, y, M⁻¹J_bᵀ that :attr:`q_ddot_ref` reads become views of the kernel's results buffer."""
@@ -362,10 +425,7 @@ class SE3LieController(Controller):
             diag=cmd.diag,
             results=res,
             G=self._G,
-            diag_gains=self._diag_gains,
-            F_d=self._F_d,
-            has_Fd=self.has_Fd,
-            d_null=float(c.d_null),
+            gains=self._config_gains(),
             passthrough=mref.passthrough,
             **ff.kernel_args(snap.g),
             **self.force_filter.kernel_args(),

@@ -127,26 +127,14 @@ def _quat(R: np.ndarray) -> np.ndarray:
 class _Gains:
     """The law's stiffness K and damping D as the impedance action scales them (``n`` independent scales:
     Khatib 2 — translational, rotational; SE(3) 6 — the diagonals; HQP 6 — the axes of K_0 and of the
-    derived D_r). Khatib and SE(3): scaling replaces the law's frozen
-    config between policy steps (the compiled kernel rebinds on a new config)."""
+    derived D_r). The law scales its own gains (``set_gain_scales``, ``n_gain_scales``: KhatibController,
+    SE3LieController, HQPController), so that its Python path and its compiled kernel see the same new
+    gains; a law without them takes no gain scales."""
 
     def __init__(self, ctrl: Any):
-        self.ctrl, self.base = ctrl, ctrl.config
-        kind = type(ctrl).__name__
-        self.kind = kind
-        if kind == "KhatibController":
-            self.n = 2
-        elif kind == "SE3LieController":
-            c = ctrl.config
-            self.n = 0 if (c.k_matrix is not None or c.d_matrix is not None) else 6
-        elif kind == "HQPController":
-            # the adaptive K_r(f) = s(f) K_0 and its derived D_r (docs/theory/hqp.md) read the law's K_0 and
-            # its √K_0,i + √K_0,j table in place, in the Python path and in the compiled kernel alike: the
-            # scales rewrite those arrays (their copies at the episode's start are the base)
-            self.n = 6
-            self.K0_base = ctrl.K0.copy()
-        else:
-            self.n = 0
+        self.ctrl = ctrl
+        self.kind = type(ctrl).__name__
+        self.n = int(getattr(ctrl, "n_gain_scales", 0))
         self.k_scale, self.d_scale = np.ones(self.n), np.ones(self.n)
 
     def stiffness(self) -> np.ndarray:
@@ -164,35 +152,7 @@ class _Gains:
         if self.n == 0 or (k_scale.tolist() == self.k_scale.tolist() and d_scale.tolist() == self.d_scale.tolist()):
             return
         self.k_scale, self.d_scale = k_scale.copy(), d_scale.copy()
-        b, ctrl = self.base, self.ctrl
-        if self.kind == "KhatibController":
-            ctrl.config = dataclasses.replace(
-                b, k=b.k * float(k_scale[0]), k_rot=b.k_rot * float(k_scale[1]),
-                d=b.d * float(d_scale[0]), d_rot=b.d_rot * float(d_scale[1]),
-            )
-            return
-        if self.kind == "HQPController":
-            # K_0' = diag(k) K_0; D_r' = diag(√d) D_r(K_0') diag(√d), i.e. the table √K_0,i + √K_0,j times
-            # √(d_i d_j): a congruence, so D_r' stays symmetric positive definite; with Λ and K_0 diagonal,
-            # d_i scales axis i's damping ratio (K alone keeps the law's designed ratio: D_r ∝ √K_r)
-            K0 = ctrl.K0
-            np.multiply(self.K0_base, k_scale, out=K0)
-            np.multiply(K0, ctrl.config.k_min_ratio, out=ctrl.Kmin)
-            kh, dh = np.sqrt(K0), np.sqrt(d_scale)
-            np.multiply(kh[:, None] + kh, dh[:, None] * dh, out=ctrl._S0)
-            return
-        cfg = dataclasses.replace(
-            b, k_diag=tuple(float(x) for x in np.array(b.k_diag) * k_scale),
-            d_diag=tuple(float(x) for x in np.array(b.d_diag) * d_scale),
-        )
-        # what SE3LieController.__init__ derives from its config (controllers/se3_lie.py)
-        A, D, K = cfg.matrices()
-        ctrl.A, ctrl.D, ctrl.K = A, D, K
-        ctrl.Ainv = np.linalg.inv(A)
-        ctrl.AinvD, ctrl.AinvK = ctrl.Ainv @ D, ctrl.Ainv @ K
-        ctrl._diag_gains = tuple(v for Mx in (ctrl.Ainv, ctrl.AinvD, ctrl.AinvK) for v in np.diagonal(Mx).tolist())
-        ctrl._G = np.hstack((ctrl.Ainv, -ctrl.AinvD, -ctrl.AinvK))
-        ctrl.config = cfg
+        self.ctrl.set_gain_scales(k_scale, d_scale)
 
 
 class DockingEnv(gymnasium.Env):

@@ -10,6 +10,8 @@
 
 #include <math.h>
 
+#include "_kernel_util.h" /* kernel_read_fields (the set-point's constants by name) */
+
 /* The kernels' rotation log (returns 0, or 1 where it is undefined: then the caller hands the step to its
  * Python path): φ = log R (|φ| = θ ∈ [0, π], sim.lie.so3_log) for R given by rows.
  * θ = atan2(|s|, c), s = vee(½(R − Rᵀ)) = sin θ n, c = (tr R − 1)/2 clamped to [−1, 1]; axis s/|s| for
@@ -124,7 +126,6 @@ static inline void kernel_force_filter(const double *st, double beta, const doub
 typedef struct {
     double a0, a1, a2, force, ramp_time, delay, threshold, k_p, k_i_T, i_max, damping;
 } KernelSetpoint;
-#define KERNEL_SETPOINT_NPARAMS 11
 #define KERNEL_SETPOINT_NSTATE 6
 
 /* AxialForceSetpoint.update at time t with the law's force f (3, world) and the tool's velocity v (3, world):
@@ -167,21 +168,27 @@ static inline void kernel_remove_axial(const KernelSetpoint *c, double w, double
     x[2] = x[2] - k * c->a2;
 }
 
-/* The set-point's constants from the tuple of KERNEL_SETPOINT_NPARAMS floats `params` (kernel __init__);
- * 0, or -1 with an exception naming the kernel. */
+/* The set-point's constants by name (AxialForceSetpoint.kernel_args, controllers/force_control.py): the
+ * mating axis a, the ``force_setpoint:`` block's keys and k_i T; kernel_read_fields (sim/_kernel_util.h). */
+static const KernelField KERNEL_SETPOINT_FIELDS[] = {
+    KERNEL_FIELD_F64(KernelSetpoint, "axis_x", a0),
+    KERNEL_FIELD_F64(KernelSetpoint, "axis_y", a1),
+    KERNEL_FIELD_F64(KernelSetpoint, "axis_z", a2),
+    KERNEL_FIELD_F64(KernelSetpoint, "force", force),
+    KERNEL_FIELD_F64(KernelSetpoint, "ramp_time", ramp_time),
+    KERNEL_FIELD_F64(KernelSetpoint, "delay", delay),
+    KERNEL_FIELD_F64(KernelSetpoint, "contact_threshold", threshold),
+    KERNEL_FIELD_F64(KernelSetpoint, "k_p", k_p),
+    KERNEL_FIELD_F64(KernelSetpoint, "k_i_period", k_i_T),
+    KERNEL_FIELD_F64(KernelSetpoint, "i_max", i_max),
+    KERNEL_FIELD_F64(KernelSetpoint, "damping", damping),
+};
+
+/* The set-point's constants from the dict `params` (kernel __init__); 0, or -1 with an exception naming
+ * the kernel and the key. */
 static inline int kernel_setpoint_params(const char *kernel, PyObject *params, KernelSetpoint *c) {
-    double p[KERNEL_SETPOINT_NPARAMS];
-    if (!PyTuple_Check(params) || PyTuple_GET_SIZE(params) != KERNEL_SETPOINT_NPARAMS) {
-        PyErr_Format(PyExc_ValueError, "%s: fs_params must be a tuple of %d floats", kernel, KERNEL_SETPOINT_NPARAMS);
-        return -1;
-    }
-    for (int i = 0; i < KERNEL_SETPOINT_NPARAMS; i++) {
-        p[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(params, i));
-        if (p[i] == -1.0 && PyErr_Occurred()) return -1;
-    }
-    c->a0 = p[0]; c->a1 = p[1]; c->a2 = p[2]; c->force = p[3]; c->ramp_time = p[4]; c->delay = p[5];
-    c->threshold = p[6]; c->k_p = p[7]; c->k_i_T = p[8]; c->i_max = p[9]; c->damping = p[10];
-    return 0;
+    return kernel_read_fields(kernel, "fs_params", params, KERNEL_SETPOINT_FIELDS,
+                              (int)(sizeof(KERNEL_SETPOINT_FIELDS) / sizeof(KERNEL_SETPOINT_FIELDS[0])), c);
 }
 
 /* Cholesky factor A = L Lᵀ of a symmetric positive definite n × n matrix A (row-major; only the lower

@@ -1,5 +1,6 @@
 /*
- * Shared by the compiled kernels (sim/kernels.py): binding a kernel to the numpy arrays of one run.
+ * Shared by the compiled kernels (sim/kernels.py): binding a kernel to the numpy arrays of one run, and
+ * reading its gains by name (kernel_read_fields, below).
  *
  * kernel_bind() takes a Py_buffer on a contiguous float64 array (C or Fortran order: the kernels read
  * vectors, row-major matrices and exactly symmetric matrices, for which the order does not matter) and
@@ -105,6 +106,127 @@ static inline PyObject *kernel_module(PyModuleDef *def, PyTypeObject *type, cons
         return NULL;
     }
     return m;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Gains and parameters by name
+ *
+ * A kernel's gains are a named C struct; a static table {name, offset, kind, n} of its fields says which
+ * key of the Python mapping fills which field. kernel_read_fields() fills the struct from a dict of
+ * name → value and fails, naming the kernel, the argument and the key, on a missing key, an unknown key or
+ * a value of the wrong type: nothing is ever read by position. Adding a gain is one field, one table entry
+ * and one entry of the law's mapping (docs/architecture.md, "Gains by name").
+ * ------------------------------------------------------------------------------------------------ */
+#include <stddef.h>
+
+typedef enum {
+    KERNEL_F64,       /* a float → double */
+    KERNEL_BOOL,      /* a truth value → int (0 or 1) */
+    KERNEL_F64_ARRAY, /* a sequence of n floats → double[n] */
+} KernelFieldKind;
+
+typedef struct {
+    const char *name;  /* the key in the mapping */
+    size_t offset;     /* offsetof(struct, field) */
+    KernelFieldKind kind;
+    Py_ssize_t n;      /* KERNEL_F64_ARRAY: its length (else 1) */
+} KernelField;
+
+#define KERNEL_FIELD_F64(type, key, field) {key, offsetof(type, field), KERNEL_F64, 1}
+#define KERNEL_FIELD_BOOL(type, key, field) {key, offsetof(type, field), KERNEL_BOOL, 1}
+#define KERNEL_FIELD_ARRAY(type, key, field, len) {key, offsetof(type, field), KERNEL_F64_ARRAY, len}
+
+/* The table's keys "a, b, c" into buf (truncated with "..." if it does not fit). */
+static inline void kernel_field_names(const KernelField *fields, int nfields, char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < nfields; i++) {
+        int w = PyOS_snprintf(buf + used, size - used, "%s%s", i ? ", " : "", fields[i].name);
+        if (w < 0 || (size_t)w >= size - used) {
+            if (size > 4) strcpy(buf + size - 4, "...");
+            return;
+        }
+        used += (size_t)w;
+    }
+}
+
+/* Fill the struct at out from the dict `mapping` (the argument `arg` of `kernel`): every key of the table
+ * must be there and no other. 0, or -1 with a ValueError (missing or unknown key, wrong length) or a
+ * TypeError (not a dict, a value that is not a float / truth value) naming kernel, argument and key. */
+static inline int kernel_read_fields(const char *kernel, const char *arg, PyObject *mapping,
+                                     const KernelField *fields, int nfields, void *out) {
+    char names[1024];
+    if (!PyDict_Check(mapping)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a dict of name -> value, got %s", kernel, arg,
+                     Py_TYPE(mapping)->tp_name);
+        return -1;
+    }
+    /* an unknown key first: a misspelt gain names itself rather than the gain it was meant to be */
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(mapping, &pos, &key, &value)) {
+        const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        if (k == NULL) {
+            PyErr_Clear();
+            kernel_field_names(fields, nfields, names, sizeof(names));
+            PyErr_Format(PyExc_ValueError, "%s: %s has a key %R that is not a gain name (expected: %s)", kernel, arg,
+                         key, names);
+            return -1;
+        }
+        int known = 0;
+        for (int i = 0; i < nfields && !known; i++) known = strcmp(k, fields[i].name) == 0;
+        if (!known) {
+            kernel_field_names(fields, nfields, names, sizeof(names));
+            PyErr_Format(PyExc_ValueError, "%s: %s has an unknown key '%s' (expected: %s)", kernel, arg, k, names);
+            return -1;
+        }
+    }
+    for (int i = 0; i < nfields; i++) {
+        const KernelField *f = &fields[i];
+        char *dst = (char *)out + f->offset;
+        PyObject *v = PyDict_GetItemString(mapping, f->name); /* borrowed */
+        if (v == NULL) {
+            kernel_field_names(fields, nfields, names, sizeof(names));
+            PyErr_Format(PyExc_ValueError, "%s: %s is missing the key '%s' (expected: %s)", kernel, arg, f->name,
+                         names);
+            return -1;
+        }
+        if (f->kind == KERNEL_BOOL) {
+            int b = PyObject_IsTrue(v);
+            if (b < 0) return -1;
+            *(int *)dst = b;
+        } else if (f->kind == KERNEL_F64) {
+            double x = PyFloat_AsDouble(v);
+            if (x == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "%s: %s['%s'] must be a float, got %s", kernel, arg, f->name,
+                             Py_TYPE(v)->tp_name);
+                return -1;
+            }
+            *(double *)dst = x;
+        } else {
+            PyObject *seq = PySequence_Fast(v, "");
+            if (seq == NULL || PySequence_Fast_GET_SIZE(seq) != f->n) {
+                Py_XDECREF(seq);
+                PyErr_Clear();
+                PyErr_Format(PyExc_ValueError, "%s: %s['%s'] must be a sequence of %zd floats", kernel, arg, f->name,
+                             f->n);
+                return -1;
+            }
+            double *a = (double *)dst;
+            for (Py_ssize_t j = 0; j < f->n; j++) {
+                a[j] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, j));
+                if (a[j] == -1.0 && PyErr_Occurred()) {
+                    Py_DECREF(seq);
+                    PyErr_Clear();
+                    PyErr_Format(PyExc_TypeError, "%s: %s['%s'][%zd] must be a float", kernel, arg, f->name, j);
+                    return -1;
+                }
+            }
+            Py_DECREF(seq);
+        }
+    }
+    return 0;
 }
 
 #endif

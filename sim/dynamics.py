@@ -384,8 +384,10 @@ class Dynamics:
         if kmod is not None:
             s = self.snap
             self._kernel = kmod.DynamicsKernel(
-                self.data.J, self._R_ee, self._p_ee, self._R_s, self._p_s, s.J_v_h, s.J_ee_body,
-                s.twist_ee_lwa, s.twist_ee_body, s.T_world_ee, s.T_world_sensor, body_frame, sensor_pose,
+                J_world=self.data.J, R_ee=self._R_ee, p_ee=self._p_ee, R_sensor=self._R_s, p_sensor=self._p_s,
+                J_v_h=s.J_v_h, J_ee_body=s.J_ee_body, twist_ee_lwa=s.twist_ee_lwa, twist_ee_body=s.twist_ee_body,
+                T_world_ee=s.T_world_ee, T_world_sensor=s.T_world_sensor, body_frame=body_frame,
+                sensor_pose=sensor_pose,
             )
 
     def _set_frames(

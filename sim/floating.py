@@ -166,8 +166,10 @@ class FloatingBaseDynamics(Dynamics):
         if kmod is not None:
             k = self._kin
             self._kernel = kmod.DynamicsKernel(
-                data.J, self._R_ee, self._p_ee, self._R_s, self._p_s, k.J_v_h, k.J_ee_body,
-                k.twist_ee_lwa, k.twist_ee_body, k.T_world_ee, k.T_world_sensor, self.body_frame, self.sensor_pose,
+                J_world=data.J, R_ee=self._R_ee, p_ee=self._p_ee, R_sensor=self._R_s, p_sensor=self._p_s,
+                J_v_h=k.J_v_h, J_ee_body=k.J_ee_body, twist_ee_lwa=k.twist_ee_lwa, twist_ee_body=k.twist_ee_body,
+                T_world_ee=k.T_world_ee, T_world_sensor=k.T_world_sensor, body_frame=self.body_frame,
+                sensor_pose=self.sensor_pose,
             )
         self._set_kernel_label()
 

@@ -257,9 +257,9 @@ class WrenchPipeline:
     def _bind_kernel(self, d: mujoco.MjData, T_world_ee: np.ndarray) -> None:
         """Bind the compiled kernel to the rows of ``d`` (bound by :meth:`_bind`), the EE pose and the state."""
         self._kernel = self._kmod.WrenchKernel(
-            self._v_xmat, self._v_xpos, self._v_f, self._v_n, self._cfrc_rows(d), self._v_com, T_world_ee,
-            self.state.buf,
-            self.tool_bodies.tolist(), tool_com=self._v_tcom, comp=self.comp,
+            site_xmat=self._v_xmat, site_xpos=self._v_xpos, force=self._v_f, torque=self._v_n,
+            cfrc_ext=self._cfrc_rows(d), subtree_com=self._v_com, T_world_ee=T_world_ee, state=self.state.buf,
+            tool_bodies=self.tool_bodies.tolist(), tool_com=self._v_tcom, comp=self.comp,
             gravity=self.gravity_compensation, offset=self._offset,
         )
         self._kernel_T = T_world_ee

@@ -35,7 +35,7 @@ import weakref
 
 import numpy as np
 import pytest
-from dockbench.controllers.force_control import ForceSetpointConfig
+from dockbench.controllers.force_control import AxialForceSetpoint, ForceSetpointConfig
 from dockbench.controllers.hqp import SETPOINT_DIAG, STATUS_CLOSED_FORM, STATUS_QP, HQPConfig, HQPController
 from dockbench.planners.base import Reference
 from dockbench.sim import kernels, lie
@@ -682,18 +682,11 @@ def _kernel_args(nv: int = 7) -> dict:
         "qdd": np.zeros(nv),
         "qdd_level1": np.zeros(nv),
         "results": np.zeros(_KMOD.NRESULTS),
-        "k_alpha": 0.5,
-        "k_min_ratio": 0.3,
-        "minus_k_j": -5.0,
-        "d_j": 10.0,
-        "k_sa": 500.0,
-        "w_th": 0.08,
-        "inv_D": 20.0,
-        "k2": 800.0,
-        "two_over_D": 40.0,
-        "plain": True,
-        "use_force": True,
-        "wrench_comp": False,
+        "gains": {
+            "k_alpha": 0.5, "sigmoid_plain": True, "k_min_ratio": 0.3, "k_j": 5.0, "d_j": 10.0, "k_sa": 500.0,
+            "w_th": 0.08, "inv_horizon": 20.0, "k2": 800.0, "k2_horizon": 40.0, "use_force_feedback": True,
+            "wrench_compensation": False,
+        },
         "ff_mode": 1,
         "ff_damping": False,
         "ff_vel_eps": 0.01,
@@ -705,7 +698,7 @@ def _kernel_args(nv: int = 7) -> dict:
         "filt_on": False,
         "filt_beta": 1.0,
         "fs_on": False,
-        "fs_params": (0.0,) * 11,
+        "fs_params": AxialForceSetpoint.kernel_args_off()["fs_params"],
     }
 
 
@@ -719,7 +712,10 @@ def _kernel_args_with_options(nv: int = 7) -> dict:
     args["ff_half_f"][:] = 0.25
     args |= {
         "ff_mode": 3, "filt_on": True, "filt_beta": 0.2, "fs_on": True, "diag": np.zeros(_KMOD.NDIAG + 4),
-        "fs_params": (0.0, 0.0, 1.0, 5.0, 1.0, 0.0, 1.0, 0.0, 0.01, 5.0, 10.0),
+        "fs_params": {
+            "axis_x": 0.0, "axis_y": 0.0, "axis_z": 1.0, "force": 5.0, "ramp_time": 1.0, "delay": 0.0,
+            "contact_threshold": 1.0, "k_p": 0.0, "k_i_period": 0.01, "i_max": 5.0, "damping": 10.0,
+        },
     }
     return args
 
@@ -749,8 +745,11 @@ def _kernel_args_with_options(nv: int = 7) -> dict:
         ("ff_state", np.zeros(2), ValueError, "ff_state must hold 3 floats, got 2"),
         ("filt_state", np.zeros(6), ValueError, "filt_state must hold 7 floats, got 6"),
         ("fs_state", np.frombuffer(bytes(48)), TypeError, "fs_state must be a contiguous writable float64 array"),
-        ("fs_params", (0.0,) * 10, ValueError, "fs_params must be a tuple of 11 floats"),
-        ("fs_params", ("a",) * 11, TypeError, None),
+        ("fs_params", (0.0,) * 11, TypeError, "HQPKernel: fs_params must be a dict of name -> value, got tuple"),
+        ("fs_params", {"axis_x": 0.0}, ValueError, "HQPKernel: fs_params is missing the key 'axis_y'"),
+        ("fs_params", dict.fromkeys(("axis_x", "axis_y", "axis_z", "force", "ramp_time", "delay",
+                                     "contact_threshold", "k_p", "k_i_period", "i_max", "damping"), "a"),
+         TypeError, r"HQPKernel: fs_params\['axis_x'\] must be a float, got str"),
         ("fs_on", True, ValueError, "diag must hold 15 floats, got 11"),  # the set-point's 4 diagnostics
     ],
 )
