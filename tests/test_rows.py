@@ -39,7 +39,7 @@ def test_compiled_row_equals_the_reference_bytes():
     rng = np.random.default_rng(1)
     for row in range(4):
         values = rng.normal(size=7), rng.normal(size=3)
-        for _, (sources, block, scal, tau_cmd, tau, other), w in writers:
+        for _, (_, _, _, tau_cmd, tau, other), w in writers:
             tau_cmd[:] = values[0]
             tau[:] = np.clip(values[0], -0.5, 0.5) if row % 2 else values[0]
             if row == 3:
