@@ -234,24 +234,42 @@ _BERNOULLI_ABS = (1 / 6, 1 / 30, 1 / 42, 1 / 30, 5 / 66, 691 / 2730, 7 / 6, 3617
 _GAMMA = tuple(_BERNOULLI_ABS[n - 1] / _f(2 * n) for n in range(1, _NTERMS + 1))
 
 
-def _horner(coeffs: tuple[float, ...], x: float) -> float:
-    """Σ_k coeffs[k] x^k."""
-    acc = 0.0
-    for c in reversed(coeffs):
-        acc = acc * x + c
-    return acc
-
-
 #: the series of f'(θ)/θ for f = α, β, b, c: f = Σ c_k θ^(2k) gives f'(θ)/θ = Σ_{k≥1} 2k c_k x^(k−1)
 _SERIES_D = tuple(tuple(2.0 * k * c[k] for k in range(1, _NTERMS)) for c in _SERIES)
 
 
+def _terms_limits() -> tuple[float, ...]:
+    """x_n (n = 1 … 13): below x_n the first n terms of every series suffice. The first omitted term
+    |c_n| xⁿ is then at most 5e-18 |c_0|, and below these limits each later term is less than 1/25 of the one before
+    (factorials; γ's Bernoulli terms by about x/(2π)²), so the tail stays below 1e-17 relative: the bound of
+    the full 14-term sums."""
+    limits = []
+    for n in range(1, _NTERMS):
+        x_n = min((5e-18 * abs(c[0]) / abs(c[n])) ** (1.0 / n) for c in (*_SERIES, *_SERIES_D, _GAMMA) if n < len(c))
+        limits.append(x_n)
+    return tuple(limits)
+
+
+#: x below which n = 1 … 13 terms of each series are enough (:func:`_terms_limits`); 14 terms above
+_TERMS_X = _terms_limits()
+
+
+def _horner(coeffs: tuple[float, ...], x: float, n: int) -> float:
+    """Σ_{k<n} coeffs[k] x^k (Horner's rule)."""
+    acc = 0.0
+    for c in reversed(coeffs[:n]):
+        acc = acc * x + c
+    return acc
+
+
 def coefficients(x: float) -> Coefficients:
-    """The coefficient functions at x = θ² (series below θ = 1.5, closed forms above)."""
+    """The coefficient functions at x = θ² (series below θ = 1.5, with as many terms as x needs; closed
+    forms above)."""
     if x < _SERIES_X:
-        al, be, b, c = (_horner(s, x) for s in _SERIES)
-        dal, dbe, db, dc = (_horner(s, x) for s in _SERIES_D)
-        return Coefficients(al, be, b, c, _horner(_GAMMA, x), dal, dbe, db, dc)
+        n = next((i + 1 for i, lim in enumerate(_TERMS_X) if x < lim), _NTERMS)
+        al, be, b, c = (_horner(s, x, n) for s in _SERIES)
+        dal, dbe, db, dc = (_horner(s, x, n) for s in _SERIES_D)
+        return Coefficients(al, be, b, c, _horner(_GAMMA, x, n), dal, dbe, db, dc)
     th = math.sqrt(x)
     s, co = math.sin(th), math.cos(th)
     al, be = (1.0 - co) / x, (th - s) / (x * th)
@@ -300,9 +318,15 @@ def so3_right_jacobian_inv(phi: np.ndarray) -> np.ndarray:
 #     B    = u^ + β (ρ φᵀ + φ ρᵀ) + e φ φᵀ + f I,   u = (b x − ½) ρ + (β − 2b) d φ,  e = −2 c d,  f = 2 d (c x − β)
 
 
+def _outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a bᵀ (3, 3) (one broadcast product: ``np.outer``'s values, without its reshaping calls)."""
+    return a[:, None] * b
+
+
 def _outer_sym(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a bᵀ + b aᵀ (3, 3)."""
-    return np.outer(a, b) + np.outer(b, a)
+    ab = a[:, None] * b
+    return ab + ab.T
 
 
 def _blocks_6(A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -317,17 +341,21 @@ def _J_r3_and_B(lam: np.ndarray, k: Coefficients) -> tuple[np.ndarray, np.ndarra
     """The blocks J_r3(φ) and B(ρ, φ) of dexp_λ (rank-one forms above)."""
     rho, phi = lam[:3], lam[3:]
     x, d = float(phi @ phi), float(phi @ rho)
-    J3 = (1.0 - k.beta * x) * _I3 - k.alpha * so3_hat(phi) + k.beta * np.outer(phi, phi)
+    PP = _outer(phi, phi)
+    J3 = (1.0 - k.beta * x) * _I3 - k.alpha * so3_hat(phi) + k.beta * PP
     u = (k.b * x - 0.5) * rho + (k.beta - 2.0 * k.b) * d * phi
     e, f = -2.0 * k.c * d, 2.0 * d * (k.c * x - k.beta)
-    B = so3_hat(u) + k.beta * _outer_sym(rho, phi) + e * np.outer(phi, phi) + f * _I3
+    B = so3_hat(u) + k.beta * _outer_sym(rho, phi) + e * PP + f * _I3
     return J3, B
 
 
-def dexp(lam: np.ndarray) -> np.ndarray:
+def dexp(lam: np.ndarray, k: Coefficients | None = None) -> np.ndarray:
     """SE(3) right Jacobian dexp_λ (6, 6) = [[J_r3, B], [0, J_r3]]: the body twist of exp(λ(t)) is
-    Ṽ = dexp_λ λ̇; λ = [ρ; φ] exponential coordinates [m; rad]."""
-    return _blocks_6(*_J_r3_and_B(lam, coefficients(float(lam[3:] @ lam[3:]))))
+    Ṽ = dexp_λ λ̇; λ = [ρ; φ] exponential coordinates [m; rad]. ``k``: :func:`coefficients` at θ² = |φ|²
+    when the caller already has them (they are even in θ: those of −λ serve too)."""
+    if k is None:
+        k = coefficients(float(lam[3:] @ lam[3:]))
+    return _blocks_6(*_J_r3_and_B(lam, k))
 
 
 def dexp_inv(lam: np.ndarray) -> np.ndarray:
@@ -336,25 +364,28 @@ def dexp_inv(lam: np.ndarray) -> np.ndarray:
     phi = lam[3:]
     k = coefficients(float(phi @ phi))
     _, B = _J_r3_and_B(lam, k)
-    Ji = (1.0 - k.gamma * float(phi @ phi)) * _I3 + 0.5 * so3_hat(phi) + k.gamma * np.outer(phi, phi)
+    Ji = (1.0 - k.gamma * float(phi @ phi)) * _I3 + 0.5 * so3_hat(phi) + k.gamma * _outer(phi, phi)
     return _blocks_6(Ji, -Ji @ B @ Ji)
 
 
-def dexp_dot(lam: np.ndarray, lam_dot: np.ndarray) -> np.ndarray:
+def dexp_dot(lam: np.ndarray, lam_dot: np.ndarray, k: Coefficients | None = None) -> np.ndarray:
     """Time derivative d/dt dexp_λ(t) (6, 6) at λ with rate λ̇ (both [ρ; φ]): the product rule on the
     rank-one blocks of :func:`dexp`, with d/dt f(θ) = (f'(θ)/θ)(φ·φ̇) for each coefficient (smooth at
-    θ = 0), ẋ = 2 φ·φ̇ and ḋ = φ̇·ρ + φ·ρ̇. Used for λ̈ = dexp_λ⁻¹ (dṼ/dt − (d/dt dexp_λ) λ̇)."""
+    θ = 0), ẋ = 2 φ·φ̇ and ḋ = φ̇·ρ + φ·ρ̇. Used for λ̈ = dexp_λ⁻¹ (dṼ/dt − (d/dt dexp_λ) λ̇). ``k`` as for
+    :func:`dexp`."""
     rho, phi, rho_dot, phi_dot = lam[:3], lam[3:], lam_dot[:3], lam_dot[3:]
-    k = coefficients(float(phi @ phi))
     x, d = float(phi @ phi), float(phi @ rho)
+    if k is None:
+        k = coefficients(x)
     w = float(phi @ phi_dot)  # θ θ̇
     x_dot, d_dot = 2.0 * w, float(phi_dot @ rho + phi @ rho_dot)
     al_dot, be_dot, b_dot, c_dot = k.d_alpha * w, k.d_beta * w, k.d_b * w, k.d_c * w
+    PP, PQ = _outer(phi, phi), _outer_sym(phi_dot, phi)
     # J_r3 = (1 − β x) I − α φ^ + β φ φᵀ
     J3_dot = (
         -(be_dot * x + k.beta * x_dot) * _I3
         - al_dot * so3_hat(phi) - k.alpha * so3_hat(phi_dot)
-        + be_dot * np.outer(phi, phi) + k.beta * _outer_sym(phi_dot, phi)
+        + be_dot * PP + k.beta * PQ
     )
     # B = u^ + β (ρφᵀ + φρᵀ) + e φφᵀ + f I
     kp = k.beta - 2.0 * k.b
@@ -367,7 +398,7 @@ def dexp_dot(lam: np.ndarray, lam_dot: np.ndarray) -> np.ndarray:
     B_dot = (
         so3_hat(u_dot)
         + be_dot * _outer_sym(rho, phi) + k.beta * (_outer_sym(rho_dot, phi) + _outer_sym(rho, phi_dot))
-        + e_dot * np.outer(phi, phi) + e * _outer_sym(phi_dot, phi)
+        + e_dot * PP + e * PQ
         + f_dot * _I3
     )
     return _blocks_6(J3_dot, B_dot)
