@@ -193,11 +193,16 @@ def Ad_inv(T: np.ndarray) -> np.ndarray:
 
 
 def ad(xi: np.ndarray) -> np.ndarray:
-    """Lie bracket matrix (6, 6) of a twist ξ = [v; ω]: [[ω^, v^], [0, ω^]]."""
-    A = np.zeros((6, 6))
-    A[:3, :3] = A[3:, 3:] = so3_hat(xi[3:])
-    A[:3, 3:] = so3_hat(xi[:3])
-    return A
+    """Lie bracket matrix (6, 6) of a twist ξ = [v; ω]: [[ω^, v^], [0, ω^]] (written out: one array call)."""
+    x, y, z, a, b, c = xi.tolist()  # v = (x, y, z), ω = (a, b, c)
+    return np.array((
+        (0.0, -c, b, 0.0, -z, y),
+        (c, 0.0, -a, z, 0.0, -x),
+        (-b, a, 0.0, -y, x, 0.0),
+        (0.0, 0.0, 0.0, 0.0, -c, b),
+        (0.0, 0.0, 0.0, c, 0.0, -a),
+        (0.0, 0.0, 0.0, -b, a, 0.0),
+    ))
 
 
 # ------------------------------------------------------------------------------------------ coefficients
@@ -349,13 +354,30 @@ def _J_r3_and_B(lam: np.ndarray, k: Coefficients) -> tuple[np.ndarray, np.ndarra
     return J3, B
 
 
+_I6 = np.eye(6)
+
+
+def _ad_coefficients(k: Coefficients, x: float) -> tuple[float, float, float, float]:
+    """(c₁, c₂, c₃, c₄) of dexp_λ = I − c₁ A + c₂ A² − c₃ A³ + c₄ A⁴ (A = ad_λ) from α, β, b, c at x = θ²:
+    c₁ = 2α − ½ + ½ x β, c₂ = ½ (5β − α), c₃ = ½ β − b, c₄ = c (docs/theory/lie.md)."""
+    return 2.0 * k.alpha - 0.5 + 0.5 * x * k.beta, 0.5 * (5.0 * k.beta - k.alpha), 0.5 * k.beta - k.b, k.c
+
+
 def dexp(lam: np.ndarray, k: Coefficients | None = None) -> np.ndarray:
-    """SE(3) right Jacobian dexp_λ (6, 6) = [[J_r3, B], [0, J_r3]]: the body twist of exp(λ(t)) is
-    Ṽ = dexp_λ λ̇; λ = [ρ; φ] exponential coordinates [m; rad]. ``k``: :func:`coefficients` at θ² = |φ|²
-    when the caller already has them (they are even in θ: those of −λ serve too)."""
+    """SE(3) right Jacobian dexp_λ (6, 6): the body twist of exp(λ(t)) is Ṽ = dexp_λ λ̇; λ = [ρ; φ]
+    exponential coordinates [m; rad]. Evaluated as the polynomial in A = ad_λ that its series
+    Σ (−A)ᵏ/(k + 1)! reduces to (ad_λ has the eigenvalues 0, ±iθ: docs/theory/lie.md),
+    dexp_λ = I − c₁ A + c₂ A² − c₃ A³ + c₄ A⁴; it equals the block form [[J_r3, B], [0, J_r3]] of the module
+    docstring. ``k``: :func:`coefficients` at θ² = |φ|² when the caller already has them (they are even in
+    θ: those of −λ serve too)."""
+    x = float(lam[3:] @ lam[3:])
     if k is None:
-        k = coefficients(float(lam[3:] @ lam[3:]))
-    return _blocks_6(*_J_r3_and_B(lam, k))
+        k = coefficients(x)
+    c1, c2, c3, c4 = _ad_coefficients(k, x)
+    A = ad(lam)
+    A2 = A @ A
+    A3 = A2 @ A
+    return _I6 - c1 * A + c2 * A2 - c3 * A3 + c4 * (A3 @ A)
 
 
 def dexp_inv(lam: np.ndarray) -> np.ndarray:
@@ -370,38 +392,30 @@ def dexp_inv(lam: np.ndarray) -> np.ndarray:
 
 def dexp_dot(lam: np.ndarray, lam_dot: np.ndarray, k: Coefficients | None = None) -> np.ndarray:
     """Time derivative d/dt dexp_λ(t) (6, 6) at λ with rate λ̇ (both [ρ; φ]): the product rule on the
-    rank-one blocks of :func:`dexp`, with d/dt f(θ) = (f'(θ)/θ)(φ·φ̇) for each coefficient (smooth at
-    θ = 0), ẋ = 2 φ·φ̇ and ḋ = φ̇·ρ + φ·ρ̇. Used for λ̈ = dexp_λ⁻¹ (dṼ/dt − (d/dt dexp_λ) λ̇). ``k`` as for
-    :func:`dexp`."""
-    rho, phi, rho_dot, phi_dot = lam[:3], lam[3:], lam_dot[:3], lam_dot[3:]
-    x, d = float(phi @ phi), float(phi @ rho)
+    polynomial of :func:`dexp`, d/dt Aᵏ = (d/dt Aᵏ⁻¹) A + Aᵏ⁻¹ Ȧ with Ȧ = ad_λ̇ (ad is linear), and
+    d/dt f(θ) = (f'(θ)/θ)(φ·φ̇) for each coefficient (smooth at θ = 0), ẋ = 2 φ·φ̇. Used for
+    λ̈ = dexp_λ⁻¹ (dṼ/dt − (d/dt dexp_λ) λ̇). ``k`` as for :func:`dexp`."""
+    phi = lam[3:]
+    x = float(phi @ phi)
     if k is None:
         k = coefficients(x)
-    w = float(phi @ phi_dot)  # θ θ̇
-    x_dot, d_dot = 2.0 * w, float(phi_dot @ rho + phi @ rho_dot)
+    w = float(phi @ lam_dot[3:])  # θ θ̇
+    x_dot = 2.0 * w
     al_dot, be_dot, b_dot, c_dot = k.d_alpha * w, k.d_beta * w, k.d_b * w, k.d_c * w
-    PP, PQ = _outer(phi, phi), _outer_sym(phi_dot, phi)
-    # J_r3 = (1 − β x) I − α φ^ + β φ φᵀ
-    J3_dot = (
-        -(be_dot * x + k.beta * x_dot) * _I3
-        - al_dot * so3_hat(phi) - k.alpha * so3_hat(phi_dot)
-        + be_dot * PP + k.beta * PQ
+    c1, c2, c3, c4 = _ad_coefficients(k, x)
+    c1_dot = 2.0 * al_dot + 0.5 * (x_dot * k.beta + x * be_dot)  # d/dt (2α − ½ + ½ x β)
+    c2_dot = 0.5 * (5.0 * be_dot - al_dot)
+    c3_dot = 0.5 * be_dot - b_dot
+    A, A_dot = ad(lam), ad(lam_dot)
+    A2 = A @ A
+    A3 = A2 @ A
+    D2 = A_dot @ A + A @ A_dot  # d/dt A²
+    D3 = D2 @ A + A2 @ A_dot  # d/dt A³
+    D4 = D3 @ A + A3 @ A_dot  # d/dt A⁴
+    return (
+        -(c1_dot * A + c1 * A_dot) + (c2_dot * A2 + c2 * D2) - (c3_dot * A3 + c3 * D3)
+        + (c_dot * (A3 @ A) + c4 * D4)
     )
-    # B = u^ + β (ρφᵀ + φρᵀ) + e φφᵀ + f I
-    kp = k.beta - 2.0 * k.b
-    u_dot = (
-        (b_dot * x + k.b * x_dot) * rho + (k.b * x - 0.5) * rho_dot
-        + ((be_dot - 2.0 * b_dot) * d + kp * d_dot) * phi + kp * d * phi_dot
-    )
-    e, e_dot = -2.0 * k.c * d, -2.0 * (c_dot * d + k.c * d_dot)
-    f_dot = 2.0 * d_dot * (k.c * x - k.beta) + 2.0 * d * (c_dot * x + k.c * x_dot - be_dot)
-    B_dot = (
-        so3_hat(u_dot)
-        + be_dot * _outer_sym(rho, phi) + k.beta * (_outer_sym(rho_dot, phi) + _outer_sym(rho, phi_dot))
-        + e_dot * PP + e * PQ
-        + f_dot * _I3
-    )
-    return _blocks_6(J3_dot, B_dot)
 
 
 # ------------------------------------------------------------------------------------------ quaternions
