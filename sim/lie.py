@@ -97,23 +97,28 @@ def norm3(v: np.ndarray) -> float:
 def mul3(A: np.ndarray, x: np.ndarray) -> np.ndarray:
     """A x for a (3, 3) A, summed column by column, (A₀ x₀ + A₁ x₁) + A₂ x₂ (Aⱼ the columns): element-wise
     numpy operations in the compiled kernels' order, so the floats are theirs bit for bit on every CPU
-    (``A @ x`` calls BLAS, whose kernels may sum in another order or fuse)."""
-    return A[:, 0] * x[0] + A[:, 1] * x[1] + A[:, 2] * x[2]
+    (``A @ x`` calls BLAS, whose kernels may sum in another order or fuse). x (3,), or (k, 3) rows each
+    multiplied."""
+    P = A * x[..., None, :]  # Pᵢⱼ = Aᵢⱼ xⱼ
+    return P[..., 0] + P[..., 1] + P[..., 2]
 
 
 def mul3t(A: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Aᵀ x for a (3, 3) A, summed row by row, (A⁰ x₀ + A¹ x₁) + A² x₂ (Aⁱ the rows; see :func:`mul3`)."""
-    return A[0] * x[0] + A[1] * x[1] + A[2] * x[2]
+    """Aᵀ x for a (3, 3) A, (A⁰ x₀ + A¹ x₁) + A² x₂ with Aⁱ the rows (see :func:`mul3`); x (3,) or (k, 3)."""
+    P = A.T * x[..., None, :]  # Pᵢⱼ = Aⱼᵢ xⱼ
+    return P[..., 0] + P[..., 1] + P[..., 2]
 
 
 def add_mul3(p: np.ndarray, A: np.ndarray, x: np.ndarray) -> np.ndarray:
     """p + A x accumulated term by term, ((p + A₀ x₀) + A₁ x₁) + A₂ x₂ (see :func:`mul3`)."""
-    return p + A[:, 0] * x[0] + A[:, 1] * x[1] + A[:, 2] * x[2]
+    P = A * x
+    return p + P[:, 0] + P[:, 1] + P[:, 2]
 
 
 def matmul3(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """A B of (3, 3) matrices, (A B)ᵢⱼ = (Aᵢ₀ B₀ⱼ + Aᵢ₁ B₁ⱼ) + Aᵢ₂ B₂ⱼ (see :func:`mul3`)."""
-    return A[:, 0:1] * B[0] + A[:, 1:2] * B[1] + A[:, 2:3] * B[2]
+    P = A[:, :, None] * B  # Pᵢₖⱼ = Aᵢₖ Bₖⱼ
+    return P[:, 0] + P[:, 1] + P[:, 2]
 
 
 def so3_vee(W: np.ndarray) -> np.ndarray:

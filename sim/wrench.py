@@ -86,7 +86,7 @@ def cross3(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 
 #: (r × f)ᵢ = rᵢ₊₁ fᵢ₊₂ − rᵢ₊₂ fᵢ₊₁: the indices i + 1 and i + 2 (mod 3)
-_NEXT, _AFTER = [1, 2, 0], [2, 0, 1]
+_NEXT, _AFTER = np.array([1, 2, 0]), np.array([2, 0, 1])
 
 
 def transport_world_to_body(
@@ -96,13 +96,15 @@ def transport_world_to_body(
 
         f_E = R_WEᵀ f_W,   n_E = R_WEᵀ (n_W + (p_S − p_E) × f_W).
 
-    The cross product is accumulated into n_W term by term, (n_W + r₁f₂) − r₂f₁ …, and the products are
+    ``w_world_at_S`` (6,) or (k, 6) (each row transported), ``out`` of the same shape. The cross product
+    is accumulated into n_W term by term, (n_W + r₁f₂) − r₂f₁ …, and the products are
     :func:`~dockbench.sim.lie.mul3t`: the compiled kernel's operations, equal bit for bit."""
     R_WE, p_E = T_world_ee[:3, :3], T_world_ee[:3, 3]
-    f_W, n_W = w_world_at_S[:3], w_world_at_S[3:]
+    f_W, n_W = w_world_at_S[..., :3], w_world_at_S[..., 3:]
     r = p_S - p_E
-    out[:3] = lie.mul3t(R_WE, f_W)  # f_E = R_WEᵀ f_W
-    out[3:] = lie.mul3t(R_WE, n_W + r[_NEXT] * f_W[_AFTER] - r[_AFTER] * f_W[_NEXT])  # n_E = R_WEᵀ (n_W + r × f_W)
+    m = n_W + r[_NEXT] * f_W[..., _AFTER] - r[_AFTER] * f_W[..., _NEXT]  # n_W + (p_S − p_E) × f_W
+    fm = np.concatenate((f_W, m), axis=-1).reshape((*f_W.shape[:-1], 2, 3))
+    out.reshape(fm.shape)[:] = lie.mul3t(R_WE, fm)  # [f_E; n_E] = R_WEᵀ [f_W; m]
     return out
 
 
@@ -170,6 +172,7 @@ class WrenchPipeline:
         self._fw = np.zeros(3)
         self._nw = np.zeros(3)
         self._tmp = np.zeros(6)
+        self._both = np.zeros((2, 6))  # [ext_body; truth_body] of the Python path
         #: mass beyond the sensor [kg] (the tool's subtree, from the model)
         self.tool_mass = float(m.body_subtreemass[tb])
         #: compensation parameters, one buffer (the kernel reads it): [ft_bias (6) sensor axes;
@@ -299,25 +302,25 @@ class WrenchPipeline:
             raw = raw + self.comp[0:6]  # the sensor's reading + the simulated bias
             x = raw - self.comp[6:12]  # the tare b removed
         # the one sign flip: parent-on-tool reading → environment-on-tool wrench, F_ext = −R_WS raw
-        f_W = -lie.mul3(R_WS, x[:3])  # f_W = −R_WS (f_S − b_f)
-        n_W = -lie.mul3(R_WS, x[3:])  # n_W = −R_WS (n_S − b_n)
+        ext = -lie.mul3(R_WS, x.reshape(2, 3))  # [f_W; n_W] = −R_WS [f_S − b_f; n_S − b_n] (rows)
         if self.gravity_compensation:  # the tool's weight W = m_t g at its centre of mass c
             W = self.comp[12:15]
-            f_W = f_W - W  # comp_f = W
-            n_W = n_W - lie.cross3(self._v_tcom - p_S, W)  # comp_n = (c − p_S) × W
+            ext[0] -= W  # comp_f = W
+            ext[1] -= lie.cross3(self._v_tcom - p_S, W)  # comp_n = (c − p_S) × W
         st.ft_raw[:] = raw
-        st.ext_world[:3] = f_W
-        st.ext_world[3:] = n_W
+        st.ext_world.reshape(2, 3)[:] = ext
         if self.inertial_compensation:
             self._subtract_inertial(d, p_S, st.ext_world)
-        transport_world_to_body(st.ext_world, p_S, T_world_ee, st.ext_body)
         self._truth(d, p_S, st.truth_world)
         if st.contact_count == 0:
+            transport_world_to_body(st.ext_world, p_S, T_world_ee, st.ext_body)
             if self._zeroed is not st:  # zero once per contact-free stretch, not every step
                 st.truth_body[:] = 0.0
                 self._zeroed = st
-        else:
-            transport_world_to_body(st.truth_world, p_S, T_world_ee, st.truth_body)
+        else:  # the estimate and the truth to EE axes in one call
+            both = transport_world_to_body(np.stack((st.ext_world, st.truth_world)), p_S, T_world_ee, self._both)
+            st.ext_body[:] = both[0]
+            st.truth_body[:] = both[1]
             self._zeroed = None
         return st
 
