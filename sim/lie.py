@@ -26,8 +26,11 @@ For ``T̃(t) = exp(λ(t))`` the BODY twist ``Ṽ = vee(T̃⁻¹ dT̃/dt)`` is ``
 
 Pinocchio's ``Jexp6`` is the same map but truncates its small-angle series (≈ 4e-8 relative at
 θ = 1e-3), so dexp, its inverse and its time derivative :func:`dexp_dot` (which Pinocchio lacks) are
-written here. The coefficients are even in θ: a 14-term series in x = θ² below θ = 1.5 (truncation
-below 1e-17 relative), the closed forms above (:func:`coefficients`). d/dt f(θ) = (f'(θ)/θ)(φ·φ̇).
+written here. The coefficients are even in θ: a series in x = θ² below θ = 1.5 with as many terms as x
+needs, at most 14 (truncation below 1e-17 relative), the closed forms above (:func:`coefficients`).
+d/dt f(θ) = (f'(θ)/θ)(φ·φ̇). :func:`dexp` and :func:`dexp_dot` evaluate dexp_λ as the polynomial in
+A = ad_λ that the block form equals, dexp_λ = I − c₁A + c₂A² − c₃A³ + c₄A⁴ with c₁ = 2α − ½ + ½θ²β,
+c₂ = ½(5β − α), c₃ = ½β − b, c₄ = c (Barfoot eq. 7.85; docs/theory/lie.md).
 """
 
 from __future__ import annotations
