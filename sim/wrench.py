@@ -318,7 +318,7 @@ class WrenchPipeline:
                 st.truth_body[:] = 0.0
                 self._zeroed = st
         else:  # the estimate and the truth to EE axes in one call
-            both = transport_world_to_body(np.stack((st.ext_world, st.truth_world)), p_S, T_world_ee, self._both)
+            both = transport_world_to_body(np.array((st.ext_world, st.truth_world)), p_S, T_world_ee, self._both)
             st.ext_body[:] = both[0]
             st.truth_body[:] = both[1]
             self._zeroed = None
