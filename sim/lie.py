@@ -202,7 +202,7 @@ def Ad_inv(T: np.ndarray) -> np.ndarray:
 
 def ad(xi: np.ndarray) -> np.ndarray:
     """Lie bracket matrix (6, 6) of a twist ξ = [v; ω]: [[ω^, v^], [0, ω^]] (written out: one array call)."""
-    x, y, z, a, b, c = xi.tolist()  # v = (x, y, z), ω = (a, b, c)
+    x, y, z, a, b, c = np.asarray(xi, dtype=float).tolist()  # v = (x, y, z), ω = (a, b, c)
     return np.array((
         (0.0, -c, b, 0.0, -z, y),
         (c, 0.0, -a, z, 0.0, -x),
