@@ -302,12 +302,14 @@ class SE3LieController(Controller):
         Ad_err = lie.Ad(T_err)
         V_d_err = Ad_err @ V_d  # Ad_T̃ V_d
         V_err = V_d_err - V  # Ṽ = Ad_T̃ V_d − V
-        J = lie.dexp(-lam)  # dexp_λ
+        k = lie.coefficients(float(lam[3:] @ lam[3:]))  # α(θ), β(θ), …: even in θ, so they serve −λ
+        J = lie.dexp(-lam, k)  # dexp_λ
         lam_dot = np.linalg.solve(J, V_err)  # λ̇ = dexp_λ⁻¹ Ṽ
-        F_err = lie.Ad_inv(T_err).T @ self.F_d - F_body  # F̃ = Ad_T̃⁻ᵀ F_d − F_body
+        # F̃ = Ad_T̃⁻ᵀ F_d − F_body (F_d = 0 for most runs: its transform is skipped, −F_body is exact)
+        F_err = lie.Ad_inv(T_err).T @ self.F_d - F_body if self.has_Fd else -F_body
         gamma = J.T @ F_err  # γ = dexp_λᵀ F̃
         lam_ddot = self.Ainv @ gamma - self.AinvD @ lam_dot - self.AinvK @ lam  # λ̈* = A⁻¹(γ − D λ̇ − K λ)
-        J_dot = lie.dexp_dot(-lam, -lam_dot)  # d/dt dexp_λ
+        J_dot = lie.dexp_dot(-lam, -lam_dot, k)  # d/dt dexp_λ
         # V̇_ref = Ad_T̃ V̇_d + ad_Ṽ (Ad_T̃ V_d) − dexp_λ λ̈* − (d/dt dexp_λ) λ̇
         dV_ref = Ad_err @ dV_d + lie.ad(V_err) @ V_d_err - (J @ lam_ddot + J_dot @ lam_dot)
         return {

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 from dockbench.planners.base import Planner, Reference
+from dockbench.sim.lie import cross3
 
 
 class MotionReference:
@@ -70,5 +71,5 @@ class MotionReference:
         self.T[:3, 3] = ref.pos
         self.V[:3] = R.T @ ref.vel  # v_b = Rᵀ ṗ
         self.V[3:] = R.T @ ref.omega  # ω_b = Rᵀ ω
-        self.dV[:3] = R.T @ ref.acc - np.cross(self.V[3:], self.V[:3])  # Rᵀ p̈ − ω_b × v_b
+        self.dV[:3] = R.T @ ref.acc - cross3(self.V[3:], self.V[:3])  # Rᵀ p̈ − ω_b × v_b
         self.dV[3:] = R.T @ ref.alpha  # Rᵀ α

@@ -26,8 +26,11 @@ For ``T̃(t) = exp(λ(t))`` the BODY twist ``Ṽ = vee(T̃⁻¹ dT̃/dt)`` is ``
 
 Pinocchio's ``Jexp6`` is the same map but truncates its small-angle series (≈ 4e-8 relative at
 θ = 1e-3), so dexp, its inverse and its time derivative :func:`dexp_dot` (which Pinocchio lacks) are
-written here. The coefficients are even in θ: a 14-term series in x = θ² below θ = 1.5 (truncation
-below 1e-17 relative), the closed forms above (:func:`coefficients`). d/dt f(θ) = (f'(θ)/θ)(φ·φ̇).
+written here. The coefficients are even in θ: a series in x = θ² below θ = 1.5 with as many terms as x
+needs, at most 14 (truncation below 1e-17 relative), the closed forms above (:func:`coefficients`).
+d/dt f(θ) = (f'(θ)/θ)(φ·φ̇). :func:`dexp` and :func:`dexp_dot` evaluate dexp_λ as the polynomial in
+A = ad_λ that the block form equals, dexp_λ = I − c₁A + c₂A² − c₃A³ + c₄A⁴ with c₁ = 2α − ½ + ½θ²β,
+c₂ = ½(5β − α), c₃ = ½β − b, c₄ = c (Barfoot eq. 7.85; docs/theory/lie.md).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import pinocchio as pin
 __all__ = [
     "Ad",
     "Ad_inv",
+    "add_mul3",
     "Coefficients",
     "ad",
     "coefficients",
@@ -49,6 +53,9 @@ __all__ = [
     "dexp_inv",
     "mat2quat_batch",
     "matrix_to_quat",
+    "matmul3",
+    "mul3",
+    "mul3t",
     "quat_to_matrix",
     "rotation_error_world",
     "se3_exp",
@@ -88,6 +95,33 @@ def norm3(v: np.ndarray) -> float:
     every CPU (``np.linalg.norm`` and ``v @ v`` call BLAS, whose kernels may sum in another order or fuse)."""
     v0, v1, v2 = v.tolist()
     return math.sqrt(v0 * v0 + v1 * v1 + v2 * v2)
+
+
+def mul3(A: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """A x for a (3, 3) A, summed column by column, (A₀ x₀ + A₁ x₁) + A₂ x₂ (Aⱼ the columns): element-wise
+    numpy operations in the compiled kernels' order, so the floats are theirs bit for bit on every CPU
+    (``A @ x`` calls BLAS, whose kernels may sum in another order or fuse). x (3,), or (k, 3) rows each
+    multiplied."""
+    P = A * x[..., None, :]  # Pᵢⱼ = Aᵢⱼ xⱼ
+    return P[..., 0] + P[..., 1] + P[..., 2]
+
+
+def mul3t(A: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Aᵀ x for a (3, 3) A, (A⁰ x₀ + A¹ x₁) + A² x₂ with Aⁱ the rows (see :func:`mul3`); x (3,) or (k, 3)."""
+    P = A.T * x[..., None, :]  # Pᵢⱼ = Aⱼᵢ xⱼ
+    return P[..., 0] + P[..., 1] + P[..., 2]
+
+
+def add_mul3(p: np.ndarray, A: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """p + A x accumulated term by term, ((p + A₀ x₀) + A₁ x₁) + A₂ x₂ (see :func:`mul3`)."""
+    P = A * x
+    return p + P[:, 0] + P[:, 1] + P[:, 2]
+
+
+def matmul3(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """A B of (3, 3) matrices, (A B)ᵢⱼ = (Aᵢ₀ B₀ⱼ + Aᵢ₁ B₁ⱼ) + Aᵢ₂ B₂ⱼ (see :func:`mul3`)."""
+    P = A[:, :, None] * B  # Pᵢₖⱼ = Aᵢₖ Bₖⱼ
+    return P[:, 0] + P[:, 1] + P[:, 2]
 
 
 def so3_vee(W: np.ndarray) -> np.ndarray:
@@ -167,11 +201,16 @@ def Ad_inv(T: np.ndarray) -> np.ndarray:
 
 
 def ad(xi: np.ndarray) -> np.ndarray:
-    """Lie bracket matrix (6, 6) of a twist ξ = [v; ω]: [[ω^, v^], [0, ω^]]."""
-    A = np.zeros((6, 6))
-    A[:3, :3] = A[3:, 3:] = so3_hat(xi[3:])
-    A[:3, 3:] = so3_hat(xi[:3])
-    return A
+    """Lie bracket matrix (6, 6) of a twist ξ = [v; ω]: [[ω^, v^], [0, ω^]] (written out: one array call)."""
+    x, y, z, a, b, c = np.asarray(xi, dtype=float).tolist()  # v = (x, y, z), ω = (a, b, c)
+    return np.array((
+        (0.0, -c, b, 0.0, -z, y),
+        (c, 0.0, -a, z, 0.0, -x),
+        (-b, a, 0.0, -y, x, 0.0),
+        (0.0, 0.0, 0.0, 0.0, -c, b),
+        (0.0, 0.0, 0.0, c, 0.0, -a),
+        (0.0, 0.0, 0.0, -b, a, 0.0),
+    ))
 
 
 # ------------------------------------------------------------------------------------------ coefficients
@@ -208,24 +247,42 @@ _BERNOULLI_ABS = (1 / 6, 1 / 30, 1 / 42, 1 / 30, 5 / 66, 691 / 2730, 7 / 6, 3617
 _GAMMA = tuple(_BERNOULLI_ABS[n - 1] / _f(2 * n) for n in range(1, _NTERMS + 1))
 
 
-def _horner(coeffs: tuple[float, ...], x: float) -> float:
-    """Σ_k coeffs[k] x^k."""
-    acc = 0.0
-    for c in reversed(coeffs):
-        acc = acc * x + c
-    return acc
-
-
 #: the series of f'(θ)/θ for f = α, β, b, c: f = Σ c_k θ^(2k) gives f'(θ)/θ = Σ_{k≥1} 2k c_k x^(k−1)
 _SERIES_D = tuple(tuple(2.0 * k * c[k] for k in range(1, _NTERMS)) for c in _SERIES)
 
 
+def _terms_limits() -> tuple[float, ...]:
+    """x_n (n = 1 … 13): below x_n the first n terms of every series suffice. The first omitted term
+    |c_n| xⁿ is then at most 5e-18 |c_0|, and below these limits each later term is less than 1/25 of the one before
+    (factorials; γ's Bernoulli terms by about x/(2π)²), so the tail stays below 1e-17 relative: the bound of
+    the full 14-term sums."""
+    limits = []
+    for n in range(1, _NTERMS):
+        x_n = min((5e-18 * abs(c[0]) / abs(c[n])) ** (1.0 / n) for c in (*_SERIES, *_SERIES_D, _GAMMA) if n < len(c))
+        limits.append(x_n)
+    return tuple(limits)
+
+
+#: x below which n = 1 … 13 terms of each series are enough (:func:`_terms_limits`); 14 terms above
+_TERMS_X = _terms_limits()
+
+
+def _horner(coeffs: tuple[float, ...], x: float, n: int) -> float:
+    """Σ_{k<n} coeffs[k] x^k (Horner's rule)."""
+    acc = 0.0
+    for c in reversed(coeffs[:n]):
+        acc = acc * x + c
+    return acc
+
+
 def coefficients(x: float) -> Coefficients:
-    """The coefficient functions at x = θ² (series below θ = 1.5, closed forms above)."""
+    """The coefficient functions at x = θ² (series below θ = 1.5, with as many terms as x needs; closed
+    forms above)."""
     if x < _SERIES_X:
-        al, be, b, c = (_horner(s, x) for s in _SERIES)
-        dal, dbe, db, dc = (_horner(s, x) for s in _SERIES_D)
-        return Coefficients(al, be, b, c, _horner(_GAMMA, x), dal, dbe, db, dc)
+        n = next((i + 1 for i, lim in enumerate(_TERMS_X) if x < lim), _NTERMS)
+        al, be, b, c = (_horner(s, x, n) for s in _SERIES)
+        dal, dbe, db, dc = (_horner(s, x, n) for s in _SERIES_D)
+        return Coefficients(al, be, b, c, _horner(_GAMMA, x, n), dal, dbe, db, dc)
     th = math.sqrt(x)
     s, co = math.sin(th), math.cos(th)
     al, be = (1.0 - co) / x, (th - s) / (x * th)
@@ -274,9 +331,15 @@ def so3_right_jacobian_inv(phi: np.ndarray) -> np.ndarray:
 #     B    = u^ + β (ρ φᵀ + φ ρᵀ) + e φ φᵀ + f I,   u = (b x − ½) ρ + (β − 2b) d φ,  e = −2 c d,  f = 2 d (c x − β)
 
 
+def _outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a bᵀ (3, 3) (one broadcast product: ``np.outer``'s values, without its reshaping calls)."""
+    return a[:, None] * b
+
+
 def _outer_sym(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a bᵀ + b aᵀ (3, 3)."""
-    return np.outer(a, b) + np.outer(b, a)
+    ab = a[:, None] * b
+    return ab + ab.T
 
 
 def _blocks_6(A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -291,17 +354,38 @@ def _J_r3_and_B(lam: np.ndarray, k: Coefficients) -> tuple[np.ndarray, np.ndarra
     """The blocks J_r3(φ) and B(ρ, φ) of dexp_λ (rank-one forms above)."""
     rho, phi = lam[:3], lam[3:]
     x, d = float(phi @ phi), float(phi @ rho)
-    J3 = (1.0 - k.beta * x) * _I3 - k.alpha * so3_hat(phi) + k.beta * np.outer(phi, phi)
+    PP = _outer(phi, phi)
+    J3 = (1.0 - k.beta * x) * _I3 - k.alpha * so3_hat(phi) + k.beta * PP
     u = (k.b * x - 0.5) * rho + (k.beta - 2.0 * k.b) * d * phi
     e, f = -2.0 * k.c * d, 2.0 * d * (k.c * x - k.beta)
-    B = so3_hat(u) + k.beta * _outer_sym(rho, phi) + e * np.outer(phi, phi) + f * _I3
+    B = so3_hat(u) + k.beta * _outer_sym(rho, phi) + e * PP + f * _I3
     return J3, B
 
 
-def dexp(lam: np.ndarray) -> np.ndarray:
-    """SE(3) right Jacobian dexp_λ (6, 6) = [[J_r3, B], [0, J_r3]]: the body twist of exp(λ(t)) is
-    Ṽ = dexp_λ λ̇; λ = [ρ; φ] exponential coordinates [m; rad]."""
-    return _blocks_6(*_J_r3_and_B(lam, coefficients(float(lam[3:] @ lam[3:]))))
+_I6 = np.eye(6)
+
+
+def _ad_coefficients(k: Coefficients, x: float) -> tuple[float, float, float, float]:
+    """(c₁, c₂, c₃, c₄) of dexp_λ = I − c₁ A + c₂ A² − c₃ A³ + c₄ A⁴ (A = ad_λ) from α, β, b, c at x = θ²:
+    c₁ = 2α − ½ + ½ x β, c₂ = ½ (5β − α), c₃ = ½ β − b, c₄ = c (docs/theory/lie.md)."""
+    return 2.0 * k.alpha - 0.5 + 0.5 * x * k.beta, 0.5 * (5.0 * k.beta - k.alpha), 0.5 * k.beta - k.b, k.c
+
+
+def dexp(lam: np.ndarray, k: Coefficients | None = None) -> np.ndarray:
+    """SE(3) right Jacobian dexp_λ (6, 6): the body twist of exp(λ(t)) is Ṽ = dexp_λ λ̇; λ = [ρ; φ]
+    exponential coordinates [m; rad]. Evaluated as the polynomial in A = ad_λ that its series
+    Σ (−A)ᵏ/(k + 1)! reduces to (ad_λ has the eigenvalues 0, ±iθ: docs/theory/lie.md),
+    dexp_λ = I − c₁ A + c₂ A² − c₃ A³ + c₄ A⁴; it equals the block form [[J_r3, B], [0, J_r3]] of the module
+    docstring. ``k``: :func:`coefficients` at θ² = |φ|² when the caller already has them (they are even in
+    θ: those of −λ serve too)."""
+    x = float(lam[3:] @ lam[3:])
+    if k is None:
+        k = coefficients(x)
+    c1, c2, c3, c4 = _ad_coefficients(k, x)
+    A = ad(lam)
+    A2 = A @ A
+    A3 = A2 @ A
+    return _I6 - c1 * A + c2 * A2 - c3 * A3 + c4 * (A3 @ A)
 
 
 def dexp_inv(lam: np.ndarray) -> np.ndarray:
@@ -310,41 +394,36 @@ def dexp_inv(lam: np.ndarray) -> np.ndarray:
     phi = lam[3:]
     k = coefficients(float(phi @ phi))
     _, B = _J_r3_and_B(lam, k)
-    Ji = (1.0 - k.gamma * float(phi @ phi)) * _I3 + 0.5 * so3_hat(phi) + k.gamma * np.outer(phi, phi)
+    Ji = (1.0 - k.gamma * float(phi @ phi)) * _I3 + 0.5 * so3_hat(phi) + k.gamma * _outer(phi, phi)
     return _blocks_6(Ji, -Ji @ B @ Ji)
 
 
-def dexp_dot(lam: np.ndarray, lam_dot: np.ndarray) -> np.ndarray:
+def dexp_dot(lam: np.ndarray, lam_dot: np.ndarray, k: Coefficients | None = None) -> np.ndarray:
     """Time derivative d/dt dexp_λ(t) (6, 6) at λ with rate λ̇ (both [ρ; φ]): the product rule on the
-    rank-one blocks of :func:`dexp`, with d/dt f(θ) = (f'(θ)/θ)(φ·φ̇) for each coefficient (smooth at
-    θ = 0), ẋ = 2 φ·φ̇ and ḋ = φ̇·ρ + φ·ρ̇. Used for λ̈ = dexp_λ⁻¹ (dṼ/dt − (d/dt dexp_λ) λ̇)."""
-    rho, phi, rho_dot, phi_dot = lam[:3], lam[3:], lam_dot[:3], lam_dot[3:]
-    k = coefficients(float(phi @ phi))
-    x, d = float(phi @ phi), float(phi @ rho)
-    w = float(phi @ phi_dot)  # θ θ̇
-    x_dot, d_dot = 2.0 * w, float(phi_dot @ rho + phi @ rho_dot)
+    polynomial of :func:`dexp`, d/dt Aᵏ = (d/dt Aᵏ⁻¹) A + Aᵏ⁻¹ Ȧ with Ȧ = ad_λ̇ (ad is linear), and
+    d/dt f(θ) = (f'(θ)/θ)(φ·φ̇) for each coefficient (smooth at θ = 0), ẋ = 2 φ·φ̇. Used for
+    λ̈ = dexp_λ⁻¹ (dṼ/dt − (d/dt dexp_λ) λ̇). ``k`` as for :func:`dexp`."""
+    phi = lam[3:]
+    x = float(phi @ phi)
+    if k is None:
+        k = coefficients(x)
+    w = float(phi @ lam_dot[3:])  # θ θ̇
+    x_dot = 2.0 * w
     al_dot, be_dot, b_dot, c_dot = k.d_alpha * w, k.d_beta * w, k.d_b * w, k.d_c * w
-    # J_r3 = (1 − β x) I − α φ^ + β φ φᵀ
-    J3_dot = (
-        -(be_dot * x + k.beta * x_dot) * _I3
-        - al_dot * so3_hat(phi) - k.alpha * so3_hat(phi_dot)
-        + be_dot * np.outer(phi, phi) + k.beta * _outer_sym(phi_dot, phi)
+    c1, c2, c3, c4 = _ad_coefficients(k, x)
+    c1_dot = 2.0 * al_dot + 0.5 * (x_dot * k.beta + x * be_dot)  # d/dt (2α − ½ + ½ x β)
+    c2_dot = 0.5 * (5.0 * be_dot - al_dot)
+    c3_dot = 0.5 * be_dot - b_dot
+    A, A_dot = ad(lam), ad(lam_dot)
+    A2 = A @ A
+    A3 = A2 @ A
+    D2 = A_dot @ A + A @ A_dot  # d/dt A²
+    D3 = D2 @ A + A2 @ A_dot  # d/dt A³
+    D4 = D3 @ A + A3 @ A_dot  # d/dt A⁴
+    return (
+        -(c1_dot * A + c1 * A_dot) + (c2_dot * A2 + c2 * D2) - (c3_dot * A3 + c3 * D3)
+        + (c_dot * (A3 @ A) + c4 * D4)
     )
-    # B = u^ + β (ρφᵀ + φρᵀ) + e φφᵀ + f I
-    kp = k.beta - 2.0 * k.b
-    u_dot = (
-        (b_dot * x + k.b * x_dot) * rho + (k.b * x - 0.5) * rho_dot
-        + ((be_dot - 2.0 * b_dot) * d + kp * d_dot) * phi + kp * d * phi_dot
-    )
-    e, e_dot = -2.0 * k.c * d, -2.0 * (c_dot * d + k.c * d_dot)
-    f_dot = 2.0 * d_dot * (k.c * x - k.beta) + 2.0 * d * (c_dot * x + k.c * x_dot - be_dot)
-    B_dot = (
-        so3_hat(u_dot)
-        + be_dot * _outer_sym(rho, phi) + k.beta * (_outer_sym(rho_dot, phi) + _outer_sym(rho, phi_dot))
-        + e_dot * np.outer(phi, phi) + e * _outer_sym(phi_dot, phi)
-        + f_dot * _I3
-    )
-    return _blocks_6(J3_dot, B_dot)
 
 
 # ------------------------------------------------------------------------------------------ quaternions

@@ -31,6 +31,7 @@ from typing import Any
 import mujoco
 import numpy as np
 from dockbench.planners.base import Planner, Reference
+from dockbench.sim import lie
 
 _quat2Mat = mujoco.mju_quat2Mat
 
@@ -89,10 +90,7 @@ class TargetTracking(Planner):
             o0 = np.array(model.body_pos[b], dtype=float)
             self._R0 = R0
             self._o_model = o0.copy()
-            self._R0f, self._cf, self._omf = tuple(R0.ravel().tolist()), tuple(self._c.tolist()), tuple(o0.tolist())
         self._R_init, self._o_init = R0, o0
-        self._Ri = R0.ravel().tolist()
-        self._oi = tuple(o0.tolist())
 
     @property
     def duration(self) -> float:
@@ -103,100 +101,43 @@ class TargetTracking(Planner):
         return self.inner.segments
 
     def target_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(R_world_target (3, 3), origin o (3,), ȯ (3,), ω (3,)) now, world axes (arrays; for tests and
-        tools — :meth:`evaluate` runs the same arithmetic on floats)."""
-        R, o, od, w = self._state_floats()
-        return np.array(R).reshape(3, 3), np.array(o), np.array(od), np.array(w)
-
-    def _state_floats(self) -> tuple[list[float], tuple, tuple, tuple]:
-        """The target's R (row-major, 9 floats), o, ȯ, ω (world axes) on Python floats."""
+        """(R_world_target (3, 3), origin o (3,), ȯ (3,), ω (3,)) now, world axes, from the target joints'
+        qpos / qvel. The 3×3 products are sim/lie.py's element-wise forms (:func:`~dockbench.sim.lie.mul3`):
+        the same floats on every CPU."""
         q, v = self._qpos, self._qvel
-        R9 = self._R9
-        _quat2Mat(R9, q[3:7])
-        if self.floating:
-            r = R9.tolist()
-            o0, o1, o2, _, _, _, _ = q.tolist()
-            d0, d1, d2, b0, b1, b2 = v.tolist()
-            w = (
-                r[0] * b0 + r[1] * b1 + r[2] * b2, r[3] * b0 + r[4] * b1 + r[5] * b2, r[6] * b0 + r[7] * b1 + r[8] * b2
-            )
-            return r, (o0, o1, o2), (d0, d1, d2), w
-        # compliant: R = R0 R_b, o = o_model + R0 (s + c − R_b c), ω = R ω_b, ȯ = R0 ṡ − ω × (R c)
-        (a00, a01, a02, a10, a11, a12, a20, a21, a22), (c0, c1, c2), (m0, m1, m2) = self._R0f, self._cf, self._omf
-        b00, b01, b02, b10, b11, b12, b20, b21, b22 = R9.tolist()
-        s0, s1, s2, _, _, _, _ = q.tolist()
-        sd0, sd1, sd2, wb0, wb1, wb2 = v.tolist()
-        r = [
-            a00 * b00 + a01 * b10 + a02 * b20, a00 * b01 + a01 * b11 + a02 * b21, a00 * b02 + a01 * b12 + a02 * b22,
-            a10 * b00 + a11 * b10 + a12 * b20, a10 * b01 + a11 * b11 + a12 * b21, a10 * b02 + a11 * b12 + a12 * b22,
-            a20 * b00 + a21 * b10 + a22 * b20, a20 * b01 + a21 * b11 + a22 * b21, a20 * b02 + a21 * b12 + a22 * b22,
-        ]
-        # y = s + c − R_b c (target axes at rest), o = o_model + R0 y
-        y0 = s0 + c0 - (b00 * c0 + b01 * c1 + b02 * c2)
-        y1 = s1 + c1 - (b10 * c0 + b11 * c1 + b12 * c2)
-        y2 = s2 + c2 - (b20 * c0 + b21 * c1 + b22 * c2)
-        o = (
-            m0 + a00 * y0 + a01 * y1 + a02 * y2,
-            m1 + a10 * y0 + a11 * y1 + a12 * y2,
-            m2 + a20 * y0 + a21 * y1 + a22 * y2,
-        )
-        w0 = r[0] * wb0 + r[1] * wb1 + r[2] * wb2
-        w1 = r[3] * wb0 + r[4] * wb1 + r[5] * wb2
-        w2 = r[6] * wb0 + r[7] * wb1 + r[8] * wb2
-        k0 = r[0] * c0 + r[1] * c1 + r[2] * c2  # R c
-        k1 = r[3] * c0 + r[4] * c1 + r[5] * c2
-        k2 = r[6] * c0 + r[7] * c1 + r[8] * c2
-        od = (
-            (a00 * sd0 + a01 * sd1 + a02 * sd2) - (w1 * k2 - w2 * k1),
-            (a10 * sd0 + a11 * sd1 + a12 * sd2) - (w2 * k0 - w0 * k2),
-            (a20 * sd0 + a21 * sd1 + a22 * sd2) - (w0 * k1 - w1 * k0),
-        )
-        return r, o, od, (w0, w1, w2)
+        _quat2Mat(self._R9, q[3:7])
+        R_b = self._R9.reshape(3, 3)  # the joint's rotation
+        if self.floating:  # free joint: qpos = [o; quaternion], qvel = [ȯ; ω_b] (ω_b in body axes)
+            return R_b, q[0:3], v[0:3], lie.mul3(R_b, v[3:6])  # ω = R ω_b
+        # compliant: slides s and a ball R_b about the pivot c (target axes at rest)
+        R0, c, s, s_dot, w_b = self._R0, self._c, q[0:3], v[0:3], v[3:6]
+        R = lie.matmul3(R0, R_b)  # R = R0 R_b
+        y = s + c - lie.mul3(R_b, c)  # y = s + c − R_b c
+        o = lie.add_mul3(self._o_model, R0, y)  # o = o_model + R0 y
+        w = lie.mul3(R, w_b)  # ω = R ω_b
+        o_dot = lie.mul3(R0, s_dot) - lie.cross3(w, lie.mul3(R, c))  # ȯ = R0 ṡ − ω × (R c)
+        return R, o, o_dot, w
 
     def evaluate(self, t: float, out: Reference) -> None:
-        """The inner plan at time ``t`` [s], carried by the target's current displacement (3-vector
-        algebra on Python floats: a numpy call on a 3-vector costs more than its arithmetic)."""
+        """The inner plan at time ``t`` [s], carried by the target's current displacement (module docstring,
+        one statement per equation)."""
         self.inner.evaluate(t, out)
-        r, (o0, o1, o2), (od0, od1, od2), (w0, w1, w2) = self._state_floats()
-        a = self._Ri  # rows of R(0)ᵀ... R_D = R R(0)ᵀ: (R_D)_ij = Σ_k R_ik R0_jk
-        D = [
-            [r[3 * i] * a[3 * j] + r[3 * i + 1] * a[3 * j + 1] + r[3 * i + 2] * a[3 * j + 2] for j in range(3)]
-            for i in range(3)
-        ]
-        (D00, D01, D02), (D10, D11, D12), (D20, D21, D22) = D
-        (p0, p1, p2, v0, v1, v2, c0, c1, c2, R00, R01, R02, R10, R11, R12, R20, R21, R22, m0, m1, m2, e0, e1, e2) = (
-            out.flat.tolist()
-        )
-        i0, i1, i2 = self._oi
-        y0, y1, y2 = p0 - i0, p1 - i1, p2 - i2
-        x0 = o0 + D00 * y0 + D01 * y1 + D02 * y2  # x = o + R_D (x_p − o(0))
-        x1 = o1 + D10 * y0 + D11 * y1 + D12 * y2
-        x2 = o2 + D20 * y0 + D21 * y1 + D22 * y2
-        q0, q1, q2 = x0 - o0, x1 - o1, x2 - o2  # r = x − o
-        u0 = D00 * v0 + D01 * v1 + D02 * v2  # R_D v_p
-        u1 = D10 * v0 + D11 * v1 + D12 * v2
-        u2 = D20 * v0 + D21 * v1 + D22 * v2
-        g0 = D00 * m0 + D01 * m1 + D02 * m2  # R_D ω_p
-        g1 = D10 * m0 + D11 * m1 + D12 * m2
-        g2 = D20 * m0 + D21 * m1 + D22 * m2
-        wr0, wr1, wr2 = w1 * q2 - w2 * q1, w2 * q0 - w0 * q2, w0 * q1 - w1 * q0  # ω × r
-        wu0, wu1, wu2 = w1 * u2 - w2 * u1, w2 * u0 - w0 * u2, w0 * u1 - w1 * u0  # ω × R_D v_p
-        ww0, ww1, ww2 = w1 * wr2 - w2 * wr1, w2 * wr0 - w0 * wr2, w0 * wr1 - w1 * wr0  # ω × (ω × r)
-        wg0, wg1, wg2 = w1 * g2 - w2 * g1, w2 * g0 - w0 * g2, w0 * g1 - w1 * g0  # ω × R_D ω_p
-        out.flat[:] = (
-            x0, x1, x2,
-            od0 + wr0 + u0, od1 + wr1 + u1, od2 + wr2 + u2,
-            (D00 * c0 + D01 * c1 + D02 * c2) + 2.0 * wu0 + ww0,
-            (D10 * c0 + D11 * c1 + D12 * c2) + 2.0 * wu1 + ww1,
-            (D20 * c0 + D21 * c1 + D22 * c2) + 2.0 * wu2 + ww2,
-            D00 * R00 + D01 * R10 + D02 * R20, D00 * R01 + D01 * R11 + D02 * R21, D00 * R02 + D01 * R12 + D02 * R22,
-            D10 * R00 + D11 * R10 + D12 * R20, D10 * R01 + D11 * R11 + D12 * R21, D10 * R02 + D11 * R12 + D12 * R22,
-            D20 * R00 + D21 * R10 + D22 * R20, D20 * R01 + D21 * R11 + D22 * R21, D20 * R02 + D21 * R12 + D22 * R22,
-            w0 + g0, w1 + g1, w2 + g2,
-            (D00 * e0 + D01 * e1 + D02 * e2) + wg0,
-            (D10 * e0 + D11 * e1 + D12 * e2) + wg1,
-            (D20 * e0 + D21 * e1 + D22 * e2) + wg2,
-        )
+        R, o, o_dot, w = self.target_state()
+        R_D = lie.matmul3(R, self._R_init.T)  # R_D = R R(0)ᵀ
+        x = lie.add_mul3(o, R_D, out.pos - self._o_init)  # x = o + R_D (x_p − o(0))
+        r = x - o  # r = x − o
+        Rv = lie.mul3(R_D, out.vel)  # R_D v_p
+        Rw = lie.mul3(R_D, out.omega)  # R_D ω_p
+        w_r = lie.cross3(w, r)  # ω × r
+        # a = R_D a_p + 2 ω × (R_D v_p) + ω × (ω × r)
+        acc = lie.mul3(R_D, out.acc) + 2.0 * lie.cross3(w, Rv) + lie.cross3(w, w_r)
+        alpha = lie.mul3(R_D, out.alpha) + lie.cross3(w, Rw)  # α_d = R_D α_p + ω × (R_D ω_p)
+        out.R[:] = lie.matmul3(R_D, out.R)  # R = R_D R_p
+        out.pos[:] = x
+        out.vel[:] = o_dot + w_r + Rv  # v = ȯ + ω × r + R_D v_p
+        out.acc[:] = acc
+        out.omega[:] = w + Rw  # ω_d = ω + R_D ω_p
+        out.alpha[:] = alpha
 
 
 #: sensor name prefixes of the momentum sensors (sim/mounts.py: add_momentum_sensors)

@@ -51,7 +51,7 @@ import math
 
 import mujoco
 import numpy as np
-from dockbench.sim import kernels
+from dockbench.sim import kernels, lie
 from dockbench.sim.errors import ModelError
 
 
@@ -85,37 +85,26 @@ def cross3(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def _transport_floats(
-    f0: float, f1: float, f2: float, n0: float, n1: float, n2: float,
-    s0: float, s1: float, s2: float, T_rows: list[list[float]],
-) -> tuple[float, float, float, float, float, float]:
-    """:func:`transport_world_to_body` on Python floats: wrench [f; n] (world axes, about S = (s0, s1,
-    s2)) and the rows of T_world_ee → the EE-axes wrench about the EE origin."""
-    (a00, a01, a02, e0), (a10, a11, a12, e1), (a20, a21, a22, e2) = T_rows[0], T_rows[1], T_rows[2]
-    r0, r1, r2 = s0 - e0, s1 - e1, s2 - e2
-    m0 = n0 + r1 * f2 - r2 * f1
-    m1 = n1 + r2 * f0 - r0 * f2
-    m2 = n2 + r0 * f1 - r1 * f0
-    return (
-        f0 * a00 + f1 * a10 + f2 * a20,
-        f0 * a01 + f1 * a11 + f2 * a21,
-        f0 * a02 + f1 * a12 + f2 * a22,
-        m0 * a00 + m1 * a10 + m2 * a20,
-        m0 * a01 + m1 * a11 + m2 * a21,
-        m0 * a02 + m1 * a12 + m2 * a22,
-    )
+#: (r × f)ᵢ = rᵢ₊₁ fᵢ₊₂ − rᵢ₊₂ fᵢ₊₁: the indices i + 1 and i + 2 (mod 3)
+_NEXT, _AFTER = np.array([1, 2, 0]), np.array([2, 0, 1])
 
 
 def transport_world_to_body(
     w_world_at_S: np.ndarray, p_S: np.ndarray, T_world_ee: np.ndarray, out: np.ndarray
 ) -> np.ndarray:
-    """World-axes wrench about point S → EE-axes wrench about the EE origin E.
+    """World-axes wrench about point S → EE-axes wrench about the EE origin E (docs/theory/ft_pipeline.md):
 
-    f_E = R_WEᵀ f_W, n_E = R_WEᵀ (n_W + (p_S − p_E) × f_W).
-    """
-    f0, f1, f2, n0, n1, n2 = w_world_at_S.tolist()
-    s0, s1, s2 = p_S.tolist()
-    out[:] = _transport_floats(f0, f1, f2, n0, n1, n2, s0, s1, s2, T_world_ee.tolist())
+        f_E = R_WEᵀ f_W,   n_E = R_WEᵀ (n_W + (p_S − p_E) × f_W).
+
+    ``w_world_at_S`` (6,) or (k, 6) (each row transported), ``out`` of the same shape. The cross product
+    is accumulated into n_W term by term, (n_W + r₁f₂) − r₂f₁ …, and the products are
+    :func:`~dockbench.sim.lie.mul3t`: the compiled kernel's operations, equal bit for bit."""
+    R_WE, p_E = T_world_ee[:3, :3], T_world_ee[:3, 3]
+    f_W, n_W = w_world_at_S[..., :3], w_world_at_S[..., 3:]
+    r = p_S - p_E
+    m = n_W + r[_NEXT] * f_W[..., _AFTER] - r[_AFTER] * f_W[..., _NEXT]  # n_W + (p_S − p_E) × f_W
+    fm = np.concatenate((f_W, m), axis=-1).reshape((*f_W.shape[:-1], 2, 3))
+    out.reshape(fm.shape)[:] = lie.mul3t(R_WE, fm)  # [f_E; n_E] = R_WEᵀ [f_W; m]
     return out
 
 
@@ -183,6 +172,7 @@ class WrenchPipeline:
         self._fw = np.zeros(3)
         self._nw = np.zeros(3)
         self._tmp = np.zeros(6)
+        self._both = np.zeros((2, 6))  # [ext_body; truth_body] of the Python path
         #: mass beyond the sensor [kg] (the tool's subtree, from the model)
         self.tool_mass = float(m.body_subtreemass[tb])
         #: compensation parameters, one buffer (the kernel reads it): [ft_bias (6) sensor axes;
@@ -300,54 +290,37 @@ class WrenchPipeline:
         self._update_python(d, T_world_ee)
 
     def _update_python(self, d: mujoco.MjData, T_world_ee: np.ndarray) -> WrenchState:
-        """The reference implementation of one pipeline evaluation (what the compiled kernel ports)."""
-        # 3-vector algebra on Python floats (cheaper than numpy calls at this size); same equations as
-        # the array form, pinned by tests/test_fast_paths_equal_array_forms.py.
+        """The reference implementation of one pipeline evaluation (what the compiled kernel ports), one
+        statement per equation of the module docstring. The 3×3 products and cross products are element-wise
+        numpy operations in the kernel's order (sim/lie.py :func:`~dockbench.sim.lie.mul3`,
+        :func:`~dockbench.sim.lie.cross3`): both paths give the same floats bit for bit (tests/test_kernels.py)."""
         st = self.state
-        r00, r01, r02, r10, r11, r12, r20, r21, r22 = self._v_xmat.tolist()
-        s0, s1, s2 = self._v_xpos.tolist()
-        if self._v_ft is not None:
-            raw = self._v_ft.tolist()
-        else:
-            raw = self._v_f.tolist() + self._v_n.tolist()
-        a0, a1, a2, b0, b1, b2 = raw
-        if self._offset:  # the sensor's reading (+ simulated bias), then the tare removed
-            c = self.comp.tolist()
-            a0, a1, a2, b0, b1, b2 = a0 + c[0], a1 + c[1], a2 + c[2], b0 + c[3], b1 + c[4], b2 + c[5]
-            raw = [a0, a1, a2, b0, b1, b2]
-            a0, a1, a2, b0, b1, b2 = a0 - c[6], a1 - c[7], a2 - c[8], b0 - c[9], b1 - c[10], b2 - c[11]
-        # The one sign flip: parent-on-tool reading → environment-on-tool wrench (R_WS raw, negated).
-        f0 = -(r00 * a0 + r01 * a1 + r02 * a2)
-        f1 = -(r10 * a0 + r11 * a1 + r12 * a2)
-        f2 = -(r20 * a0 + r21 * a1 + r22 * a2)
-        n0 = -(r00 * b0 + r01 * b1 + r02 * b2)
-        n1 = -(r10 * b0 + r11 * b1 + r12 * b2)
-        n2 = -(r20 * b0 + r21 * b1 + r22 * b2)
-        if self.gravity_compensation:  # − W at c: f −= W, n −= (c − p_S) × W
-            w0, w1, w2 = self.comp[12:15].tolist()
-            c0, c1, c2 = self._v_tcom.tolist()
-            r0, r1, r2 = c0 - s0, c1 - s1, c2 - s2
-            f0, f1, f2 = f0 - w0, f1 - w1, f2 - w2
-            n0 = n0 - (r1 * w2 - r2 * w1)
-            n1 = n1 - (r2 * w0 - r0 * w2)
-            n2 = n2 - (r0 * w1 - r1 * w0)
-        T_rows = T_world_ee.tolist()
+        R_WS, p_S = self._v_xmat.reshape(3, 3), self._v_xpos
+        raw = self._v_ft if self._v_ft is not None else np.concatenate((self._v_f, self._v_n))
+        x = raw
+        if self._offset:
+            raw = raw + self.comp[0:6]  # the sensor's reading + the simulated bias
+            x = raw - self.comp[6:12]  # the tare b removed
+        # the one sign flip: parent-on-tool reading → environment-on-tool wrench, F_ext = −R_WS raw
+        ext = -lie.mul3(R_WS, x.reshape(2, 3))  # [f_W; n_W] = −R_WS [f_S − b_f; n_S − b_n] (rows)
+        if self.gravity_compensation:  # the tool's weight W = m_t g at its centre of mass c
+            W = self.comp[12:15]
+            ext[0] -= W  # comp_f = W
+            ext[1] -= lie.cross3(self._v_tcom - p_S, W)  # comp_n = (c − p_S) × W
+        st.ft_raw[:] = raw
+        st.ext_world.reshape(2, 3)[:] = ext
         if self.inertial_compensation:
-            st.ft_raw[:] = raw
-            ext = st.ext_world
-            ext[:] = (f0, f1, f2, n0, n1, n2)
-            self._subtract_inertial(d, self._v_xpos, ext)
-            f0, f1, f2, n0, n1, n2 = ext.tolist()
-            st.ext_body[:] = _transport_floats(f0, f1, f2, n0, n1, n2, s0, s1, s2, T_rows)
-        else:  # ft_raw, ext_world, ext_body in one copy
-            st.head[:] = (*raw, f0, f1, f2, n0, n1, n2, *_transport_floats(f0, f1, f2, n0, n1, n2, s0, s1, s2, T_rows))
-        truth = self._truth_floats(d, s0, s1, s2)
-        if truth is None:
+            self._subtract_inertial(d, p_S, st.ext_world)
+        self._truth(d, p_S, st.truth_world)
+        if st.contact_count == 0:
+            transport_world_to_body(st.ext_world, p_S, T_world_ee, st.ext_body)
             if self._zeroed is not st:  # zero once per contact-free stretch, not every step
-                st.truth[:] = 0.0
+                st.truth_body[:] = 0.0
                 self._zeroed = st
-        else:  # truth_world and truth_body side by side: one copy
-            st.truth[:] = (*truth, *_transport_floats(*truth, s0, s1, s2, T_rows))
+        else:  # the estimate and the truth to EE axes in one call
+            both = transport_world_to_body(np.array((st.ext_world, st.truth_world)), p_S, T_world_ee, self._both)
+            st.ext_body[:] = both[0]
+            st.truth_body[:] = both[1]
             self._zeroed = None
         return st
 
@@ -411,29 +384,10 @@ class WrenchPipeline:
             return n
         return int(np.count_nonzero(self.is_tool_geom[geom[:, 0]] != self.is_tool_geom[geom[:, 1]]))
 
-    def _truth_floats(
-        self, d: mujoco.MjData, s0: float, s1: float, s2: float
-    ) -> tuple[float, float, float, float, float, float] | None:
-        """:meth:`_truth` on floats: the contact wrench [f; n] on the tool (world axes, about S), or
-        None without tool contacts. Sets ``state.contact_count``."""
-        cnt = self.state.contact_count = self._tool_contact_count(d)
-        if cnt == 0:
-            return None
-        if self.single_body:
-            n0, n1, n2, f0, f1, f2 = self._v_cfrc.tolist()
-        else:
-            n0, n1, n2, f0, f1, f2 = self._cfrc_rows(d)[self.tool_bodies].sum(axis=0).tolist()
-        c0, c1, c2 = self._v_com.tolist()
-        r0, r1, r2 = c0 - s0, c1 - s1, c2 - s2
-        return (
-            f0, f1, f2,
-            n0 + (r1 * f2 - r2 * f1),
-            n1 + (r2 * f0 - r0 * f2),
-            n2 + (r0 * f1 - r1 * f0),
-        )
-
     def _truth(self, d: mujoco.MjData, p_S: np.ndarray, out: np.ndarray) -> None:
-        """Contact wrench on the tool, world axes, moment about the sensor origin (hot path).
+        """Contact wrench on the tool, world axes, moment about the sensor origin (hot path); sets
+        ``state.contact_count``, and leaves ``out`` alone without tool contacts when it is the state's
+        ``truth_world`` that is known to be zero.
 
         Reads MuJoCo's ``cfrc_ext`` of the tool bodies (the constraint forces of the contact solution,
         [n; f] about the subtree COM c of the kinematic root, world axes; ``mj_rnePostConstraint``
@@ -443,9 +397,14 @@ class WrenchPipeline:
         """
         if d is not self._d:
             self._bind(d)
-        s0, s1, s2 = p_S.tolist()
-        truth = self._truth_floats(d, s0, s1, s2)
-        out[:] = 0.0 if truth is None else truth
+        cnt = self.state.contact_count = self._tool_contact_count(d)
+        if cnt == 0:
+            if not (out is self.state.truth_world and self._zeroed is self.state):
+                out[:] = 0.0
+            return
+        cf = self._v_cfrc if self.single_body else self._cfrc_rows(d)[self.tool_bodies].sum(axis=0)
+        out[:3] = cf[3:]  # f
+        out[3:] = cf[:3] + lie.cross3(self._v_com - p_S, cf[3:])  # n_S = n_c + (c − p_S) × f
 
     def truth_from_contacts(self, d: mujoco.MjData, p_S: np.ndarray) -> np.ndarray:
         """Reference implementation of the truth wrench (world axes, about ``p_S``), contact by

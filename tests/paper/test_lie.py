@@ -469,3 +469,30 @@ def test_mat2quat_batch_equals_mujoco_row_by_row() -> None:
     for i in range(len(R)):
         mujoco.mju_mat2Quat(ref[i], R[i])
     np.testing.assert_allclose(q, ref, rtol=0, atol=TOL["quat_vs_mujoco_abs"])
+
+
+@pytest.mark.parametrize("xi", TWISTS, ids=IDS)
+def test_dexp_polynomial_in_ad_equals_the_block_form(xi):
+    """dexp_λ = I − c₁ ad + c₂ ad² − c₃ ad³ + c₄ ad⁴ (what :func:`lie.dexp` evaluates) equals the block form
+    [[J_r3, B], [0, J_r3]] of docs/theory/lie.md (rank-one blocks, independent code): sums of a few products
+    of entries of size (1 + |λ|)⁴ at most, so 1e-14 (1 + |λ|)⁴."""
+    k = lie.coefficients(float(xi[3:] @ xi[3:]))
+    J3, B = lie._J_r3_and_B(np.asarray(xi, dtype=float), k)
+    block = np.block([[J3, B], [np.zeros((3, 3)), J3]])
+    scale = (1.0 + float(np.abs(xi).max())) ** 4
+    np.testing.assert_allclose(lie.dexp(xi), block, atol=1e-14 * scale, rtol=0)
+
+
+@pytest.mark.parametrize("th", [0.3, 0.9, 1.7, 2.6])
+def test_ad_polynomial_coefficients_equal_their_closed_forms(th):
+    """c₁ … c₄ of the ad polynomial from α, β, b, c against Barfoot's closed forms (eq. 7.85, 50 digits):
+    c₁ = (4 − θ sin θ − 4 cos θ)/(2θ²), c₂ = (4θ − 5 sin θ + θ cos θ)/(2θ³), c₃ = (2 − θ sin θ − 2 cos θ)/(2θ⁴),
+    c₄ = (2θ − 3 sin θ + θ cos θ)/(2θ⁵); a sum of two or three coefficients of size ≤ 1: 1e-14."""
+    mpm = pytest.importorskip("mpmath")
+    mpm.mp.dps = 50
+    t = mpm.mpf(th)
+    s, c = mpm.sin(t), mpm.cos(t)
+    want = ((4 - t * s - 4 * c) / (2 * t**2), (4 * t - 5 * s + t * c) / (2 * t**3),
+            (2 - t * s - 2 * c) / (2 * t**4), (2 * t - 3 * s + t * c) / (2 * t**5))
+    got = lie._ad_coefficients(lie.coefficients(th * th), th * th)
+    np.testing.assert_allclose(got, [float(w) for w in want], atol=1e-14, rtol=0)
