@@ -44,7 +44,7 @@ static void WrenchKernel_dealloc(WrenchKernel *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* sim.wrench._transport_floats: world-axes wrench about S → EE-axes wrench about the EE origin. */
+/* sim.wrench.transport_world_to_body: world-axes wrench about S → EE-axes wrench about the EE origin. */
 static void transport(double f0, double f1, double f2, double n0, double n1, double n2, double s0, double s1,
                       double s2, const double *T, double *out) {
     double a00 = T[0], a01 = T[1], a02 = T[2], e0 = T[3];
