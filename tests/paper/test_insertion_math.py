@@ -608,10 +608,10 @@ def _jam_with_lead(backoff_from: str, lead: float):
 def test_backoff_from_the_tip_releases_the_contact() -> None:
     """``backoff_from: tip``: at the jam the position offset is folded into the segment (the reference does not
     jump: p_0 = x_d' of the jam step, δp = 0) and the retreat ends ``backoff`` behind the tip along â however far
-    the push led the reference, (p_1 − x)ᵀâ = b, on the belief's axis (the lateral offset taken back) (the tip stalled 10 mm above the believed goal: the plan's
-    lead is 10 mm, the push's offset 0–8 mm on top). With ``reference`` and the same 4 mm backoff the retreat
-    ends 14 mm *past* the tip (the defect: the tool never lifts off). Round-off of sums of numbers ≲ 0.6 m:
-    1e2 ε · 0.6 m."""
+    the push led the reference, (p_1 − x)ᵀâ = b, on the belief's axis (the lateral offset taken back); the tip
+    stalled 10 mm above the believed goal: the plan's lead is 10 mm, the push's offset 0–8 mm on top. With
+    ``reference`` and the same 4 mm backoff the retreat ends 14 mm *past* the tip (the defect: the tool never
+    lifts off). Round-off of sums of numbers ≲ 0.6 m: 1e2 ε · 0.6 m."""
     tol = 1e2 * EPS * 0.6
     for lead in (0.0, 0.003, 0.008):
         sup, snap, ref_jam, a_hat = _jam_with_lead("tip", lead)
