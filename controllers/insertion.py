@@ -557,7 +557,11 @@ class InsertionSupervisor(Planner):
             # own motion inserts, and an offset run ahead of it would meet the next obstacle at speed; during a
             # backoff it would fight the retreat
             plan_done = self.phase == "plan" and self.tau >= self.inner.duration
-            push = cc.axial_force > 0.0 and (plan_done or self.phase == "reinsert")
+            # with backoff_from: tip a retry is a fresh attempt: its re-insertion inserts, the push acts at its end
+            fresh = self.config.recovery.backoff_from == "tip"
+            push = cc.axial_force > 0.0 and (
+                plan_done or (self.phase == "reinsert" and (self._seg_done or not fresh))
+            )
             ga = cc.axial_gain * (cc.axial_force + fa) if push else 0.0
             v = [g * (f0 - fa * a0), g * (f1 - fa * a1), g * (f2 - fa * a2)]
             w = _clip_norm(

@@ -674,3 +674,36 @@ def test_free_advance_needs_a_push_and_a_depth_within_the_clip() -> None:
         InsertionConfig(compliance=ComplianceConfig(enabled=True, axial_force=2.0, free_push_speed=0.003,
                                                     free_push_depth=0.02, max_axial_offset=0.01)).validate()
     assert err.value.key == "compliance.free_push_depth"
+
+
+def test_a_fresh_retry_pushes_only_after_its_reinsertion() -> None:
+    """With ``backoff_from: tip`` the re-insertion is the new attempt's plan: in contact during its segment the
+    push does not move the offset (its own motion inserts), and at the segment's end it does, at
+    G_a (F_d − f_p) per second; with ``reference`` (the former rule) the push acts from the re-insertion's
+    start. Round-off of sums of numbers ≲ 0.6 m: 1e2 ε · 0.6 m."""
+    tol = 1e2 * EPS * 0.6
+    for mode, pushes_during in (("tip", False), ("reference", True)):
+        cc = ComplianceConfig(enabled=True, lateral_gain=0.0, tilt_gain=0.0, filter_time=0.0, axial_force=2.0,
+                              max_axial_offset=0.06, max_axial_lead=0.05)
+        jc = JamConfig(enabled=True, force=1.5, dwell=0.05, seat_margin=0.004)
+        rc = RecoveryConfig(strategy="retry", backoff=0.06, backoff_from=mode, lateral_step=0.0, tilt_step_deg=0.0)
+        sup, wrench, snap = _supervisor(InsertionConfig(compliance=cc, jam=jc, recovery=rc))
+        a = snap.T_world_ee[:3, 2]
+        snap.T_world_ee[:3, 3] -= 0.01 * a  # stalled 10 mm above the goal
+        wrench.ext_body[:3] = snap.T_world_ee[:3, :3].T @ (-2.5 * a)  # f_p = 2.5 N ≥ F_d: the push is still
+        out = Reference()
+        for i in range(51):
+            sup.evaluate(i * T_C, out)
+        kind, t0, T, *_ = sup._seg
+        sup.evaluate(t0 + T + T_C, out)  # the backoff's end: the re-insertion starts
+        assert sup.phase == "reinsert"
+        _, t1, T1, *_ = sup._seg
+        wrench.ext_body[:3] = snap.T_world_ee[:3, :3].T @ (-1.0 * a)  # f_p = 1 N < F_d: the push would advance
+        before = float(np.array(sup.dp) @ a)
+        sup.evaluate(t1 + 0.5 * T1, out)
+        moved = float(np.array(sup.dp) @ a) - before
+        step = T_C * cc.axial_gain * (cc.axial_force - 1.0)
+        assert moved == pytest.approx(step if pushes_during else 0.0, abs=tol)
+        sup.evaluate(t1 + T1 + T_C, out)  # the segment has ended: the push acts in both modes, every step
+        sup.evaluate(t1 + T1 + 2 * T_C, out)
+        assert float(np.array(sup.dp) @ a) - before - moved == pytest.approx(2 * step, abs=tol)
