@@ -17,7 +17,9 @@ target), f and n first low-passed with the time constant τ_f (``filter_time``),
 
 (the axial term only with F_d > 0 and once the plan has ended or a re-insertion has begun, its part aᵀδp
 clipped to ±``max_axial_offset`` and the lateral rest to p_max), and out of contact both rates are zero (the
-offsets are held). The controller tracks
+offsets are held) — except, with ``free_push_speed`` v_free > 0, the free advance: where the push would act
+but the tool is out of contact, δṗ = v_free a while aᵀδp < ``free_push_depth`` (a tool the believed depth left
+short and free in the bore is carried on until the contact pushes back). The controller tracks
 x_d' = x_d + δp, R_d' = exp(δθ^) R_d (a rotation about the tip), ẋ_d' = ẋ_d + δṗ, ω_d' = ω_d + δθ̇.
 The steady state nulls the lateral force and the moment about the tip: the lateral and angular errors of the
 belief are absorbed by moving the reference, not by loading the walls.
@@ -29,7 +31,9 @@ back out). Armed while r > ``seat_margin``; a jam is a dwell of ``dwell`` second
 the first step with f_a ≥ ``force`` and restarts whenever a full dwell shows progress.
 
 Recovery (``insertion.recovery``, ``strategy: retry``): on a jam (while attempts remain) the reference backs
-off along a by ``backoff`` (a rest-to-rest quintic at ``speed``), moving the search offset of the next
+off along a by ``backoff`` (a rest-to-rest quintic at ``speed``; with ``backoff_from: tip`` the push's axial
+offset is folded in, the retreat ends ``backoff`` behind the tip, and the offset's lateral part is taken
+back on the way), moving the search offset of the next
 attempt in on the way (lateral δs ⊥ a, a rotation about the tip), then re-inserts to the goal carrying that
 offset, and holds there. Attempt k + 1's offset (``pattern``):
 
@@ -118,6 +122,17 @@ class ComplianceConfig:
         doc="with max_push_force: while the tip runs into the target faster than this, the axial lead is held at "
         "zero (a stuck tip that breaks free is not driven on by the spring it stored; 0 = off)",
     )
+    free_push_speed: float = param(
+        0.0, unit="m/s", ge=0.0, le=1.0,
+        doc="v_free: where the push acts (the plan ended, or a re-insertion's segment ended) but the tool is out of "
+        "contact (‖f̄‖ < contact_force), the reference advances along the tool axis at this speed while its axial "
+        "offset aᵀδp is below free_push_depth: a tool the believed depth left short and free is carried on until "
+        "the contact pushes back (0 = off: out of contact the offsets are held)",
+    )
+    free_push_depth: float = param(
+        0.005, unit="m", gt=0.0, le=1.0,
+        doc="d_free: the free advance's bound, the axial offset past the plan's end (≤ max_axial_offset)",
+    )
     max_lead_deg: float = param(
         2.0, unit="deg", gt=0.0, le=180.0,
         doc="anti-windup: the rotation offset stops growing once the reference orientation leads the tool's by this",
@@ -168,6 +183,14 @@ class RecoveryConfig:
     strategy: Literal["none", "retry"] = param("none", doc="none: only record jams; retry: back off and re-insert")
     max_attempts: int = param(4, ge=1, le=100, doc="insertion attempts in total, the first included")
     backoff: float = param(0.012, unit="m", gt=0.0, le=1.0, doc="retreat along the approach axis")
+    backoff_from: Literal["reference", "tip"] = param(
+        "reference",
+        doc="what the backoff is measured from: reference (the reference without the compliance's offset retreats "
+        "by backoff, the offset kept on top: with a push, backoff must exceed max_axial_lead or the tool may never "
+        "lift off) or tip (the compliance's position offset is folded into the retreat, which ends backoff behind "
+        "the tip along the approach axis, at the belief plus the next search offset: the contact is released "
+        "whatever the push's lead, and each attempt starts from its search offset alone)",
+    )
     speed: float = param(0.02, unit="m/s", gt=0.0, le=1.0, doc="peak speed of the backoff and re-insertion")
     pattern: Literal["wrench", "spiral"] = param(
         "wrench", doc="search offsets: wrench (a step where the jam's wrench points) or spiral (blind)"
@@ -244,6 +267,20 @@ class InsertionConfig:
         if self.recovery.strategy == "retry" and not self.jam.enabled:
             raise ScenarioError("strategy retry needs insertion.jam.enabled: true (a recovery starts at a jam)",
                                 key="recovery.strategy")
+        cc, rc = self.compliance, self.recovery
+        if cc.free_push_speed > 0.0 and not (cc.enabled and cc.axial_force > 0.0):
+            raise ScenarioError("free_push_speed > 0 needs insertion.compliance.enabled: true with axial_force > 0 "
+                                "(the free advance extends the push)", key="compliance.free_push_speed")
+        if cc.free_push_speed > 0.0 and cc.free_push_depth > cc.max_axial_offset:
+            raise ScenarioError(f"must be <= compliance.max_axial_offset = {cc.max_axial_offset} m, got "
+                                f"{cc.free_push_depth}", key="compliance.free_push_depth")
+        if (rc.strategy == "retry" and rc.backoff_from == "reference" and cc.enabled and cc.axial_force > 0.0
+                and rc.backoff <= cc.max_axial_lead):
+            raise ScenarioError(
+                f"must exceed compliance.max_axial_lead = {cc.max_axial_lead} m with backoff_from: reference (the "
+                f"push's axial lead stays on top of the retreat, so a shorter backoff may never lift the tool off), "
+                f"got {rc.backoff}; allowed: backoff > {cc.max_axial_lead}, or recovery.backoff_from: tip",
+                key="recovery.backoff")
         if self.centring.enabled and not (self.compliance.enabled and self.compliance.axial_force > 0.0):
             raise ScenarioError("centring needs insertion.compliance.enabled: true with axial_force > 0 (the push "
                                 "that seats the probe before and after the search)", key="centring.enabled")
@@ -326,8 +363,9 @@ class InsertionSupervisor(Planner):
     @property
     def reserve_time(self) -> float:
         """Extra run time [s]: the guard's slower clock, the time to give back an axial offset the push's lead
-        bound held back (``max_axial_offset`` / ``max_speed``) and, for the recovery, per retry a dwell, a backoff
-        and a re-insertion."""
+        bound held back (``max_axial_offset`` / ``max_speed``), the free advance over its bound once
+        (``free_push_depth`` / ``free_push_speed``) and, for the recovery, per retry a dwell, a backoff (with
+        ``backoff_from: tip`` lengthened by ``max_axial_lead``, the lead it may give back) and a re-insertion."""
         rc, gc = self.config.recovery, self.config.guard
         out = self.inner.duration * (1.0 / gc.speed_scale - 1.0) + gc.ramp_time if gc.enabled else 0.0
         cc = self.config.compliance
@@ -336,9 +374,12 @@ class InsertionSupervisor(Planner):
         ce = self.config.centring
         if ce.enabled:
             out += ce.settle_time + self.centring_reserve() + 1.0 + ce.lift / cc.max_speed
+        if cc.enabled and cc.free_push_speed > 0.0:  # the free advance over its whole bound, once
+            out += cc.free_push_depth / cc.free_push_speed
         if rc.strategy == "retry":
-            t_back = quintic_duration(rc.backoff, rc.speed, RECOVERY_ACCEL)
-            t_in = quintic_duration(rc.backoff + 0.03, rc.speed, RECOVERY_ACCEL)
+            extra = cc.max_axial_lead if rc.backoff_from == "tip" else 0.0  # the lead given back as well
+            t_back = quintic_duration(rc.backoff + extra, rc.speed, RECOVERY_ACCEL)
+            t_in = quintic_duration(rc.backoff + extra + 0.03, rc.speed, RECOVERY_ACCEL)
             out += (rc.max_attempts - 1) * (self.config.jam.dwell + t_back + t_in)
         return out
 
@@ -390,6 +431,8 @@ class InsertionSupervisor(Planner):
         self._w_filt = [0.0] * 6
         self._tip_prev = None  # the tip's position at the previous step (its axial speed, release_speed)
         self.n_brake = 0  # steps on which the release brake held the lead at zero
+        self.n_free = 0  # steps on which the free advance moved the reference (free_push_speed)
+        self._seg_done = False  # the recovery's current segment has reached its end
         self.tau = 0.0  # the plan's clock (= t unless the guard slowed it down)
         self._t_last = 0.0
         self.kappa = 1.0
@@ -514,7 +557,11 @@ class InsertionSupervisor(Planner):
             # own motion inserts, and an offset run ahead of it would meet the next obstacle at speed; during a
             # backoff it would fight the retreat
             plan_done = self.phase == "plan" and self.tau >= self.inner.duration
-            push = cc.axial_force > 0.0 and (plan_done or self.phase == "reinsert")
+            # with backoff_from: tip a retry is a fresh attempt: its re-insertion inserts, the push acts at its end
+            fresh = self.config.recovery.backoff_from == "tip"
+            push = cc.axial_force > 0.0 and (
+                plan_done or (self.phase == "reinsert" and (self._seg_done or not fresh))
+            )
             ga = cc.axial_gain * (cc.axial_force + fa) if push else 0.0
             v = [g * (f0 - fa * a0), g * (f1 - fa * a1), g * (f2 - fa * a2)]
             w = _clip_norm(
@@ -555,11 +602,34 @@ class InsertionSupervisor(Planner):
             self.dp, self.dth = dp, dth
             out.vel += v
             out.omega += w
+        elif cc.free_push_speed > 0.0 and self._push_ended():
+            self._free_advance(a, out)
         if cc.max_push_force > 0.0:
             self._bound_lead(a, out)
         out.pos += self.dp
         if self.dth[0] or self.dth[1] or self.dth[2]:
             out.R[:] = so3_exp(np.array(self.dth)) @ out.R
+
+    def _push_ended(self) -> bool:
+        """Whether the motion the push completes has ended: the plan's clock past its duration, or the
+        re-insertion's segment at its end (the free advance starts only then)."""
+        if self.phase == "plan":
+            return self.tau >= self.inner.duration
+        return self.phase == "reinsert" and self._seg_done
+
+    def _free_advance(self, a: np.ndarray, out: Reference) -> None:
+        """The free advance (docs/theory/insertion.md §3): out of contact after the plan, the axial offset grows
+        at v_free, δp ← δp + T_c v_free a, while aᵀδp < d_free (the last step clipped to d_free); the lateral part
+        and the rotation offset are held."""
+        cc = self.config.compliance
+        dp = np.array(self.dp)
+        off = float(dp @ a)
+        step = min(cc.free_push_speed * self.dt, cc.free_push_depth - off)
+        if step <= 0.0:
+            return
+        self.dp = (dp + step * a).tolist()
+        self.n_free += 1
+        out.vel += (step / self.dt) * a
 
     def _bound_lead(self, a: np.ndarray, out: Reference) -> None:
         """The push in force (docs/theory/insertion.md §3): after the first contact (or the plan's end) the
@@ -780,12 +850,24 @@ class InsertionSupervisor(Planner):
             self._seg = ("hold", t, 0.0, out.pos - self.dp, out.pos - self.dp, self.search_th, self.search_th)
             return
         p_next, th_next = self._next_offset(f, n)
-        p_ref = out.pos - np.array(self.dp)  # the reference without the compliance offset (kept on top)
-        p_back = p_ref + rc.backoff * self.axis + (p_next - self.search_p)
+        if rc.backoff_from == "tip":
+            # the position offset is folded into the segment's start (the reference is unchanged at this step);
+            # the retreat gives back the reference's lead λ = (x − x_d')ᵀâ over the tip, then `backoff`, and the
+            # offset's part ⊥ â: the next attempt starts from the belief plus its search offset alone
+            ax = self.axis
+            dp = np.array(self.dp)
+            lam = max(float((self._snap.T_world_ee[:3, 3] - out.pos) @ ax), 0.0)
+            p_ref = out.pos.copy()
+            self.dp = [0.0, 0.0, 0.0]
+            p_back = p_ref - (dp - float(dp @ ax) * ax) + (rc.backoff + lam) * ax + (p_next - self.search_p)
+        else:
+            p_ref = out.pos - np.array(self.dp)  # the reference without the compliance offset (kept on top)
+            p_back = p_ref + rc.backoff * self.axis + (p_next - self.search_p)
         T = quintic_duration(float(np.linalg.norm(p_back - p_ref)), rc.speed, RECOVERY_ACCEL)
         self._seg = ("backoff", t, T, p_ref, p_back, self.search_th.copy(), th_next)
         self.search_p, self.search_th = p_next, th_next
         self.phase = "backoff"
+        self._seg_done = False
         self.attempt += 1
         self._reached = False
         self._event("backoff", self._jam_r, self._jam_fa)
@@ -833,11 +915,13 @@ class InsertionSupervisor(Planner):
         # whose rate is fed forward as ṡ Δθ (the impedance corrects the second-order remainder)
         out.omega[:] = (ds / T) * (th1 - th0) if T > 0.0 and 0.0 < u < 1.0 else 0.0
         out.alpha[:] = 0.0
+        self._seg_done = u >= 1.0
         if u >= 1.0 and kind == "backoff":
             goal = self.p_goal + self.search_p
             T_in = quintic_duration(float(np.linalg.norm(goal - p1)), self.config.recovery.speed, RECOVERY_ACCEL)
             self._seg = ("reinsert", t, T_in, p1.copy(), goal, th1, th1)
             self.phase = "reinsert"
+            self._seg_done = False
             self._event("reinsert", None, None)
 
     def summary(self) -> dict[str, Any]:
@@ -850,6 +934,8 @@ class InsertionSupervisor(Planner):
             "final_offset": {"dp": list(self.dp), "dth": list(self.dth)},
             "search_offset": {"dp": self.search_p.tolist(), "dth": self.search_th.tolist()},
         }
+        if self.config.compliance.free_push_speed > 0.0:
+            out["free_advance_steps"] = self.n_free
         if self.config.centring.enabled:
             out["centring"] = self.centring_log
         return out

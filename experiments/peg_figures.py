@@ -11,6 +11,14 @@ contact to ``docking.time_to_seat``) and seated (from then on); the panel title 
 and time to seat.
 ``violins``: from every trial's summary.json of a campaign folder, one violin per variant (a law on a robot)
 of the peak and mean contact force, the contact impulse and the time to seat (seated trials only).
+``table``: the force-quality table of docs/results.md from the same summaries (Markdown on stdout): per
+variant the trials, success with its Wilson 95 % interval, the failures by where the tip stopped (at the mouth:
+less than 2 mm below it, on the top face or the chamfer; short: in the bore, more than 4 % of the depth above
+the bottom; other: seated but failing another gate), the peak force's p50 / p95 / max and whether the p95 meets
+the robot's limit, the mean force in contact, the impulse, the time to seat (seated trials), the jam rate and
+the retries (trials that needed more than one attempt).
+
+    python experiments/peg_figures.py table campaigns/factory_peg
 """
 
 from __future__ import annotations
@@ -101,6 +109,93 @@ def violin_figure(folder: str, out: str) -> None:
     print(f"wrote {out} ({', '.join(f'{n}: {len(next(iter(data[n].values()), []))}' for n in names)} trials)")
 
 
+#: the issue's p95 peak-force limits per robot [N] (the scenarios' gates)
+PEAK_LIMIT = {"iiwa14": 25.0, "fr3": 35.0}
+#: Factory's success threshold (fraction of the hole's depth) and the "at the mouth" band [m] below the mouth
+SUCCESS_FRACTION = 0.04
+MOUTH_BAND = 0.002
+
+
+def _quantile(v: list[float], q: float) -> float:
+    """The q-quantile by linear interpolation between order statistics (numpy's default)."""
+    import numpy as np
+
+    return float(np.quantile(np.asarray(v, dtype=float), q)) if v else math.nan
+
+
+def force_quality_rows(folder: str) -> list[dict]:
+    """One row per variant of a campaign folder's trials (``table``)."""
+    from dockbench.sim.campaign.stats import wilson_interval
+
+    by: dict[str, list[dict]] = {}
+    for f in sorted(Path(folder, "trials").glob("*/*/summary.json")):
+        s = json.loads(f.read_text())
+        meta = json.loads((f.parent / "meta.json").read_text()) if (f.parent / "meta.json").exists() else {}
+        var = s["trial"]["params"].get("variant", s["trial"]["cell"])
+        by.setdefault(var, []).append({"s": s, "depth": meta.get("target_depth_total")})
+    rows = []
+    for var, trials in by.items():
+        n = len(trials)
+        ok = [t for t in trials if t["s"].get("verdict") == "PASS"]
+        mouth = short = other = 0
+        for t in trials:
+            if t["s"].get("verdict") == "PASS":
+                continue
+            m = t["s"].get("metrics") or {}
+            frac = m.get("docking.seat_height_fraction")
+            depth = t["depth"] or 0.025
+            if frac is None or not math.isfinite(frac):
+                other += 1
+            elif frac > 1.0 - MOUTH_BAND / depth:
+                mouth += 1
+            elif frac > SUCCESS_FRACTION:
+                short += 1
+            else:
+                other += 1
+
+        def vals(key: str, pick=trials) -> list[float]:
+            out = []
+            for t in pick:
+                v = (t["s"].get("metrics") or {}).get(key)
+                if isinstance(v, (int, float)) and math.isfinite(v):
+                    out.append(float(v))
+            return out
+
+        peak = vals("contact.peak_force_truth")
+        robot = var.split("_", 1)[0]
+        lim = PEAK_LIMIT.get(robot, math.nan)
+        lo_hi = wilson_interval(len(ok), n)
+        rows.append({
+            "variant": var, "n": n, "k": len(ok), "wilson": lo_hi, "mouth": mouth, "short": short, "other": other,
+            "peak": (_quantile(peak, 0.5), _quantile(peak, 0.95), max(peak) if peak else math.nan), "limit": lim,
+            "mean": _quantile(vals("contact.mean_force_truth"), 0.5),
+            "impulse": (_quantile(vals("contact.impulse_truth"), 0.5), _quantile(vals("contact.impulse_truth"), 0.95)),
+            "seat": (_quantile(vals("docking.time_to_seat"), 0.5), _quantile(vals("docking.time_to_seat"), 0.95)),
+            "jams": int(sum(vals("insertion.jammed"))),
+            "retried": sum(1 for v in vals("insertion.attempts") if v > 1),
+        })
+    return rows
+
+
+def force_quality_table(folder: str) -> str:
+    """The Markdown table of :func:`force_quality_rows`."""
+    head = ("| variant (robot_law) | trials | success | Wilson 95 % | failed: at the mouth / short in the bore / "
+            "other | peak force p50 / p95 / max [N] | p95 ≤ limit | mean force in contact p50 [N] | "
+            "impulse p50 / p95 [N·s] | time to seat p50 / p95 [s] (seated) | jam rate | retried |")
+    lines = [head, "|" + "---|" * 12]
+    for r in force_quality_rows(folder):
+        lo, hi = r["wilson"] if r["wilson"] else (math.nan, math.nan)
+        p50, p95, pmax = r["peak"]
+        lines.append(
+            f"| {r['variant']} | {r['n']} | {100.0 * r['k'] / r['n']:.0f} % ({r['k']}/{r['n']}) | "
+            f"[{100.0 * lo:.0f} %, {100.0 * hi:.0f} %] | {r['mouth']} / {r['short']} / {r['other']} | "
+            f"{p50:.1f} / {p95:.1f} / {pmax:.1f} | {'yes' if p95 <= r['limit'] else 'no'} ({r['limit']:.0f} N) | "
+            f"{r['mean']:.2f} | {r['impulse'][0]:.2f} / {r['impulse'][1]:.2f} | "
+            f"{r['seat'][0]:.2f} / {r['seat'][1]:.2f} | {r['jams']}/{r['n']} | {r['retried']}/{r['n']} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -110,9 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("violins", help="force-quality distributions per variant of a campaign folder")
     b.add_argument("folder", help="campaign folder (campaigns/<name>)")
     b.add_argument("--out", required=True, help="PNG file to write")
+    c = sub.add_parser("table", help="the force-quality table (Markdown) of a campaign folder")
+    c.add_argument("folder", help="campaign folder (campaigns/<name>)")
     args = ap.parse_args(argv)
     if args.what == "force":
         force_figure(args.runs, args.out)
+    elif args.what == "table":
+        print(force_quality_table(args.folder))
     else:
         violin_figure(args.folder, args.out)
     return 0

@@ -534,3 +534,176 @@ def test_tilt_search_is_bounded_in_angle() -> None:
     with pytest.raises(ScenarioError, match="centring needs"):
         InsertionConfig(compliance=ComplianceConfig(enabled=True), centring=CentringConfig(enabled=True)).validate()
     InsertionConfig(compliance=cfg, centring=CentringConfig(enabled=True)).validate()
+
+
+def test_free_advance_carries_a_free_tool_on_to_the_contact() -> None:
+    """The free advance (docs/theory/insertion.md §3): after the plan, out of contact, the axial offset grows by
+    T_c v_free per step up to d_free, with the rate v_free fed forward along the tool axis a; the lateral part is
+    held; during the plan and once in contact it does not act (in contact the push of step 2 does). Without
+    ``free_push_speed`` (the former behaviour) a free tool's reference stays where the plan left it: this test
+    fails on it. Bounds: sums of ≤ 3000 increments of 3 µm, round-off ≤ 3000 ε · 0.01 m, taken as 1e4 ε · 0.01 m."""
+    cc = ComplianceConfig(enabled=True, lateral_gain=0.0, tilt_gain=0.0, filter_time=0.0, axial_force=2.0,
+                          max_axial_offset=0.06, free_push_speed=0.003, free_push_depth=0.005)
+    tol = 1e4 * EPS * 0.01
+    step = cc.free_push_speed * T_C
+    # during the plan (duration 0.5 s) nothing; then 5 mm at 3 µm per step (1667 steps), then held
+    sup, wrench, snap = _supervisor(InsertionConfig(compliance=cc), T=0.5)
+    a = snap.T_world_ee[:3, 2]
+    out = Reference()
+    for i in range(500):
+        sup.evaluate(i * T_C, out)
+    assert sup.dp == [0.0, 0.0, 0.0]
+    offs = []
+    for i in range(500, 2500):
+        sup.evaluate(i * T_C, out)
+        offs.append(float(np.array(sup.dp) @ a))
+    k = np.arange(1, len(offs) + 1)
+    np.testing.assert_allclose(offs, np.minimum(k * step, cc.free_push_depth), rtol=0.0, atol=tol)
+    np.testing.assert_allclose(np.array(sup.dp) - offs[-1] * a, 0.0, atol=tol)  # no lateral part
+    assert sup.summary()["free_advance_steps"] == int(math.ceil(cc.free_push_depth / step - 1e-9))
+    # fed forward while advancing
+    sup, wrench, snap = _supervisor(InsertionConfig(compliance=cc), T=0.0)
+    sup.evaluate(0.0, out)
+    assert float(out.vel @ a) == pytest.approx(cc.free_push_speed, abs=tol / T_C)
+    # in contact: the push's rate G_a (F_d − f_p) instead (f_p = 1 N: 10 µm per step at G_a = 0.01)
+    wrench.ext_body[:3] = snap.T_world_ee[:3, :3].T @ (-1.0 * a)
+    before = float(np.array(sup.dp) @ a)
+    sup.evaluate(T_C, out)
+    assert float(np.array(sup.dp) @ a) - before == pytest.approx(T_C * cc.axial_gain * (cc.axial_force - 1.0),
+                                                                 abs=tol)
+    # the former behaviour: held out of contact
+    cc0 = ComplianceConfig(**{**cc.__dict__, "free_push_speed": 0.0})
+    sup0, _, _ = _supervisor(InsertionConfig(compliance=cc0), T=0.0)
+    for i in range(100):
+        sup0.evaluate(i * T_C, out)
+    assert sup0.dp == [0.0, 0.0, 0.0]
+
+
+def _jam_with_lead(backoff_from: str, lead: float):
+    """A supervisor whose push has led the reference ``lead`` past the stalled tip (axial offset), driven into a
+    jam; returns (supervisor, snapshot, reference at the jam step, the approach axis)."""
+    cc = ComplianceConfig(enabled=True, lateral_gain=0.0, tilt_gain=0.0, filter_time=0.0, axial_force=2.0,
+                          max_axial_offset=0.06, max_axial_lead=0.01)
+    jc = JamConfig(enabled=True, force=1.5, dwell=0.05, seat_margin=0.004)
+    rc = RecoveryConfig(strategy="retry", backoff=0.004, backoff_from=backoff_from, lateral_step=0.0,
+                        tilt_step_deg=0.0) if backoff_from == "tip" else RecoveryConfig(
+        strategy="retry", backoff=0.012, backoff_from=backoff_from, lateral_step=0.0, tilt_step_deg=0.0)
+    sup, wrench, snap = _supervisor(InsertionConfig(compliance=cc, jam=jc, recovery=rc))
+    a_hat = sup.axis
+    snap.T_world_ee[:3, 3] += 0.01 * a_hat  # the tip stalled 10 mm above the believed goal (on the deck)
+    # the push's offset (the reference `lead` past the tip along the tool axis) and a lateral offset the deck's
+    # contact left (2 mm, −1 mm)
+    sup.dp = (-lead * a_hat + np.array([0.002, -0.001, 0.0])).tolist()
+    wrench.ext_body[:3] = snap.T_world_ee[:3, :3].T @ (cc.axial_force * a_hat)  # f_p = F_d: the push is balanced
+    out = Reference()
+    n = int(round(jc.dwell / T_C))
+    refs = []
+    for i in range(n + 1):
+        sup.evaluate(i * T_C, out)
+        refs.append(out.pos.copy())
+    assert sup.phase == "backoff"
+    return sup, snap, refs[-1], a_hat
+
+
+def test_backoff_from_the_tip_releases_the_contact() -> None:
+    """``backoff_from: tip``: at the jam the position offset is folded into the segment (the reference does not
+    jump: p_0 = x_d' of the jam step, δp = 0) and the retreat ends ``backoff`` behind the tip along â however far
+    the push led the reference, (p_1 − x)ᵀâ = b, on the belief's axis (the lateral offset taken back); the tip
+    stalled 10 mm above the believed goal: the plan's lead is 10 mm, the push's offset 0–8 mm on top. With
+    ``reference`` and the same 4 mm backoff the retreat ends 14 mm *past* the tip (the defect: the tool never
+    lifts off). Round-off of sums of numbers ≲ 0.6 m: 1e2 ε · 0.6 m."""
+    tol = 1e2 * EPS * 0.6
+    for lead in (0.0, 0.003, 0.008):
+        sup, snap, ref_jam, a_hat = _jam_with_lead("tip", lead)
+        kind, t0, T, p0, p1, _, _ = sup._seg
+        dp = np.array(sup.dp)
+        assert sup.dp == [0.0, 0.0, 0.0]  # the offset folded in
+        np.testing.assert_allclose(p0 + dp, ref_jam, atol=tol)  # continuous at the jam
+        tip = snap.T_world_ee[:3, 3]
+        assert float((p1 + dp - tip) @ a_hat) == pytest.approx(sup.config.recovery.backoff, abs=tol)
+        # the lateral offset taken back on the way (no search offset here): p_1 at the belief's axis
+        lat = p1 - float(p1 @ a_hat) * a_hat
+        goal = sup.p_goal - float(sup.p_goal @ a_hat) * a_hat
+        np.testing.assert_allclose(lat, goal, atol=tol)
+        out = Reference()
+        sup.evaluate(t0 + T + T_C, out)  # after the segment: the reference b behind the tip (out of contact now)
+        assert float((out.pos - tip) @ a_hat) >= sup.config.recovery.backoff - tol
+    # the former rule, measured from the reference: a 4 mm backoff under an 18 mm lead ends 14 mm past the tip
+    cc = ComplianceConfig(enabled=True, axial_force=2.0, max_axial_lead=0.001)  # (a lead bound it accepts)
+    cfg = InsertionConfig(compliance=cc, jam=JamConfig(enabled=True, dwell=0.05, force=1.5),
+                          recovery=RecoveryConfig(strategy="retry", backoff=0.004, lateral_step=0.0, tilt_step_deg=0.0))
+    sup, wrench, snap = _supervisor(cfg)
+    a_hat = sup.axis
+    snap.T_world_ee[:3, 3] += 0.01 * a_hat
+    sup.dp = (-0.008 * a_hat).tolist()
+    wrench.ext_body[:3] = snap.T_world_ee[:3, :3].T @ (2.0 * a_hat)
+    out = Reference()
+    for i in range(51):
+        sup.evaluate(i * T_C, out)
+    _, _, _, p0, p1, _, _ = sup._seg
+    lead = 0.010 + 0.008  # the plan's goal 10 mm past the stalled tip, the push's offset 8 mm more
+    assert float((p1 + np.array(sup.dp) - snap.T_world_ee[:3, 3]) @ a_hat) == pytest.approx(0.004 - lead, abs=tol)
+
+
+@pytest.mark.parametrize("backoff, ok", [(0.004, False), (0.008, False), (0.0081, True)])
+def test_backoff_shorter_than_the_push_lead_is_refused(backoff: float, ok: bool) -> None:
+    """With ``backoff_from: reference`` and a push, a backoff ≤ ``max_axial_lead`` may never lift the tool off:
+    refused at load time, naming the key and the allowed values; ``backoff_from: tip`` accepts it."""
+    cc = ComplianceConfig(enabled=True, axial_force=2.0, max_axial_lead=0.008)
+    jc = JamConfig(enabled=True)
+    cfg = InsertionConfig(compliance=cc, jam=jc, recovery=RecoveryConfig(strategy="retry", backoff=backoff))
+    if ok:
+        cfg.validate()
+    else:
+        with pytest.raises(ScenarioError, match=r"backoff_from: tip") as err:
+            cfg.validate()
+        assert err.value.key == "recovery.backoff"
+    InsertionConfig(compliance=cc, jam=jc,
+                    recovery=RecoveryConfig(strategy="retry", backoff=backoff, backoff_from="tip")).validate()
+    # without a push the rule does not apply
+    InsertionConfig(compliance=ComplianceConfig(enabled=True), jam=jc,
+                    recovery=RecoveryConfig(strategy="retry", backoff=backoff)).validate()
+
+
+def test_free_advance_needs_a_push_and_a_depth_within_the_clip() -> None:
+    """``free_push_speed`` > 0 without a push, or a ``free_push_depth`` beyond ``max_axial_offset``, is refused."""
+    with pytest.raises(ScenarioError) as err:
+        InsertionConfig(compliance=ComplianceConfig(enabled=True, free_push_speed=0.003)).validate()
+    assert err.value.key == "compliance.free_push_speed"
+    with pytest.raises(ScenarioError) as err:
+        InsertionConfig(compliance=ComplianceConfig(enabled=True, axial_force=2.0, free_push_speed=0.003,
+                                                    free_push_depth=0.02, max_axial_offset=0.01)).validate()
+    assert err.value.key == "compliance.free_push_depth"
+
+
+def test_a_fresh_retry_pushes_only_after_its_reinsertion() -> None:
+    """With ``backoff_from: tip`` the re-insertion is the new attempt's plan: in contact during its segment the
+    push does not move the offset (its own motion inserts), and at the segment's end it does, at
+    G_a (F_d − f_p) per second; with ``reference`` (the former rule) the push acts from the re-insertion's
+    start. Round-off of sums of numbers ≲ 0.6 m: 1e2 ε · 0.6 m."""
+    tol = 1e2 * EPS * 0.6
+    for mode, pushes_during in (("tip", False), ("reference", True)):
+        cc = ComplianceConfig(enabled=True, lateral_gain=0.0, tilt_gain=0.0, filter_time=0.0, axial_force=2.0,
+                              max_axial_offset=0.06, max_axial_lead=0.05)
+        jc = JamConfig(enabled=True, force=1.5, dwell=0.05, seat_margin=0.004)
+        rc = RecoveryConfig(strategy="retry", backoff=0.06, backoff_from=mode, lateral_step=0.0, tilt_step_deg=0.0)
+        sup, wrench, snap = _supervisor(InsertionConfig(compliance=cc, jam=jc, recovery=rc))
+        a = snap.T_world_ee[:3, 2]
+        snap.T_world_ee[:3, 3] -= 0.01 * a  # stalled 10 mm above the goal
+        wrench.ext_body[:3] = snap.T_world_ee[:3, :3].T @ (-2.5 * a)  # f_p = 2.5 N ≥ F_d: the push is still
+        out = Reference()
+        for i in range(51):
+            sup.evaluate(i * T_C, out)
+        kind, t0, T, *_ = sup._seg
+        sup.evaluate(t0 + T + T_C, out)  # the backoff's end: the re-insertion starts
+        assert sup.phase == "reinsert"
+        _, t1, T1, *_ = sup._seg
+        wrench.ext_body[:3] = snap.T_world_ee[:3, :3].T @ (-1.0 * a)  # f_p = 1 N < F_d: the push would advance
+        before = float(np.array(sup.dp) @ a)
+        sup.evaluate(t1 + 0.5 * T1, out)
+        moved = float(np.array(sup.dp) @ a) - before
+        step = T_C * cc.axial_gain * (cc.axial_force - 1.0)
+        assert moved == pytest.approx(step if pushes_during else 0.0, abs=tol)
+        sup.evaluate(t1 + T1 + T_C, out)  # the segment has ended: the push acts in both modes, every step
+        sup.evaluate(t1 + T1 + 2 * T_C, out)
+        assert float(np.array(sup.dp) @ a) - before - moved == pytest.approx(2 * step, abs=tol)
