@@ -335,15 +335,16 @@ class DockingEnv(gymnasium.Env):
         mode = self.action_mode
         if mode == "impedance":
             p_lim, r_lim = self.offset_limit
-            self._dp[:] = self._R_believed @ (a[0:3] * p_lim)  # believed target frame → world
+            np.dot(self._R_believed, a[0:3] * p_lim, out=self._dp)  # believed target frame → world
             w = a[3:6] * r_lim
-            rotate = self._rotate[0] = bool(w[0] != 0.0 or w[1] != 0.0 or w[2] != 0.0)
+            w0, w1, w2 = w.tolist()
+            rotate = self._rotate[0] = w0 != 0.0 or w1 != 0.0 or w2 != 0.0
             if rotate:
                 self._dR[:] = _rotvec_matrix(self._R_believed @ w)
             n = self._n_gain
             if n:
-                log_r = math.log(self.gain_ratio)
-                self._gains.set(np.exp(a[6 : 6 + n] * log_r), np.exp(a[6 + n : 6 + 2 * n] * log_r))
+                scales = np.exp(a[6 : 6 + 2 * n] * math.log(self.gain_ratio))
+                self._gains.set(scales[:n], scales[n:])
         elif mode == "setpoint":
             ctrl = self.setup.controller
             force = 0.5 * (float(a[0]) + 1.0) * self.force_max
@@ -373,9 +374,8 @@ class DockingEnv(gymnasium.Env):
         i, peak2 = self._run_steps(i0, end, from_rows)
         stop = self.status[0] is not Status.COMPLETED
         if from_rows and i > i0:
-            F = self._truth_rows[i0 - tel.base : i - tel.base]
-            f2 = F[:, 0] * F[:, 0] + F[:, 1] * F[:, 1] + F[:, 2] * F[:, 2]  # ‖f_truth‖² of each step's contact
-            peak2 = float(f2.max())
+            F = self._truth_rows[i0 - tel.base : i - tel.base, :3]
+            peak2 = float(np.einsum("ij,ij->i", F, F).max())  # the largest ‖f_truth‖² of the steps' contact
         self.i = i
         self._wall += time.perf_counter() - c0
         peak = math.sqrt(peak2)
