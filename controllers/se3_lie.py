@@ -185,17 +185,7 @@ class SE3LieController(Controller):
 
     def __init__(self, config: SE3LieConfig, plant: PlantInfo, planner: Planner | None = None):
         super().__init__(config, plant, planner)
-        A, D, K = config.matrices()
-        self.A, self.D, self.K = A, D, K
-        self.Ainv = np.linalg.inv(A)
-        self.AinvD = self.Ainv @ D
-        self.AinvK = self.Ainv @ K
-        # the kernel's gains: diagonal A⁻¹, A⁻¹D, A⁻¹K as 18 floats (A⁻¹ first) when all three are
-        # diagonal, and always the (6, 18) matrix [A⁻¹, −A⁻¹D, −A⁻¹K]
-        self._diag_gains: tuple[float, ...] | None = None
-        if all(np.count_nonzero(Mx - np.diag(np.diagonal(Mx))) == 0 for Mx in (self.Ainv, self.AinvD, self.AinvK)):
-            self._diag_gains = tuple(v for Mx in (self.Ainv, self.AinvD, self.AinvK) for v in np.diagonal(Mx).tolist())
-        self._G = np.hstack((self.Ainv, -self.AinvD, -self.AinvK))
+        self._derive_gains(config)
         self.F_d = np.array(config.wrench_desired, dtype=float)
         self.has_Fd = bool(np.any(self.F_d != 0.0))
         self._F_d = tuple(self.F_d.tolist())
@@ -389,19 +379,24 @@ class SE3LieController(Controller):
             base, k_diag=tuple(float(x) for x in np.array(base.k_diag) * k_scale),
             d_diag=tuple(float(x) for x in np.array(base.d_diag) * d_scale),
         )
-        # what __init__ derives from the config
-        A, D, K = cfg.matrices()
+        self._derive_gains(cfg)
+        self.config = cfg
+
+    def _derive_gains(self, config: SE3LieConfig) -> None:
+        """A, D, K of ``config`` and what the law computes with: A⁻¹, A⁻¹D, A⁻¹K; for the kernel, their
+        diagonals as 18 floats (A⁻¹ first) when all three are diagonal (else None), and always the (6, 18)
+        matrix G = [A⁻¹, −A⁻¹D, −A⁻¹K]."""
+        A, D, K = config.matrices()
         self.A, self.D, self.K = A, D, K
         self.Ainv = np.linalg.inv(A)
-        self.AinvD, self.AinvK = self.Ainv @ D, self.Ainv @ K
+        self.AinvD = self.Ainv @ D
+        self.AinvK = self.Ainv @ K
         gains = (self.Ainv, self.AinvD, self.AinvK)
-        # the diagonal form only when all three are diagonal, as __init__ decides (a full a_matrix keeps G)
-        self._diag_gains = (
+        self._diag_gains: tuple[float, ...] | None = (
             tuple(v for Mx in gains for v in np.diagonal(Mx).tolist())
             if all(np.count_nonzero(Mx - np.diag(np.diagonal(Mx))) == 0 for Mx in gains) else None
         )
         self._G = np.hstack((self.Ainv, -self.AinvD, -self.AinvK))
-        self.config = cfg
 
     def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """Bind the compiled kernel to this run's arrays (they never move during a run). The joint-space
