@@ -363,7 +363,7 @@ class DockingEnv(gymnasium.Env):
         a = np.minimum(np.maximum(np.asarray(action, dtype=np.float64).reshape(self.action_space.shape), -1.0), 1.0)
         self._apply(a)
         T_c = self.scenario.sim.control_period
-        stop, why = False, ""
+        why = ""
         c0 = time.perf_counter()
         i0 = self.i
         end = min(i0 + self.steps_per_action, self.n_steps)
