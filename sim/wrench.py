@@ -77,14 +77,6 @@ class WrenchState:
         self.contact_count = 0
 
 
-def cross3(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """out = a × b for 3-vectors (≈10× faster than np.cross on single vectors)."""
-    a0, a1, a2 = a.tolist()
-    b0, b1, b2 = b.tolist()
-    out[:] = (a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0)
-    return out
-
-
 #: (r × f)ᵢ = rᵢ₊₁ fᵢ₊₂ − rᵢ₊₂ fᵢ₊₁: the indices i + 1 and i + 2 (mod 3)
 _NEXT, _AFTER = np.array([1, 2, 0]), np.array([2, 0, 1])
 
@@ -447,10 +439,10 @@ class WrenchPipeline:
             Ri = d.ximat[b].reshape(3, 3)
             I_w = Ri @ np.diag(m.body_inertia[b]) @ Ri.T
             f_in = mass * a_c
-            n_in_c = I_w @ alpha + cross3(omega, I_w @ omega, np.empty(3))
+            n_in_c = I_w @ alpha + lie.cross3(omega, I_w @ omega)
             c = d.xipos[b]
             w[:3] += f_in
-            w[3:] += n_in_c + cross3(c - p_S, f_in, np.empty(3))
+            w[3:] += n_in_c + lie.cross3(c - p_S, f_in)
 
 
 #: telemetry channels of :class:`SubstepContact` (derived channels of the loop's Telemetry)
