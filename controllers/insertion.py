@@ -556,12 +556,10 @@ class InsertionSupervisor(Planner):
             # the push (f_p = −aᵀf) only once the plan has ended or a re-insertion has begun: during the plan its
             # own motion inserts, and an offset run ahead of it would meet the next obstacle at speed; during a
             # backoff it would fight the retreat
-            plan_done = self.phase == "plan" and self.tau >= self.inner.duration
             # with backoff_from: tip a retry is a fresh attempt: its re-insertion inserts, the push acts at its end
+            # (_push_ended); otherwise the push acts during the whole re-insertion
             fresh = self.config.recovery.backoff_from == "tip"
-            push = cc.axial_force > 0.0 and (
-                plan_done or (self.phase == "reinsert" and (self._seg_done or not fresh))
-            )
+            push = cc.axial_force > 0.0 and (self._push_ended() or (self.phase == "reinsert" and not fresh))
             ga = cc.axial_gain * (cc.axial_force + fa) if push else 0.0
             v = [g * (f0 - fa * a0), g * (f1 - fa * a1), g * (f2 - fa * a2)]
             w = _clip_norm(
