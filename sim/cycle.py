@@ -541,6 +541,12 @@ class Cycle:
             def plant(i: int, t: float) -> bool:
                 pre_step(t)
                 return physics(i, t)
+        if setup.culling is not None:  # the boxes out of the tool's reach leave collision detection for the period
+            culled, cull = plant, setup.culling.update
+
+            def plant(i: int, t: float) -> bool:
+                cull()
+                return culled(i, t)
         return plant
 
     # ---------------------------------------------------------------- composition

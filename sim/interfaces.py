@@ -277,6 +277,17 @@ class Target:
         raise NotImplementedError
 
     @property
+    def culls_contacts(self) -> bool:
+        """Whether :meth:`contact_culling` gives a culling (``sim.loop.build`` then gives the run its own copy
+        of the MjModel, whose box contact flags the culling rewrites)."""
+        return False
+
+    def contact_culling(self, model: mujoco.MjModel, data: mujoco.MjData, control_period: float) -> Any:
+        """The target's contact culling (e.g. sim/culling.BoxCulling: ``update()`` before each control
+        period, ``stats()`` for meta.json), or None: every geom in every collision pass."""
+        return None
+
+    @property
     def yaw_period(self) -> float:
         """Rotation about the mating axis [rad] after which the mating repeats: 0 = any rotation mates
         (an axisymmetric interface; ``start.free_yaw`` then picks the one nearest the home pose), 2π/N

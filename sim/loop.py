@@ -118,6 +118,8 @@ class Setup:
     orbit: OrbitTelemetry | None = None
     #: F/T noise and bias, delays, belief error (sim/uncertainty.py); None when the scenario has none
     uncertainty: UncertaintyRuntime | None = None
+    #: the target's contact culling (sim/culling.py: ``update()`` before each control period), else None
+    culling: Any = None
 
 
 def _start_and_goal(
@@ -201,6 +203,8 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
     file = scenario.source_file or "<scenario>"
     unc = make_runtime(scenario.uncertainty, scenario.sim.seed, np.array(scenario.wrench.ft_bias))
     asm = _believed(assemble(scenario) if assembly is None else assembly, unc)
+    if asm.target is not None and asm.target.culls_contacts:  # the culling rewrites contact flags: a model of its own
+        asm = dataclasses.replace(asm, model=copy.copy(asm.model))
     q0, T_start, T_goal, axis, plant = _initial_configuration(scenario, asm, file)
     data = _initial_state(scenario, asm, q0)
     planner = _planner(scenario, asm, data, T_start, T_goal, axis, file)
@@ -221,9 +225,12 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
         raise _in_file(exc, file, "tool") from None
     if runtime is not None:
         runtime.bind_dynamics(dyn)  # e.g. the hand keeps the lumped inertia at its current pose
+    culling = None
+    if asm.target is not None and asm.target.culls_contacts:
+        culling = asm.target.contact_culling(asm.model, data, scenario.sim.control_period)
     return Setup(
         scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration, runtime,
-        orbit=_orbit_telemetry(scenario, asm, data), uncertainty=unc,
+        orbit=_orbit_telemetry(scenario, asm, data), uncertainty=unc, culling=culling,
     )
 
 
@@ -578,6 +585,7 @@ def _meta(setup: Setup, timing: dict[str, float], status: str, tel: Telemetry,
         "target_yaw_period": asm.target.yaw_period if asm.target else None,
         "target_key_phase": getattr(asm.target, "key_phase", None),
         "tool_lug_phase": getattr(asm.target, "lug_phase", None),
+        "contact_culling": setup.culling.stats() if setup.culling is not None else None,
     }
 
 

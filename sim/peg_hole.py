@@ -29,6 +29,7 @@ from typing import Any, Literal
 import mujoco
 import numpy as np
 from dockbench.sim.config import param
+from dockbench.sim.culling import BoxCulling
 from dockbench.sim.errors import ScenarioError
 from dockbench.sim.interfaces import (
     MAX_RING_SEGMENTS,
@@ -44,6 +45,9 @@ from dockbench.sim.interfaces import (
 )
 from dockbench.sim.mounts import MountConfig, mount_target
 from dockbench.sim.poses import PoseConfig
+
+#: the peg's collision geom (sim/culling.py culls the hole's boxes against it)
+PEG_GEOM = "peg_geom"
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ class Peg(Tool):
         body.ipos = [0.0, 0.0, L / 2.0]
         ixx = c.mass * (3.0 * r**2 + L**2) / 12.0
         body.inertia = [ixx, ixx, c.mass * r**2 / 2.0]
-        common = dict(name="peg_geom", friction=[c.friction, 0.005, 0.0001], rgba=[0.75, 0.75, 0.8, 1.0], mass=0.0)
+        common = dict(name=PEG_GEOM, friction=[c.friction, 0.005, 0.0001], rgba=[0.75, 0.75, 0.8, 1.0], mass=0.0)
         if c.tip == "round":
             half = (L - r) / 2.0  # axis segment z ∈ [0, L − r]; the hemisphere ends at the tip z = L
             body.add_geom(type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[r, half, 0.0], pos=[0.0, 0.0, half], **common)
@@ -137,6 +141,11 @@ class PegHoleConfig:
         -0.001, unit="m", ge=-0.05, le=1.0, doc="goal tip distance above the bottom (negative = preload)"
     )
     mount: MountConfig = field(default_factory=MountConfig)
+    cull_contacts: bool = param(
+        True,
+        doc="leave the boxes the peg cannot reach within the next control period out of MuJoCo's collision "
+        "detection (sim/culling.py; the same simulation, ≈2–3x faster in the bore); false = every box, every step",
+    )
 
 
 @TARGETS.register("peg_hole")
@@ -181,6 +190,21 @@ class PegHole(Target):
         T[:3, :3] = R_D_EE_SEATED
         T[2, 3] = -self.depth_total + self.config.seat_gap
         return T
+
+    @property
+    def culls_contacts(self) -> bool:
+        return bool(self.config.cull_contacts)
+
+    def contact_culling(self, model: mujoco.MjModel, data: mujoco.MjData, control_period: float) -> BoxCulling | None:
+        """The culling of the hole's boxes against the peg (sim/culling.py), None with ``cull_contacts: false``.
+        ``model`` must be the run's own copy (``sim.loop.build`` makes it)."""
+        if not self.config.cull_contacts:
+            return None
+        body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, self.body_name)
+        peg = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, PEG_GEOM)
+        a, n = int(model.body_geomadr[body]), int(model.body_geomnum[body])
+        boxes = [g for g in range(a, a + n) if int(model.geom_type[g]) == mujoco.mjtGeom.mjGEOM_BOX]
+        return BoxCulling(model, data, peg, np.array(boxes), body, control_period)
 
     def build(self, spec: mujoco.MjSpec) -> None:
         c: PegHoleConfig = self.config

@@ -50,7 +50,7 @@ CORE = (
 )
 PLANT = (
     "robots", "mounts", "interfaces", "keyed", "peg_hole", "assembly", "dynamics", "floating", "wrench",
-    "uncertainty", "ik",
+    "uncertainty", "ik", "culling",
 )
 #: telemetry modules below the runner (it records into them and scores with them); the rest are views
 RECORD = ("log", "rows", "run", "metrics", "gates", "progress")
