@@ -11,8 +11,9 @@ object (the belief is a property of that object, not of the model).
 
 Reuse is safe because a run never writes to the MjModel or the Pinocchio models (its state lives in
 MjData and Pinocchio Data, created per run; a target that culls contacts, sim/culling.py, rewrites flags in
-a copy of the MjModel that ``sim.loop.build`` makes for the run): a trial on a cached assembly equals one on a fresh assembly
-bit for bit (tests/test_campaign.py). End effectors with a per-step runtime (the G20 hand) are not cached.
+a copy of the MjModel that ``sim.loop.build`` makes for the run): a trial on a cached assembly equals one on a
+fresh assembly bit for bit (tests/test_campaign.py). End effectors with a per-step runtime (the G20 hand) are
+not cached.
 """
 
 from __future__ import annotations

@@ -273,5 +273,10 @@ def read_yaml_file(path: str | Path, *, what: str = "a scenario file", max_bytes
     except OSError as exc:
         raise ScenarioError(f"cannot read the file: {exc.strerror or exc}", file=file) from None
     except UnicodeDecodeError as exc:
-        raise ScenarioError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=file) from None
+        raise ScenarioError(
+            f"{what} is not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}, {exc.reason}); "
+            "save it as UTF-8", file=file) from None
+    if "\0" in text:
+        raise ScenarioError(f"{what} contains a NUL character (offset {text.index(chr(0))}): not a text file",
+                            file=file)
     return load_yaml(text, file=file, what=what, max_chars=max_bytes)

@@ -142,7 +142,7 @@ def test_campaign_input_errors_are_one_line_naming_file_and_key(tmp_path) -> Non
     bad_base.write_bytes(BASE.read_bytes() + b"\n# \xff\n")
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({"name": "nb", "base": str(bad_base)}))
-    with pytest.raises(ScenarioError, match=rf"^{bad_base}: the scenario is not UTF-8 text"):
+    with pytest.raises(ScenarioError, match=rf"^{bad_base}: the scenario is not UTF-8 text \(byte "):
         run_campaign(load_campaign(path), tmp_path / "out", FakeInline(), progress=None, figures=False)
 
 

@@ -77,7 +77,10 @@ def test_size_depth_and_text_limits() -> None:
 def test_a_file_that_is_not_utf8_or_too_large(tmp_path: Path) -> None:
     p = tmp_path / "x.yaml"
     p.write_bytes(b"name: \xff\n")
-    with pytest.raises(ScenarioError, match=r"x\.yaml: not UTF-8 text"):
+    with pytest.raises(ScenarioError, match=r"x\.yaml: a scenario file is not UTF-8 text \(byte 6"):
+        read_yaml_file(p)
+    p.write_bytes(b"k: a\x00b\n")
+    with pytest.raises(ScenarioError, match=r"x\.yaml: a scenario file contains a NUL character \(offset 4\)"):
         read_yaml_file(p)
     p.write_text("k: 1\n")
     with pytest.raises(ScenarioError, match=r"5 bytes; a campaign file is at most 4 bytes"):

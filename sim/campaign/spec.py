@@ -287,26 +287,13 @@ def check_tree(value: Any, file: Path | str, key: str, depth: int = 0, _seen: tu
 
 
 def read_yaml(path: Path, what: str = "file") -> Any:
-    """A YAML file's data, read by the strict reader of the scenario files (sim/yamlio.py), or a ScenarioError
-    naming the file: unreadable, too large, not UTF-8, a NUL, a syntax error, an alias or a duplicate key,
-    nested too deep or recursive."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise _err(f"cannot read the {what}: {exc.strerror or exc}", path) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _err(f"the {what} is not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r}); save it as "
-                   "UTF-8", path) from None
-    if "\0" in text:
-        raise _err(f"the {what} contains a NUL character (offset {text.index(chr(0))}): not a text file", path)
-    from dockbench.sim.yamlio import MAX_BYTES, load_yaml  # the scenario files' rules (sim/yamlio.py)
+    """A YAML file's data, read by the strict reader of the scenario files (``sim.yamlio.read_yaml_file``: at most
+    its size, UTF-8, no NUL, no alias, no duplicate key), then checked as a campaign tree (depth, recursion), or
+    a ScenarioError naming the file."""
+    from dockbench.sim.yamlio import read_yaml_file  # the scenario files' rules (sim/yamlio.py)
 
-    if len(raw) > MAX_BYTES:
-        raise _err(f"{len(raw)} bytes; a {what} is at most {MAX_BYTES} bytes", path)
-    try:  # no aliases, no duplicate keys, YAML 1.2 numbers: one line naming the line and column
-        data = load_yaml(text, file=str(path), what=f"a {what}")
+    try:
+        data = read_yaml_file(path, what=f"the {what}")
     except RecursionError:
         raise _err(f"nested too deep for the YAML reader (at most {MAX_DEPTH} levels)", path) from None
     check_tree(data, path, "")
