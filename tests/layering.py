@@ -96,7 +96,7 @@ def unit(module: str) -> str | None:
         return "telemetry.record" if name in RECORD or not name else "telemetry.view"
     if pkg in PACKAGES:
         return pkg
-    return {"cli": "cli", "gym": "api"}.get(pkg)
+    return {"cli": "cli", "gym": "api", "gym_campaign": "api"}.get(pkg)
 
 
 def layer(module: str) -> int | None:
