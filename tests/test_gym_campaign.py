@@ -88,14 +88,18 @@ def test_the_zero_policy_is_the_campaign_bit_for_bit_and_a_policy_that_acts_is_n
            {k: s_plain[k] for k in ("passed", "success_rate", "wilson95", "statuses")}
     for r in t_plain:  # each trial's telemetry, bit for bit
         assert first_difference(Run.load(plain.out_dir / r["path"]), Run.load(zero.out_dir / r["path"])) is None
-    # the campaign report reads the folder unchanged: the same section but the folder it names and the
-    # sentence on the wall time and load
+    # the campaign report reads the folder unchanged: the same section but the folder it names, the command
+    # that made it (policy.json) and the sentence on the wall time and load
     from dockbench.experiments.campaign_results import section
 
     def report(folder: Path) -> list[str]:
-        return [line.replace(str(folder), "F") for line in section(folder).splitlines() if "load average" not in line]
+        return [line.replace(str(folder), "F") for line in section(folder).splitlines()
+                if "load average" not in line and not line.startswith("Run with")]
 
     assert report(zero.out_dir) == report(plain.out_dir) and len(report(zero.out_dir)) > 10
+    assert f"Run with `python experiments/gym_campaign.py {camp.file} --policy zero --action-mode impedance`" \
+        in section(zero.out_dir)
+    assert f"Run with `dockbench campaign run {camp.file}`" in section(plain.out_dir)
     assert json.loads((zero.out_dir / POLICY_FILE).read_text())["policy"] == "zero"
 
     again = evaluate_policy(camp, "zero", tmp_path / "zero", jobs=1, progress=None, figures=False)
@@ -172,3 +176,22 @@ def test_the_command_line_writes_the_campaign_folder(tmp_path, capsys) -> None:
     assert len(rows) == 4 and sorted({round(float(r["sim_s"]) / 0.001) for r in rows}) == [301, 501]  # cut: its own
     assert "campaign   zero_policy  (4/4 trials" in out and "policy     zero (impedance;" in out
     assert (folder / "campaign.yaml").is_file() and (folder / POLICY_FILE).is_file()
+
+
+class Raises:
+    """A policy that fails at t = 0.2 s."""
+
+    def __call__(self, obs):
+        if obs["time"][0] >= 0.2:
+            raise RuntimeError("the policy broke")
+        return np.zeros(10)
+
+
+def test_a_policy_that_raises_is_a_failed_trial_with_its_traceback(tmp_path) -> None:
+    camp = load_campaign(_campaign(tmp_path))
+    rep = evaluate_policy(camp, Raises(), tmp_path / "o", jobs=1, progress=None, figures=False)
+    rows = _table(rep.out_dir)
+    assert [r["status"] for r in rows] == ["error"] * 4 and {r["verdict"] for r in rows} == {"FAIL"}
+    assert all("RuntimeError: the policy broke (at t = 0.200 s)" in r["message"] for r in rows), rows[0]["message"]
+    assert "the policy broke" in (rep.out_dir / rows[0]["path"] / "error.txt").read_text()
+    assert rep.summary["statuses"] == {"error": 4}
