@@ -399,8 +399,9 @@ def evaluate_policy(
             as_action_fn(policy)  # neither callable nor .predict: say so before any trial
         elif not callable(make_policy):
             raise DockbenchError(f"make_policy is a {type(make_policy).__name__}, not callable (env -> policy)")
-        described = f"{'make_policy ' if make_policy is not None else ''}{type(obj).__module__}." \
-                    f"{getattr(obj, '__qualname__', type(obj).__qualname__)}"
+        module = getattr(obj, "__module__", None) or type(obj).__module__  # a function's, a class's or an instance's
+        qualname = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+        described = f"{'make_policy ' if make_policy is not None else ''}{module}.{qualname}"
         key = f"object:{uuid.uuid4().hex}"  # not resumable: nothing says the object is the same
     spec = policy.strip() if isinstance(policy, str) else (policy if policy is not None else make_policy)
 

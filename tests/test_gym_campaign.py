@@ -111,7 +111,8 @@ def test_the_zero_policy_is_the_campaign_bit_for_bit_and_a_policy_that_acts_is_n
     for a, b in zip(t_moved, t_zero, strict=True):  # the offset moves every trial's path from the first step
         assert a["trial"] == b["trial"] and a["seed"] == b["seed"]
         assert float(a["docking.lateral"]) != float(b["docking.lateral"]), a["trial"]
-    assert json.loads((moved.out_dir / POLICY_FILE).read_text())["resumable"] is False
+    pol = json.loads((moved.out_dir / POLICY_FILE).read_text())
+    assert pol["resumable"] is False and pol["policy"] == f"{__name__}.Offset"
     rerun = evaluate_policy(camp, Offset(), tmp_path / "zero", jobs=1, progress=None, figures=False)
     assert rerun.ran == 4  # a Python object is not resumable
 
