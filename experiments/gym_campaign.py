@@ -5,6 +5,7 @@
         --allow-plugins --jobs 2 --out gym_campaigns
     python experiments/gym_campaign.py CAMPAIGN.yaml --policy my_pkg.policies:make_policy --allow-plugins \\
         --action-mode impedance --policy-rate 50 --set sim.duration=2.0
+    python experiments/gym_campaign.py CAMPAIGN.yaml --policy zero --executor ray [--address auto | HOST:PORT]
 
 Every trial of the campaign (the campaign runner's trial ids, scenarios and seeds) runs as one episode of
 ``dockbench.gym.DockingEnv`` under the policy, to the scenario's end, and is recorded as the campaign tool
@@ -44,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="the campaign folder's name (default: the campaign's name)")
     ap.add_argument("--jobs", "-j", type=int, default=None,
                     help="worker processes (default: every core; 1 = run in this process)")
+    ap.add_argument("--executor", choices=("local", "ray"), default="local",
+                    help="local process pool (default) or Ray (pip extra 'ray'; docs/campaigns.md)")
+    ap.add_argument("--address", default=None,
+                    help="--executor ray: the cluster's address HOST:PORT (auto = this machine's cluster); "
+                    "default: a local instance")
     ap.add_argument("--action-mode", default="impedance", help="impedance (default), setpoint or torque")
     ap.add_argument("--policy-rate", type=float, default=None,
                     help="policy steps per second [Hz] (default 50; torque: the control rate)")
@@ -89,12 +95,21 @@ def main(argv: list[str] | None = None) -> int:
             if cell_folder(args.name) != args.name or args.name in (".", ".."):
                 raise DockbenchError(f"--name {args.name!r}: a folder name of [A-Za-z0-9._=+-]")
             camp = dataclasses.replace(camp, name=args.name)
-        report = evaluate_policy(
-            camp, args.policy, args.out, jobs=args.jobs, action_mode=args.action_mode, policy_rate=args.policy_rate,
-            allow_plugins=True if args.allow_plugins else None,
-            progress=None if args.no_progress else sys.stderr, figures=not args.no_figures, fresh=args.fresh,
-            max_hours=args.max_hours or None,
-        )
+        from dockbench.sim.campaign.executors import make_executor
+
+        from dockbench.gym_campaign import import_policy
+
+        import_policy(args.policy, True if args.allow_plugins else None)  # a bad policy before any worker starts
+        executor = make_executor(args.executor, args.jobs, args.address)
+        try:
+            report = evaluate_policy(
+                camp, args.policy, args.out, executor=executor, action_mode=args.action_mode,
+                policy_rate=args.policy_rate, allow_plugins=True if args.allow_plugins else None,
+                progress=None if args.no_progress else sys.stderr, figures=not args.no_figures, fresh=args.fresh,
+                max_hours=args.max_hours or None,
+            )
+        finally:
+            executor.close()
     except DockbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
