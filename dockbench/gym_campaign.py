@@ -188,7 +188,11 @@ class TrialEnv(DockingEnv):
     """:class:`DockingEnv` on one trial's scenario as the campaign gives it: no draws (the episode's
     ``sim.seed`` is the trial's), the model from the worker's assembly cache, and the length of the
     scenario's run — ``steps_for(duration, control period)`` control steps, t = 0 … duration, as
-    ``dockbench.run`` runs it (the last policy period is cut short when that is not a whole number of them)."""
+    ``dockbench.run`` runs it (the last policy period is cut short when that is not a whole number of them).
+
+    It works through DockingEnv's internals (``_draw``, ``_build``, ``_max_time``, ``n_steps`` after ``reset``,
+    and in :meth:`result` the episode's ``cycle``, ``status`` and ``_wall``, as ``save_run`` reads them):
+    tests/test_gym_campaign.py (the zero policy is the campaign's run, bit for bit) fails when they change."""
 
     def __init__(self, scenario: Any, cache: Any = None, **kwargs: Any):
         kwargs.setdefault("reward", FULL_LENGTH)
