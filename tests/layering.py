@@ -21,8 +21,8 @@ violation, unless it is one of the commented :data:`EXCEPTIONS`.
 * **telemetry.view** — what reads runs: plots, video, export (MCAP / Rerun), the live step observers, the
   viewer; anything new in ``telemetry`` that is not a record.
 * **cli** — the ``dockbench`` command (the parser every tool uses, the subcommand table).
-* **api** — the public API (``dockbench``: ``load_scenario``, ``run``, ``Run``, the registries) and
-  ``dockbench.gym``.
+* **api** — the public API (``dockbench``: ``load_scenario``, ``run``, ``Run``, the registries),
+  ``dockbench.gym`` and ``dockbench.gym_campaign`` (a policy evaluated over a campaign).
 * **experiments** — the tools and research scripts.
 
 The check reads every module's syntax tree (imports inside functions count too, those under
@@ -96,7 +96,7 @@ def unit(module: str) -> str | None:
         return "telemetry.record" if name in RECORD or not name else "telemetry.view"
     if pkg in PACKAGES:
         return pkg
-    return {"cli": "cli", "gym": "api"}.get(pkg)
+    return {"cli": "cli", "gym": "api", "gym_campaign": "api"}.get(pkg)
 
 
 def layer(module: str) -> int | None:

@@ -71,7 +71,7 @@ class SpiralPolicy:
             k = np.zeros(n)
             k[: max(1, n // 2)] = math.log(self.k_scale) / log_r  # translational stiffness
             a[6 : 6 + n] = k
-            if env._gains.kind != "HQPController":  # HQP derives its damping from K_r: its ratio is kept as is
+            if type(env.setup.controller).__name__ != "HQPController":  # HQP derives its damping from K_r
                 a[6 + n : 6 + 2 * n] = 0.5 * k  # damping ∝ √stiffness
         return a
 

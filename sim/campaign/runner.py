@@ -28,7 +28,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,7 +36,7 @@ from typing import Any, TextIO
 import numpy as np
 from dockbench.sim.campaign.spec import Campaign, Trial
 from dockbench.sim.campaign.stats import quantiles, wilson_interval
-from dockbench.sim.campaign.trial import TrialResult, TrialTask
+from dockbench.sim.campaign.trial import TrialResult, TrialTask, run_trial
 from dockbench.sim.errors import DockbenchError, ScenarioError
 
 #: results.csv columns that depend on the machine, the executor or the order (everything else is the
@@ -90,6 +90,32 @@ class CampaignReport:
     damaged: dict[str, str] = field(default_factory=dict)
     #: the estimate made before the first trial (trials, disk_mb, free_mb, hours)
     estimate: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrialWorker:
+    """What runs each trial of a campaign (:func:`run_campaign`'s ``worker``; default: the scenario's own run).
+
+    Attributes:
+        fn: the worker function, task → :class:`TrialResult` (a module-level function: a process pool
+            pickles it by name).
+        task: the campaign's task of a trial (:class:`TrialTask`) → the task ``fn`` takes (called in the
+            driver; what it returns must pickle).
+        key: mixed into every trial's scenario hash (trial.json ``digest``): a finished trial is resumed only
+            when its scenario *and* this key are the same (e.g. the policy of dockbench.gym_campaign).
+    """
+
+    fn: Callable[[TrialTask], TrialResult] = run_trial
+    task: Callable[[TrialTask], TrialTask] | None = None
+    key: str = ""
+
+    def digest(self, trial: Trial, base_data: dict[str, Any]) -> str:
+        d = trial.digest(base_data)
+        if not self.key:
+            return d
+        import hashlib
+
+        return hashlib.sha256(f"{d}:{self.key}".encode()).hexdigest()[:16]
 
 
 class Progress:
@@ -493,6 +519,7 @@ def run_campaign(
     started: float | None = None,
     max_hours: float | None = DEFAULT_MAX_HOURS,
     check_disk: bool = True,
+    worker: TrialWorker | None = None,
 ) -> CampaignReport:
     """Run (or resume) ``campaign`` into ``<out_root>/<campaign.name>/``.
 
@@ -513,6 +540,8 @@ def run_campaign(
             its start-up counts in the wall time); default: now.
         max_hours: refuse a campaign whose estimated wall time is longer (None: no limit).
         check_disk: refuse a campaign whose estimated disk (records + telemetry budget) exceeds the free space.
+        worker: what runs each trial (:class:`TrialWorker`; default: the trial's scenario run as
+            ``dockbench.run`` runs it, :func:`sim.campaign.trial.run_trial`).
 
     Raises:
         ScenarioError: a cell's scenario does not validate (checked before any trial runs; the message
@@ -546,14 +575,14 @@ def run_campaign(
     lock.acquire()
     try:
         return _run_locked(campaign, out, executor, progress, figures, fresh, started, check_disk, est, say,
-                           make_executor, write_json)
+                           make_executor, write_json, worker or TrialWorker())
     finally:
         lock.release()
 
 
 def _run_locked(campaign: Campaign, out: Path, executor: Any, progress: TextIO | None, figures: bool, fresh: bool,
                 started: float | None, check_disk: bool, est: dict[str, Any], say: Any, make_executor: Any,
-                write_json: Any) -> CampaignReport:
+                write_json: Any, worker: TrialWorker) -> CampaignReport:
     if fresh:
         for p in out.iterdir():
             if p.name == LOCK_FILE:
@@ -577,7 +606,7 @@ def _run_locked(campaign: Campaign, out: Path, executor: Any, progress: TextIO |
     damaged: dict[str, str] = {}
     kept_bytes = 0
     for t in trials:
-        digests[t.index] = d = t.digest(bases[t.base])
+        digests[t.index] = d = worker.digest(t, bases[t.base])
         folder = out / "trials" / t.trial_id
         row, why = _check_record(folder, t, d, campaign)
         if row is not None:
@@ -637,10 +666,12 @@ def _run_locked(campaign: Campaign, out: Path, executor: Any, progress: TextIO |
                 keep = "none" if state["full"] else campaign.telemetry
                 if state["full"] and campaign.telemetry != "none":
                     state["budget_ids"].add(t.trial_id)
-                yield TrialTask(t.trial_id, t.scenario_data(bases[t.base]), str(t.base), keep)
+                task = TrialTask(t.trial_id, t.scenario_data(bases[t.base]), str(t.base), keep)
+                yield task if worker.task is None else worker.task(task)
 
         try:
-            for res in executor.run(tasks()):
+            results = executor.run(tasks()) if worker.fn is run_trial else executor.run(tasks(), worker.fn)
+            for res in results:
                 t = by_id[res.trial_id]
                 if res.status in UNFINISHED:
                     interrupted = True

@@ -111,7 +111,6 @@ def run_trial(task: TrialTask) -> TrialResult:
     from dockbench.sim.loop import build, run
     from dockbench.sim.model_cache import AssemblyCache
     from dockbench.sim.scenario import scenario_from_dict
-    from dockbench.telemetry.run import _jsonable
 
     if _CACHE is None:
         _CACHE = AssemblyCache()
@@ -139,39 +138,50 @@ def run_trial(task: TrialTask) -> TrialResult:
             result = exc.result
             if result is None:
                 raise
-        t2 = time.perf_counter()
-        timing = result.timing
-        loop_s = float(timing.get("wall_s", 0.0))
-        summary = {
-            "scenario": scenario.name,
-            "status": result.status,
-            "message": result.message,
-            "verdict": result.verdict,
-            "gates": result.gates,
-            "metrics": result.metrics,
-            "timing": timing,
-            "controller": result.meta.get("controller_summary", {}),
-        }
-        out = TrialResult(
-            task.trial_id, result.status, result.verdict, result.message, metrics=_jsonable(result.metrics),
-            gates=_jsonable(result.gates), summary=_jsonable(summary), meta=_jsonable(result.meta),
-            worker=worker, cache_hit=cache_hit, error=result.error if result.status == "error" else "",
-        )
-        keep = task.keep == "all" or (task.keep == "failures" and result.verdict != "PASS")
-        t3 = time.perf_counter()
-        if keep and result.telemetry:
-            out.telemetry = encode_npz(result.telemetry)
-        t4 = time.perf_counter()
-        out.timing = {
-            "loop_s": loop_s,
-            "sim_s": float(timing.get("sim_s", 0.0)),
-            "rt_factor": float(timing.get("real_time_factor", 0.0)),
-            "build_s": t1 - t0,
-            "score_s": (t2 - t1 - loop_s) + (t3 - t2),
-            "encode_s": t4 - t3,
-            "trial_s": t4 - t0,
-        }
-        return out
+        return trial_record(task, scenario, result, worker, cache_hit, t0, t1)
     except Exception as exc:  # noqa: BLE001
         return TrialResult(task.trial_id, "error", "FAIL", f"{type(exc).__name__}: {exc}", worker=worker,
                            error=traceback.format_exc(), timing={"trial_s": time.perf_counter() - t0})
+
+
+def trial_record(task: TrialTask, scenario: Any, result: Any, worker: str, cache_hit: bool, t0: float,
+                 t1: float) -> TrialResult:
+    """The record of a trial whose run gave ``result`` (a :class:`~sim.loop.RunResult`, scored, no folder):
+    its summary and meta, its telemetry as ``.npz`` bytes when ``task.keep`` keeps it, and its timing
+    (``t0``: the trial's start, ``t1``: the loop's start, both ``time.perf_counter()``; ``loop_s`` is the
+    run's own ``timing["wall_s"]``). Shared by :func:`run_trial` and dockbench.gym_campaign."""
+    from dockbench.telemetry.run import _jsonable
+
+    t2 = time.perf_counter()
+    timing = result.timing
+    loop_s = float(timing.get("wall_s", 0.0))
+    summary = {
+        "scenario": scenario.name,
+        "status": result.status,
+        "message": result.message,
+        "verdict": result.verdict,
+        "gates": result.gates,
+        "metrics": result.metrics,
+        "timing": timing,
+        "controller": result.meta.get("controller_summary", {}),
+    }
+    out = TrialResult(
+        task.trial_id, result.status, result.verdict, result.message, metrics=_jsonable(result.metrics),
+        gates=_jsonable(result.gates), summary=_jsonable(summary), meta=_jsonable(result.meta),
+        worker=worker, cache_hit=cache_hit, error=result.error if result.status == "error" else "",
+    )
+    keep = task.keep == "all" or (task.keep == "failures" and result.verdict != "PASS")
+    t3 = time.perf_counter()
+    if keep and result.telemetry:
+        out.telemetry = encode_npz(result.telemetry)
+    t4 = time.perf_counter()
+    out.timing = {
+        "loop_s": loop_s,
+        "sim_s": float(timing.get("sim_s", 0.0)),
+        "rt_factor": float(timing.get("real_time_factor", 0.0)),
+        "build_s": t1 - t0,
+        "score_s": (t2 - t1 - loop_s) + (t3 - t2),
+        "encode_s": t4 - t3,
+        "trial_s": t4 - t0,
+    }
+    return out
