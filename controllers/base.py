@@ -118,6 +118,26 @@ class Controller(ABC):
         """Run-level counters for summary.json (e.g. QP fallbacks). Default: none."""
         return {}
 
+    # ------------------------------------------------------------------ gain scales (dockbench/gym.py)
+    #: how many stiffness (and damping) scales :meth:`set_gain_scales` takes; 0: the law takes none (the gym's
+    #: impedance action then has no gain scales)
+    n_gain_scales: int = 0
+
+    def stiffness_diagonal(self) -> np.ndarray | None:
+        """The law's current stiffness diagonal, a new (6,) array: translational [N/m] ×3, then rotational
+        [N·m/rad] ×3 (the gym's ``stiffness`` observation); None: the law reports none. Default: None."""
+        return None
+
+    def _gain_scales(self, k_scale: Any, d_scale: Any, axes: str = "") -> tuple[np.ndarray, np.ndarray]:
+        """``k_scale``, ``d_scale`` of :meth:`set_gain_scales` as float arrays of :attr:`n_gain_scales` each, or
+        a ValueError naming the law (``axes``: what the scales are, appended to the message)."""
+        k_scale, d_scale = np.asarray(k_scale, dtype=float), np.asarray(d_scale, dtype=float)
+        n = self.n_gain_scales
+        if k_scale.shape != (n,) or d_scale.shape != (n,):
+            raise ValueError(f"{self.type_name}: set_gain_scales takes {n} stiffness and {n} damping scales{axes}, "
+                             f"got {k_scale.shape} and {d_scale.shape}")
+        return k_scale, d_scale
+
     #: the compiled kernel module (sim/kernels.py) of controllers that have one; None: the Python path
     _kmod: Any = None
     #: (snap, ref, wrench, cmd, config) a compiled kernel is bound to (controllers with a kernel)
