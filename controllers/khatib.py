@@ -157,7 +157,7 @@ class KhatibController(Controller):
         """Bind the compiled kernel to this run's arrays (they never move during a run)."""
         args = self._kernel_args(snap, ref, wrench, cmd)
         self._kernel = self._kmod.KhatibKernel(**args)
-        self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
+        self._kernel_arrays_of = (args, (snap, ref, wrench))  # derived when the guard needs it
         self._bound = (snap, ref, wrench, cmd, self.config)
 
     def _guard_values(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Values:

@@ -430,7 +430,7 @@ class SE3LieController(Controller):
         )
         args["filt_on"] = bool(args["filt_on"] and c.use_force_feedback)  # the filter runs on the law's force only
         self._kernel = kmod.SE3Kernel(**args)
-        self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
+        self._kernel_arrays_of = (args, (snap, ref, wrench))  # derived when the guard needs it
         self._kv = kv = {name: res[o : o + n] for name, (o, n) in kmod.RESULTS_LAYOUT.items()}
         head = kmod.RESULTS_HEAD
         self._k_v = res[head : head + nv]

@@ -227,6 +227,7 @@ class DockingEnv(gymnasium.Env):
         else:
             n = nv
         self.action_space = spaces.Box(-1.0, 1.0, shape=(n,), dtype=np.float64)
+        self._action_shape = (n,)
         inf = np.inf
         self.observation_space = spaces.Dict({
             "pose": spaces.Box(-inf, inf, shape=(7,), dtype=np.float64),
@@ -308,7 +309,7 @@ class DockingEnv(gymnasium.Env):
         self._jam_r0 = 0.0
         self._seated_since: float | None = None
         self.peak_force = 0.0
-        e, lat, _ = self._seat()
+        e, lat = self._seat()
         self._e_prev = e
         return self._obs(), self._info(e, lat, "")
 
@@ -391,7 +392,7 @@ class DockingEnv(gymnasium.Env):
             raise RuntimeError("call reset() before step()")
         if self.done:
             raise RuntimeError("the episode has ended: call reset()")
-        a = np.asarray(action, dtype=np.float64).reshape(self.action_space.shape)
+        a = np.asarray(action, dtype=np.float64).reshape(self._action_shape)
         key = a.tolist()
         if key != self._action_key:  # the action the law has already (the same floats) is not applied again
             self._action_key = key
@@ -416,7 +417,7 @@ class DockingEnv(gymnasium.Env):
             self.peak_force = peak
         rc = self.reward_config
         t = i * self._T_c
-        e, lat, f_a = self._seat()
+        e, lat = self._seat()
         reward = rc.progress_weight * (self._e_prev - e) / 0.001 - rc.time_weight * self.policy_period
         self._e_prev = e
         terminated = False
@@ -426,7 +427,7 @@ class DockingEnv(gymnasium.Env):
         elif peak > self._force_limit:
             terminated, why = True, "force"
             reward -= rc.force_penalty
-        elif rc.jam and self._jammed(t, e, f_a):
+        elif rc.jam and self._jammed(t, e, self._axial_force()):
             terminated, why = True, "jam"
             reward -= rc.jam_penalty
         else:
@@ -492,17 +493,22 @@ class DockingEnv(gymnasium.Env):
         return False
 
     # ------------------------------------------------------------------ observation
-    def _seat(self) -> tuple[float, float, float]:
-        """(seat error [m], lateral error [m], axial force of the used wrench [N]) against the true target
-        (as the metrics docking.seat_error, docking.lateral; fixed targets: the initial pose)."""
+    def _seat(self) -> tuple[float, float]:
+        """(seat error [m], lateral error [m]) against the true target (as the metrics docking.seat_error,
+        docking.lateral; fixed targets: the initial pose)."""
         if self.setup.asm.target is None:
-            return 0.0, 0.0, 0.0
+            return 0.0, 0.0
         np.subtract(self._x_ee, self._ot, out=self._dx_true)
         np.matmul(self._RtT, self._dx_true, out=self._p_true)  # the tool in the true target's frame
         p0, p1, p2 = self._p_true.tolist()
         e = self._depth + p2
-        f_a = float(self._f_used @ self._zt)
-        return e, math.hypot(p0, p1), f_a
+        return e, math.hypot(p0, p1)
+
+    def _axial_force(self) -> float:
+        """The used wrench's force along the true target's axis [N] (the jam rule's f_a)."""
+        if self.setup.asm.target is None:
+            return 0.0
+        return float(self._f_used @ self._zt)
 
     def _obs(self) -> dict[str, np.ndarray]:
         """The observation (docs/gym.md, "Observations"): views of one new array (the loop rewrites the arrays

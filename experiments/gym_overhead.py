@@ -17,6 +17,11 @@ episode's phase shows), and their sum. The kernel guard is off on both sides (``
 telemetry is recorded on both. After the counted segments the child checks that both sides recorded the
 same rows bit for bit (the zero action is the plain run).
 
+``--action changing``: the env gets a new action every policy step (uniform in ±0.1 per component: a
+reference offset and rotation and new gain scales each step), so it also pays the shaped plan stage, the
+action's application and the law's gain update; the plain cycle runs the same number of control steps of
+the zero action (not the same rollout: the row check is not expected to hold).
+
 ``--timing R``: R interleaved rounds (the order alternating) of one episode of the env against the plain
 cycle over the same control steps, in this process: medians of CPU time (``time.process_time``) and wall
 time per policy step and the median of the paired ratios. Load-dependent: quote the load average.
@@ -59,6 +64,10 @@ def _count_worker(a: dict) -> dict:
     env, cyc = _pair(a["scenario"], a["policy_rate"], warm + sum(lengths) + 1)
     zero = np.zeros(env.action_space.shape)
     spa = env.steps_per_action
+    changing = a["action"] == "changing"
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-0.1, 0.1, (sum(lengths), *zero.shape)) if changing else None
+    k = 0
     step, env_step, marker = cyc.step, env.step, os.getppid
     for _ in range(warm):
         env_step(zero)
@@ -68,8 +77,13 @@ def _count_worker(a: dict) -> dict:
     marker()  # dump: setup + warm-up
     marker()  # dump: the markers' own cost
     for n in lengths:
-        for _ in range(n):
-            env_step(zero)
+        if changing:
+            for _ in range(n):
+                env_step(actions[k])
+                k += 1
+        else:
+            for _ in range(n):
+                env_step(zero)
         marker()  # dump: the env's n policy steps
         for i in range(i0, i0 + n * spa):
             step(i)
@@ -79,7 +93,7 @@ def _count_worker(a: dict) -> dict:
     env.cycle.telemetry.finish()
     cyc.telemetry.finish()
     got, want = env.cycle.telemetry.channels(), cyc.telemetry.channels()
-    same = all(np.array_equal(got[k][:i0], want[k][:i0], equal_nan=True) for k in want)
+    same = all(np.array_equal(got[c][:i0], want[c][:i0], equal_nan=True) for c in want)
     from dockbench.sim.cycle import kernel_paths
 
     return {"spa": spa, "same": same, "law": env.scenario.controller.type, "control_steps": i0,
@@ -100,7 +114,8 @@ def _totals(prefix: str) -> list[int]:
 
 
 def count(args) -> None:
-    spec = {"scenario": args.scenario, "policy_rate": args.policy_rate, "warmup": args.warmup, "steps": args.steps}
+    spec = {"scenario": args.scenario, "policy_rate": args.policy_rate, "warmup": args.warmup, "steps": args.steps,
+            "action": args.action}
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "cg.out")
         cmd = [args.valgrind, "--tool=callgrind", "--dump-before=getppid", f"--callgrind-out-file={prefix}",
@@ -117,8 +132,9 @@ def count(args) -> None:
         raise SystemExit(f"expected {2 + 2 * n_len} callgrind dumps, got {len(totals)}")
     empty = totals[1]
     spa = result["spa"]
+    what = "zero impedance action" if args.action == "zero" else "a new impedance action every policy step"
     print(f"{args.scenario} ({result['law']}), policy at {args.policy_rate:g} Hz = {spa} control steps per policy "
-          f"step, zero impedance action, after {args.warmup} warm-up policy steps; kernel guard off; "
+          f"step, {what}, after {args.warmup} warm-up policy steps; kernel guard off; "
           f"env and plain cycle recorded the same rows bit for bit: {result['same']}")
     print(f"  paths: {', '.join(f'{k} {v}' for k, v in sorted(result['kernels'].items()))}")
     print(f"  instructions per policy step (callgrind; the markers' own {empty} subtracted)")
@@ -131,7 +147,7 @@ def count(args) -> None:
     n, e, p = sums
     print(f"  all {n:4d}:  env {e / n:12.0f}  plain cycle {p / n:12.0f}  env - plain {(e - p) / n:10.0f}  "
           f"overhead {100.0 * (e / p - 1.0):+6.2f} %")
-    if not result["same"]:
+    if args.action == "zero" and not result["same"]:
         raise SystemExit("the env's rows differ from the plain cycle's: the zero action is not the plain run")
 
 
@@ -180,6 +196,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warmup", type=int, default=25, help="policy steps before the counted segments")
     ap.add_argument("--steps", type=int, nargs="+", default=[50, 100],
                     help="lengths of the counted segments [policy steps], successive in the episode")
+    ap.add_argument("--action", choices=["zero", "changing"], default="zero",
+                    help="zero: the zero impedance action (the env's rollout is the plain cycle's); changing: a new "
+                         "action every policy step (uniform in ±0.1: offset, rotation, gain scales), the plain "
+                         "cycle running the zero action's steps (the cost of a policy that acts, not the same "
+                         "rollout)")
     ap.add_argument("--valgrind", default="valgrind", help="the valgrind executable")
     ap.add_argument("--no-count", action="store_true", help="skip the callgrind count")
     ap.add_argument("--timing", type=int, default=0, help="interleaved CPU/wall-time rounds (0: none)")
