@@ -347,14 +347,14 @@ class DockingEnv(gymnasium.Env):
         x_d' = x_d + δp, R_d' = exp(δθ^) R_d (δp, δθ world; the buffers :meth:`_apply` writes). Run only while
         there is an offset (:meth:`_run_steps`: the cycle's unshaped step otherwise, the planner's reference as
         it is, which x_d + 0 would be)."""
-        dp, dR, shaping, add, matmul = self._dp, self._dR, self._shaping, np.add, np.matmul
+        dp, dR, shaping, add, matmul, copyto = self._dp, self._dR, self._shaping, np.add, np.matmul, np.copyto
         R_tmp = np.zeros((3, 3))
 
         def shape(t: float, ref: Any) -> None:
-            add(ref.pos, dp, out=ref.pos)
+            add(ref.pos, dp, ref.pos)
             if shaping[1]:
-                matmul(dR, ref.R, out=R_tmp)
-                ref.R[...] = R_tmp
+                matmul(dR, ref.R, R_tmp)
+                copyto(ref.R, R_tmp)
 
         return shape
 
