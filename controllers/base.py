@@ -118,6 +118,26 @@ class Controller(ABC):
         """Run-level counters for summary.json (e.g. QP fallbacks). Default: none."""
         return {}
 
+    # ------------------------------------------------------------------ gain scales (dockbench/gym.py)
+    #: how many stiffness (and damping) scales :meth:`set_gain_scales` takes; 0: the law takes none (the gym's
+    #: impedance action then has no gain scales)
+    n_gain_scales: int = 0
+
+    def stiffness_diagonal(self) -> np.ndarray | None:
+        """The law's current stiffness diagonal, a new (6,) array: translational [N/m] ×3, then rotational
+        [N·m/rad] ×3 (the gym's ``stiffness`` observation); None: the law reports none. Default: None."""
+        return None
+
+    def _gain_scales(self, k_scale: Any, d_scale: Any, axes: str = "") -> tuple[np.ndarray, np.ndarray]:
+        """``k_scale``, ``d_scale`` of :meth:`set_gain_scales` as float arrays of :attr:`n_gain_scales` each, or
+        a ValueError naming the law (``axes``: what the scales are, appended to the message)."""
+        k_scale, d_scale = np.asarray(k_scale, dtype=float), np.asarray(d_scale, dtype=float)
+        n = self.n_gain_scales
+        if k_scale.shape != (n,) or d_scale.shape != (n,):
+            raise ValueError(f"{self.type_name}: set_gain_scales takes {n} stiffness and {n} damping scales{axes}, "
+                             f"got {k_scale.shape} and {d_scale.shape}")
+        return k_scale, d_scale
+
     #: the compiled kernel module (sim/kernels.py) of controllers that have one; None: the Python path
     _kmod: Any = None
     #: (snap, ref, wrench, cmd, config) a compiled kernel is bound to (controllers with a kernel)
@@ -145,12 +165,16 @@ class Controller(ABC):
     #: telemetry
     guard_skip_diag: ClassVar[tuple[str, ...]] = ()
 
-    #: every array the bound kernel reads or writes (its inputs, outputs and the law's state), set by _bind
+    #: every array the bound kernel reads or writes (its inputs, outputs and the law's state), derived from
+    #: :attr:`_kernel_arrays_of` when the kernel guard first needs it after a bind (:meth:`_written_arrays`)
     _kernel_arrays: tuple[np.ndarray, ...] = ()
+    #: (the kernel's keyword arguments, the step's inputs) of the last _bind, until _kernel_arrays is derived:
+    #: a bind on a new config (the gym's gain scales, every policy step) does not pay for the derivation
+    _kernel_arrays_of: tuple[dict, tuple] | None = None
 
     def _bind(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """Bind the compiled kernel to this run's arrays (controllers with a kernel; they never move during
-        a run) and record them in :attr:`_kernel_arrays`."""
+        a run) and record them in :attr:`_kernel_arrays_of`."""
         raise NotImplementedError
 
     @staticmethod
@@ -167,6 +191,14 @@ class Controller(ABC):
             if isinstance(v, np.ndarray) and not any(np.may_share_memory(v, r) for r in read_only):
                 seen.setdefault(id(v), v)
         return tuple(seen.values())
+
+    def _written_arrays(self) -> tuple[np.ndarray, ...]:
+        """:attr:`_kernel_arrays` of the current binding (derived on the first call after a bind)."""
+        pending = self._kernel_arrays_of
+        if pending is not None:
+            self._kernel_arrays = self._arrays_of(pending[0], *pending[1])
+            self._kernel_arrays_of = None
+        return self._kernel_arrays
 
     def _compute_python(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> None:
         """The Python reference of :meth:`compute` (controllers with a kernel): the law as docs/theory states
@@ -224,7 +256,7 @@ class Controller(ABC):
         # reference and wrench state), the attributes the Python path rebinds the rest
         return kernels.guarded_step(
             "controller", self.kernel_module, self.plant.nv,
-            written=kernels.Written(self._kernel_arrays, [(self, n) for n in self._guard_attrs]),
+            written=kernels.Written(self._written_arrays(), [(self, n) for n in self._guard_attrs]),
             kernel_step=lambda: self._compute_kernel(snap, ref, wrench, cmd),
             reference=lambda: self._compute_python(snap, ref, wrench, cmd),
             values=lambda: self._guard_values(snap, ref, wrench, cmd),

@@ -365,10 +365,7 @@ class HQPController(HQPKernelBinding, TwoLevelQP, Controller):
         keeps the law's designed ratio, D_r ∝ √K_r). The arrays are rewritten in place: the Python path and
         the bound compiled kernel (which reads K_0 and the table where they lie) both use the new gains from
         the next step."""
-        k_scale, d_scale = np.asarray(k_scale, dtype=float), np.asarray(d_scale, dtype=float)
-        if k_scale.shape != (6,) or d_scale.shape != (6,):
-            raise ValueError(f"hqp: set_gain_scales takes 6 stiffness and 6 damping scales, got {k_scale.shape} "
-                             f"and {d_scale.shape}")
+        k_scale, d_scale = self._gain_scales(k_scale, d_scale)
         if self._K0_unscaled is None:
             self._K0_unscaled = self.K0.copy()
         K0 = self.K0
@@ -376,6 +373,11 @@ class HQPController(HQPKernelBinding, TwoLevelQP, Controller):
         np.multiply(K0, self.config.k_min_ratio, out=self.Kmin)
         kh, dh = np.sqrt(K0), np.sqrt(d_scale)
         np.multiply(kh[:, None] + kh, dh[:, None] * dh, out=self._S0)
+
+    def stiffness_diagonal(self) -> np.ndarray:
+        """K_0 as scaled (a copy): the stiffness away from contact; the adaptive scale max(1 − α, k_min_ratio)
+        of a step (K_r, controllers/hqp_problem.py) is not included."""
+        return np.array(self.K0, dtype=float)
 
     # ------------------------------------------------------------------------------------ build
 

@@ -114,7 +114,7 @@ class HQPKernelBinding:
         )
         args["filt_on"] = bool(args["filt_on"] and self._use_force)  # the filter runs on the law's force only
         self._kernel = self._kmod.HQPKernel(**args)
-        self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
+        self._kernel_arrays_of = (args, (snap, ref, wrench))  # derived when the guard needs it
         self._bound = (snap, ref, wrench, cmd, self.config)
 
     def _guard_values(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Values:

@@ -157,7 +157,7 @@ class KhatibController(Controller):
         """Bind the compiled kernel to this run's arrays (they never move during a run)."""
         args = self._kernel_args(snap, ref, wrench, cmd)
         self._kernel = self._kmod.KhatibKernel(**args)
-        self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
+        self._kernel_arrays_of = (args, (snap, ref, wrench))  # derived when the guard needs it
         self._bound = (snap, ref, wrench, cmd, self.config)
 
     def _guard_values(self, snap: Snapshot, ref: Reference, wrench: WrenchState, cmd: Command) -> kernels.Values:
@@ -247,10 +247,7 @@ class KhatibController(Controller):
         k_scale[1] k_rot, D_d = d_scale[0] d, D_R = d_scale[1] d_rot (``k_scale``, ``d_scale``: 2 positive
         floats each). The law's config is replaced (a new frozen config: the compiled kernel rebinds to it and
         reads the new gains on the next step)."""
-        k_scale, d_scale = np.asarray(k_scale, dtype=float), np.asarray(d_scale, dtype=float)
-        if k_scale.shape != (2,) or d_scale.shape != (2,):
-            raise ValueError(f"khatib: set_gain_scales takes 2 stiffness and 2 damping scales (translational, "
-                             f"rotational), got {k_scale.shape} and {d_scale.shape}")
+        k_scale, d_scale = self._gain_scales(k_scale, d_scale, " (translational, rotational)")
         base = self._unscaled_config
         if base is None:
             base = self._unscaled_config = self.config
@@ -261,6 +258,11 @@ class KhatibController(Controller):
 
     #: the config before the first set_gain_scales (the scales are relative to it)
     _unscaled_config: KhatibConfig | None = None
+
+    def stiffness_diagonal(self) -> np.ndarray:
+        """(k, k, k, k_rot, k_rot, k_rot) of the current config: K_d = k I [N/m], K_R = k_rot I [N·m/rad]."""
+        c = self.config
+        return np.array([c.k, c.k, c.k, c.k_rot, c.k_rot, c.k_rot], dtype=float)
 
     compute = Controller.compute_with_kernel
 

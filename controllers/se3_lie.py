@@ -365,13 +365,10 @@ class SE3LieController(Controller):
         positive floats each; K' = diag(k) K, D' = diag(d) D). The law's config is replaced and what the law
         derives from it (A, D, K, A⁻¹, A⁻¹D, A⁻¹K, G) recomputed, so the Python path and the compiled kernel
         (which rebinds to the new config and its new G on the next step) both use the new gains."""
-        k_scale, d_scale = np.asarray(k_scale, dtype=float), np.asarray(d_scale, dtype=float)
         if self.n_gain_scales == 0:
             raise ValueError("se3_lie: set_gain_scales needs diagonal stiffness and damping (k_diag, d_diag); "
                              "this config gives a full k_matrix or d_matrix")
-        if k_scale.shape != (6,) or d_scale.shape != (6,):
-            raise ValueError(f"se3_lie: set_gain_scales takes 6 stiffness and 6 damping scales, got "
-                             f"{k_scale.shape} and {d_scale.shape}")
+        k_scale, d_scale = self._gain_scales(k_scale, d_scale)
         base = self._unscaled_config
         if base is None:
             base = self._unscaled_config = self.config
@@ -381,6 +378,10 @@ class SE3LieController(Controller):
         )
         self._derive_gains(cfg)
         self.config = cfg
+
+    def stiffness_diagonal(self) -> np.ndarray:
+        """The diagonal of K (a copy): translational (λ_v, EE axes) [N/m] ×3, rotational [N·m/rad] ×3."""
+        return np.diagonal(self.K).astype(float)
 
     def _derive_gains(self, config: SE3LieConfig) -> None:
         """A, D, K of ``config`` and what the law computes with: A⁻¹, A⁻¹D, A⁻¹K; for the kernel, their
@@ -429,7 +430,7 @@ class SE3LieController(Controller):
         )
         args["filt_on"] = bool(args["filt_on"] and c.use_force_feedback)  # the filter runs on the law's force only
         self._kernel = kmod.SE3Kernel(**args)
-        self._kernel_arrays = self._arrays_of(args, snap, ref, wrench)
+        self._kernel_arrays_of = (args, (snap, ref, wrench))  # derived when the guard needs it
         self._kv = kv = {name: res[o : o + n] for name, (o, n) in kmod.RESULTS_LAYOUT.items()}
         head = kmod.RESULTS_HEAD
         self._k_v = res[head : head + nv]

@@ -36,6 +36,7 @@ from dockbench.sim.extras import require
 
 gymnasium = require("gymnasium", "gym", "dockbench.gym (the Gymnasium environments)")
 from gymnasium import spaces  # noqa: E402
+from mujoco import mju_mat2Quat  # noqa: E402
 
 from dockbench.controllers.insertion import JamConfig  # noqa: E402
 from dockbench.sim.cycle import Cycle, Outcome, Status  # noqa: E402
@@ -115,44 +116,32 @@ def _rotvec_matrix(w: np.ndarray) -> np.ndarray:
     return np.eye(3) + math.sin(th) * K + (1.0 - math.cos(th)) * (K @ K)
 
 
-def _quat(R: np.ndarray) -> np.ndarray:
-    """(w, x, y, z) of a rotation matrix, w ≥ 0."""
-    import mujoco
-
-    q = np.zeros(4)
-    mujoco.mju_mat2Quat(q, np.ascontiguousarray(R).reshape(9))
-    return q if q[0] >= 0.0 else -q
-
-
 class _Gains:
     """The law's stiffness K and damping D as the impedance action scales them (``n`` independent scales:
     Khatib 2 — translational, rotational; SE(3) 6 — the diagonals; HQP 6 — the axes of K_0 and of the
     derived D_r). The law scales its own gains (``set_gain_scales``, ``n_gain_scales``: KhatibController,
     SE3LieController, HQPController), so that its Python path and its compiled kernel see the same new
-    gains; a law without them takes no gain scales."""
+    gains, and reports its stiffness (``stiffness_diagonal``); a law without them takes no gain scales and
+    reports zeros."""
 
     def __init__(self, ctrl: Any):
         self.ctrl = ctrl
-        self.kind = type(ctrl).__name__
         self.n = int(getattr(ctrl, "n_gain_scales", 0))
         self.k_scale, self.d_scale = np.ones(self.n), np.ones(self.n)
 
     def stiffness(self) -> np.ndarray:
-        """The law's current stiffness diagonal (6): N/m ×3, N·m/rad ×3."""
-        c = self.ctrl.config
-        if self.kind == "KhatibController":
-            return np.array([c.k, c.k, c.k, c.k_rot, c.k_rot, c.k_rot], dtype=float)
-        if self.kind == "SE3LieController":
-            return np.diagonal(self.ctrl.K).astype(float).copy()
-        if self.kind == "HQPController":
-            return np.array(self.ctrl.K0, dtype=float)  # K_0 as scaled (the adaptive s(f) is not included)
-        return np.zeros(6)
+        """The law's current stiffness diagonal (6): N/m ×3, N·m/rad ×3 (zeros: the law reports none)."""
+        report = getattr(self.ctrl, "stiffness_diagonal", None)
+        k = report() if report is not None else None
+        return np.zeros(6) if k is None else k
 
-    def set(self, k_scale: np.ndarray, d_scale: np.ndarray) -> None:
+    def set(self, k_scale: np.ndarray, d_scale: np.ndarray) -> bool:
+        """Give the law these scales; False (nothing done) when they are the ones it has."""
         if self.n == 0 or (k_scale.tolist() == self.k_scale.tolist() and d_scale.tolist() == self.d_scale.tolist()):
-            return
+            return False
         self.k_scale, self.d_scale = k_scale.copy(), d_scale.copy()
         self.ctrl.set_gain_scales(k_scale, d_scale)
+        return True
 
 
 class DockingEnv(gymnasium.Env):
@@ -238,6 +227,7 @@ class DockingEnv(gymnasium.Env):
         else:
             n = nv
         self.action_space = spaces.Box(-1.0, 1.0, shape=(n,), dtype=np.float64)
+        self._action_shape = (n,)
         inf = np.inf
         self.observation_space = spaces.Dict({
             "pose": spaces.Box(-inf, inf, shape=(7,), dtype=np.float64),
@@ -281,7 +271,8 @@ class DockingEnv(gymnasium.Env):
         mode = self.action_mode
         self._dp = np.zeros(3)
         self._dR = np.eye(3)
-        self._rotate = [False]
+        self._shaping = [False, False]  # [the reference is offset (δp ≠ 0 or δθ ≠ 0), it is rotated (δθ ≠ 0)]
+        self._action_key: list[float] | None = None  # the last action applied (as a list: an exact comparison)
         self._tau_in = np.zeros(setup.plant.nv) if mode == "torque" else None
         target = setup.asm.target
         self._R_believed = target.T_world_believed[:3, :3].copy() if target is not None else np.eye(3)
@@ -299,8 +290,14 @@ class DockingEnv(gymnasium.Env):
         self._truth = setup.wrench.state.truth_world
         self._truth_rows = cyc.telemetry.arrays["wrench_truth_world"] if sc.telemetry.enabled else None
         self._snap = setup.dynamics.snap
+        self._T_c = sc.sim.control_period
+        # the cycle's step with the action's reference offset, and without it (while the offset is zero)
+        self._step_shaped = cyc.step
+        self._step_plain = cyc.step if cyc.step_unshaped is None else cyc.step_unshaped
+        self._bind_observation(setup)
         self.i = 0
         self.status: tuple[Status, str] = (Status.COMPLETED, "")
+        self._status_name = str(Status.COMPLETED)
         self.done = False
         self._wall = 0.0
         # reward state
@@ -312,21 +309,52 @@ class DockingEnv(gymnasium.Env):
         self._jam_r0 = 0.0
         self._seated_since: float | None = None
         self.peak_force = 0.0
-        e, lat, _ = self._seat()
+        e, lat = self._seat()
         self._e_prev = e
         return self._obs(), self._info(e, lat, "")
 
+    def _bind_observation(self, setup: Any) -> None:
+        """What :meth:`_obs` and :meth:`_seat` read and write, bound once an episode: views of the loop's
+        arrays (they never move during a run), the episode's constants (the believed and the true target's
+        pose are fixed over an episode) and the observation's own parts (pose and goal error, filled in place
+        each policy step; stiffness and time)."""
+        snap, target = self._snap, setup.asm.target
+        Tb = target.T_world_believed if target is not None else np.eye(4)
+        self._RbT, self._ob = Tb[:3, :3].T, Tb[:3, 3]  # believed target frame: Rbᵀ, origin (world)
+        self._goal_b = self._RbT @ (setup.T_world_goal[:3, 3] - self._ob)  # the goal in the believed frame
+        self._x_ee, self._R_ee = snap.p_ee_in_world, snap.R_world_ee
+        self._dx = np.zeros(3)
+        self._R_rel = np.zeros((3, 3))  # Rbᵀ R_ee (C-contiguous: mju_mat2Quat reads it as 9 floats)
+        self._R_rel9 = self._R_rel.reshape(9)
+        if target is not None:
+            T = target.T_world_target
+            self._RtT, self._ot, self._zt = T[:3, :3].T, T[:3, 3], T[:3, 2]  # true target: Rᵀ, origin, axis
+            self._depth = float(target.depth_total)
+        self._f_used = self._w_used.ext_world[:3]
+        self._dx_true, self._p_true = np.zeros(3), np.zeros(3)
+        # the observation is one array, [pose 7, goal_error 3 | twist 6 | wrench 6 | q | v | stiffness 6, time 1],
+        # made by one concatenate of these parts; its entries are views of it
+        self._pg, self._kt = np.zeros(10), np.zeros(7)
+        self._o_p, self._o_quat, self._o_goal = self._pg[0:3], self._pg[3:7], self._pg[7:10]
+        self._kt[0:6] = self._gains.stiffness()  # rewritten when the gain scales change (the only change)
+        nv = setup.plant.nv
+        sizes = (7, 3, 6, 6, nv, nv, 6, 1)
+        ends = np.cumsum(sizes).tolist()
+        self._obs_slices = tuple(slice(b - n, b) for n, b in zip(sizes, ends, strict=True))
+
     def _shaper(self) -> Any:
         """The impedance action's offset of the planner's reference (the plan stage's variant):
-        x_d' = x_d + δp, R_d' = exp(δθ^) R_d (δp, δθ world; the buffers :meth:`_apply` writes)."""
-        dp, dR, rotate, add, matmul = self._dp, self._dR, self._rotate, np.add, np.matmul
+        x_d' = x_d + δp, R_d' = exp(δθ^) R_d (δp, δθ world; the buffers :meth:`_apply` writes). Run only while
+        there is an offset (:meth:`_run_steps`: the cycle's unshaped step otherwise, the planner's reference as
+        it is, which x_d + 0 would be)."""
+        dp, dR, shaping, add, matmul, copyto = self._dp, self._dR, self._shaping, np.add, np.matmul, np.copyto
         R_tmp = np.zeros((3, 3))
 
         def shape(t: float, ref: Any) -> None:
-            add(ref.pos, dp, out=ref.pos)
-            if rotate[0]:
-                matmul(dR, ref.R, out=R_tmp)
-                ref.R[...] = R_tmp
+            add(ref.pos, dp, ref.pos)
+            if shaping[1]:
+                matmul(dR, ref.R, R_tmp)
+                copyto(ref.R, R_tmp)
 
         return shape
 
@@ -338,13 +366,17 @@ class DockingEnv(gymnasium.Env):
             np.dot(self._R_believed, a[0:3] * p_lim, out=self._dp)  # believed target frame → world
             w = a[3:6] * r_lim
             w0, w1, w2 = w.tolist()
-            rotate = self._rotate[0] = w0 != 0.0 or w1 != 0.0 or w2 != 0.0
+            rotate = w0 != 0.0 or w1 != 0.0 or w2 != 0.0
             if rotate:
                 self._dR[:] = _rotvec_matrix(self._R_believed @ w)
+            d0, d1, d2 = self._dp.tolist()
+            self._shaping[0] = rotate or d0 != 0.0 or d1 != 0.0 or d2 != 0.0
+            self._shaping[1] = rotate
             n = self._n_gain
             if n:
                 scales = np.exp(a[6 : 6 + 2 * n] * math.log(self.gain_ratio))
-                self._gains.set(scales[:n], scales[n:])
+                if self._gains.set(scales[:n], scales[n:]):
+                    self._kt[0:6] = self._gains.stiffness()
         elif mode == "setpoint":
             ctrl = self.setup.controller
             force = 0.5 * (float(a[0]) + 1.0) * self.force_max
@@ -360,9 +392,11 @@ class DockingEnv(gymnasium.Env):
             raise RuntimeError("call reset() before step()")
         if self.done:
             raise RuntimeError("the episode has ended: call reset()")
-        a = np.minimum(np.maximum(np.asarray(action, dtype=np.float64).reshape(self.action_space.shape), -1.0), 1.0)
-        self._apply(a)
-        T_c = self.scenario.sim.control_period
+        a = np.asarray(action, dtype=np.float64).reshape(self._action_shape)
+        key = a.tolist()
+        if key != self._action_key:  # the action the law has already (the same floats) is not applied again
+            self._action_key = key
+            self._apply(np.minimum(np.maximum(a, -1.0), 1.0))
         why = ""
         c0 = time.perf_counter()
         i0 = self.i
@@ -379,20 +413,21 @@ class DockingEnv(gymnasium.Env):
         self.i = i
         self._wall += time.perf_counter() - c0
         peak = math.sqrt(peak2)
-        self.peak_force = max(self.peak_force, peak)
+        if peak > self.peak_force:
+            self.peak_force = peak
         rc = self.reward_config
-        t = self.i * T_c
-        e, lat, f_a = self._seat()
+        t = i * self._T_c
+        e, lat = self._seat()
         reward = rc.progress_weight * (self._e_prev - e) / 0.001 - rc.time_weight * self.policy_period
         self._e_prev = e
         terminated = False
         if stop:
-            terminated, why = True, str(self.status[0])
+            terminated, why = True, self._status_name
             reward -= rc.force_penalty
         elif peak > self._force_limit:
             terminated, why = True, "force"
             reward -= rc.force_penalty
-        elif rc.jam and self._jammed(t, e, f_a):
+        elif rc.jam and self._jammed(t, e, self._axial_force()):
             terminated, why = True, "jam"
             reward -= rc.jam_penalty
         else:
@@ -404,7 +439,7 @@ class DockingEnv(gymnasium.Env):
             if seated and rc.seat_hold is not None and t - self._seated_since >= rc.seat_hold - 1e-12:
                 terminated, why = True, "seated"
                 reward += rc.seat_bonus
-        truncated = not terminated and self.i >= self.n_steps
+        truncated = not terminated and i >= self.n_steps
         if truncated:
             why = "time"
         self.done = terminated or truncated
@@ -415,13 +450,13 @@ class DockingEnv(gymnasium.Env):
     def _run_steps(self, i0: int, end: int, from_rows: bool) -> tuple[int, float]:
         """Control steps i0 … end − 1 of the cycle (fewer when one stops the run: :attr:`status` says why).
         Returns (the next step, the largest ‖f_truth‖² read step by step, 0 with ``from_rows``)."""
-        step, T_c = self.cycle.step, self.scenario.sim.control_period
+        step = self._step_shaped if self._shaping[0] else self._step_plain
         i, peak2 = i0, 0.0
         try:
             if from_rows:
                 for i in range(i0, end):
                     if step(i):
-                        self.status = self.cycle.stopped
+                        self._stopped(self.cycle.stopped)
                         return i + 1, 0.0
                 return end, 0.0
             f3, dot = self._truth[:3], np.dot
@@ -431,12 +466,16 @@ class DockingEnv(gymnasium.Env):
                 if f2 > peak2:
                     peak2 = f2
                 if stop:
-                    self.status = self.cycle.stopped
+                    self._stopped(self.cycle.stopped)
                     return i + 1, peak2
             return end, peak2
         except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
-            self.status = (Status.DIVERGED, f"numerical failure at t = {i * T_c:.4f} s (step {i}): {exc}")
+            self._stopped((Status.DIVERGED, f"numerical failure at t = {i * self._T_c:.4f} s (step {i}): {exc}"))
             return i, peak2
+
+    def _stopped(self, status: tuple[Status, str]) -> None:
+        self.status = status
+        self._status_name = str(status[0])
 
     def _jammed(self, t: float, r: float, f_a: float) -> bool:
         """The insertion supervisor's jam rule (controllers/insertion.py) at the policy rate, with its defaults."""
@@ -454,41 +493,44 @@ class DockingEnv(gymnasium.Env):
         return False
 
     # ------------------------------------------------------------------ observation
-    def _seat(self) -> tuple[float, float, float]:
-        """(seat error [m], lateral error [m], axial force of the used wrench [N]) against the true target
-        (as the metrics docking.seat_error, docking.lateral; fixed targets: the initial pose)."""
-        target = self.setup.asm.target
-        if target is None:
-            return 0.0, 0.0, 0.0
-        T = target.T_world_target
-        p = T[:3, :3].T @ (self._snap.T_world_ee[:3, 3] - T[:3, 3])
-        e = float(target.depth_total) + float(p[2])
-        f_a = float(self._w_used.ext_world[:3] @ T[:3, 2])
-        return e, float(math.hypot(p[0], p[1])), f_a
+    def _seat(self) -> tuple[float, float]:
+        """(seat error [m], lateral error [m]) against the true target (as the metrics docking.seat_error,
+        docking.lateral; fixed targets: the initial pose)."""
+        if self.setup.asm.target is None:
+            return 0.0, 0.0
+        np.subtract(self._x_ee, self._ot, out=self._dx_true)
+        np.matmul(self._RtT, self._dx_true, out=self._p_true)  # the tool in the true target's frame
+        p0, p1, p2 = self._p_true.tolist()
+        e = self._depth + p2
+        return e, math.hypot(p0, p1)
+
+    def _axial_force(self) -> float:
+        """The used wrench's force along the true target's axis [N] (the jam rule's f_a)."""
+        if self.setup.asm.target is None:
+            return 0.0
+        return float(self._f_used @ self._zt)
 
     def _obs(self) -> dict[str, np.ndarray]:
-        snap, setup = self._snap, self.setup
-        T = snap.T_world_ee
-        target = setup.asm.target
-        Tb = target.T_world_believed if target is not None else np.eye(4)
-        Rb = Tb[:3, :3]
-        p = Rb.T @ (T[:3, 3] - Tb[:3, 3])
-        R = Rb.T @ T[:3, :3]
-        goal = (Rb.T @ (setup.T_world_goal[:3, 3] - Tb[:3, 3]))
-        return {
-            "pose": np.concatenate((p, _quat(R))),
-            "goal_error": p - goal,
-            "twist": snap.twist_ee_lwa.copy(),  # float64 arrays of the loop, copied (the loop rewrites them)
-            "wrench": self._w_used.ext_world.copy(),
-            "q": snap.q.copy(),
-            "v": snap.v.copy(),
-            "stiffness": self._gains.stiffness(),
-            "time": np.array([self.i * self.scenario.sim.control_period]),
-        }
+        """The observation (docs/gym.md, "Observations"): views of one new array (the loop rewrites the arrays
+        it is made from; the stiffness part is kept up to date by :meth:`_apply`)."""
+        snap = self._snap
+        np.subtract(self._x_ee, self._ob, out=self._dx)
+        np.matmul(self._RbT, self._dx, out=self._o_p)  # the tool's position in the believed target frame
+        np.matmul(self._RbT, self._R_ee, out=self._R_rel)  # its rotation in that frame
+        quat = self._o_quat
+        mju_mat2Quat(quat, self._R_rel9)  # (w, x, y, z), w ≥ 0
+        if not quat[0] >= 0.0:
+            np.negative(quat, out=quat)
+        np.subtract(self._o_p, self._goal_b, out=self._o_goal)
+        self._kt[6] = self.i * self._T_c
+        o = np.concatenate((self._pg, snap.twist_ee_lwa, self._w_used.ext_world, snap.q, snap.v, self._kt))
+        s_pose, s_goal, s_twist, s_wrench, s_q, s_v, s_k, s_t = self._obs_slices
+        return {"pose": o[s_pose], "goal_error": o[s_goal], "twist": o[s_twist], "wrench": o[s_wrench],
+                "q": o[s_q], "v": o[s_v], "stiffness": o[s_k], "time": o[s_t]}
 
     def _info(self, e: float, lat: float, why: str) -> dict[str, Any]:
-        return {"seat_error": e, "lateral": lat, "t": self.i * self.scenario.sim.control_period, "end": why,
-                "status": str(self.status[0]), "peak_force_episode": self.peak_force, "sim_seed": self.draw["sim.seed"]}
+        return {"seat_error": e, "lateral": lat, "t": self.i * self._T_c, "end": why, "status": self._status_name,
+                "peak_force_episode": self.peak_force, "sim_seed": self.draw["sim.seed"]}
 
     # ------------------------------------------------------------------ run folder
     def save_run(self, out_root: str | Path = "runs") -> Any:

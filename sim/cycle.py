@@ -177,7 +177,8 @@ class Cycle:
             in ``spill_dir`` (None: a temporary folder).
         shape_reference: ``shape_reference(t, ref)``, called in the plan stage after the planner has written
             ``ref`` (e.g. a learned policy's offset of the reference pose, dockbench/gym.py); None: the
-            planner's reference as it is.
+            planner's reference as it is. With one, :attr:`step_unshaped` is the step without it (a caller
+            whose shaping is the identity for a while steps that instead).
         torque_input: an (nv,) array whose value, read each step, replaces the law's τ in the act stage (it is
             still clipped to ±τ_max and delayed like the law's); None: the law computes τ.
 
@@ -185,6 +186,8 @@ class Cycle:
         telemetry: the run's :class:`Telemetry` (exists from construction on, so a caller can save what was
             recorded whatever interrupts the loop).
         step: ``step(i) -> bool``: control step ``i``; True when the run must stop (see :attr:`stopped`).
+        step_unshaped: with ``shape_reference``, the same step with the planner's reference as it is (the
+            same stages and the same kernel guard schedule; a run may use either for any step); else None.
         stopped: after a True from :attr:`step`: (:class:`Status`, message).
         guard: the kernel guard's report.
     """
@@ -564,7 +567,8 @@ class Cycle:
 
     def _compose(self) -> Callable[[int], bool]:
         """The step: the plain composition of the stages, or, with the kernel guard on and a kernel bound,
-        the checked composition on the guard's steps (the first, then every ``guard.every``)."""
+        the checked composition on the guard's steps (the first, then every ``guard.every``). With
+        ``shape_reference`` also :attr:`step_unshaped` (the guard's schedule shared between the two)."""
         setup = self.setup
         snap = self._observe(checked=False)(0.0)  # the initial state's snapshot, as the first step reads it
         self.record = self._record(snap)
@@ -573,12 +577,20 @@ class Cycle:
         setup.controller.reset(snap, self.ref)
         if self.watch is not None:
             self.record = self._watched(self.record)
-        plain = self._step_of(checked=False)
+        shaped = self.shape_reference is not None
         every = self.guard.every
         if every <= 0 or "compiled" not in kernel_paths(setup).values():
-            return plain
-        checked = self._step_of(checked=True)
-        next_check = [0]
+            self.step_unshaped = self._step_of(checked=False, shaped=False) if shaped else None
+            return self._step_of(checked=False, shaped=shaped)
+        next_check = [0]  # the guard's next step, whichever composition runs it
+        self.step_unshaped = self._guarded(next_check, shaped=False) if shaped else None
+        return self._guarded(next_check, shaped=shaped)
+
+    def _guarded(self, next_check: list[int], shaped: bool) -> Callable[[int], bool]:
+        """The plain composition, and the checked one on the steps ``next_check[0]`` names."""
+        setup, every = self.setup, self.guard.every
+        plain = self._step_of(checked=False, shaped=shaped)
+        checked = self._step_of(checked=True, shaped=shaped)
 
         def guarded(i: int) -> bool:
             if i != next_check[0]:
@@ -591,11 +603,12 @@ class Cycle:
 
         return guarded
 
-    def _step_of(self, checked: bool) -> Callable[[int], bool]:
-        """One control step from the stages (module docstring); ``checked``: the kernel guard's form."""
+    def _step_of(self, checked: bool, shaped: bool) -> Callable[[int], bool]:
+        """One control step from the stages (module docstring); ``checked``: the kernel guard's form;
+        ``shaped``: the plan stage's ``shape_reference`` variant."""
         observe, sense, act = self._observe(checked), self._sense(checked), self._act(checked)
         plan, record, plant = self.setup.planner.evaluate, self.record, self.plant
-        if self.shape_reference is not None:
+        if shaped:
             planned, shape = plan, self.shape_reference
 
             def plan(t: float, ref: Reference) -> None:

@@ -321,5 +321,6 @@ def test_robosuite_compare_dockbench_worker(capsys):
     out = capsys.readouterr().out
     r = json.loads(out.split("RESULT ", 1)[1])
     assert r["steps"] == 3 and len(r["walls"]) == 1 and r["walls"][0] > 0.0
+    assert len(r["cpus"]) == 1 and r["cpus"][0] > 0.0  # the child's CPU time of the same episode
     assert abs(r["sim_s"] - 0.06) <= 1e-12 and r["timestep"] == 0.001 and r["control_period"] == 0.001
     assert "import robosuite" in mod.ROBOSUITE_WORKER and "SIMULATION_TIMESTEP" in mod.ROBOSUITE_WORKER
