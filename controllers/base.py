@@ -100,7 +100,7 @@ class Controller(ABC):
         self.plant = plant
         self.planner = planner
         attach = getattr(planner, "attach_law", None)  # the insertion supervisor reads the law's stiffness
-        # (controllers/insertion.py: law_axial_stiffness)
+        # (Controller.axial_stiffness, controllers/insertion.py: law_axial_stiffness)
         if attach is not None:
             attach(self)
 
@@ -122,6 +122,12 @@ class Controller(ABC):
     #: how many stiffness (and damping) scales :meth:`set_gain_scales` takes; 0: the law takes none (the gym's
     #: impedance action then has no gain scales)
     n_gain_scales: int = 0
+
+    def axial_stiffness(self, axis: np.ndarray, R_world_ee: np.ndarray) -> float | None:
+        """The translational stiffness along the world unit vector ``axis`` [N/m], aᵀ K a, as of the last step
+        (the insertion supervisor's push bound, controllers/insertion.py); None: the law reports none (also with
+        a force set-point, which fades the axial stiffness). Default: None."""
+        return None
 
     def stiffness_diagonal(self) -> np.ndarray | None:
         """The law's current stiffness diagonal, a new (6,) array: translational [N/m] ×3, then rotational

@@ -374,6 +374,16 @@ class HQPController(HQPKernelBinding, TwoLevelQP, Controller):
         kh, dh = np.sqrt(K0), np.sqrt(d_scale)
         np.multiply(kh[:, None] + kh, dh[:, None] * dh, out=self._S0)
 
+    def axial_stiffness(self, axis: np.ndarray, R_world_ee: np.ndarray) -> float | None:
+        """K_r = K_0 max(1 − α, k_min_ratio), diagonal in world axes: Σ_i K_r,i a_i² (K_0 before the first step;
+        None with a force set-point)."""
+        if self.config.force_setpoint is not None:
+            return None
+        k = self._prob.K_r[:3]
+        if not k.any():
+            k = self.K0[:3]
+        return float(k[0] * axis[0] ** 2 + k[1] * axis[1] ** 2 + k[2] * axis[2] ** 2)
+
     def stiffness_diagonal(self) -> np.ndarray:
         """K_0 as scaled (a copy): the stiffness away from contact; the adaptive scale max(1 − α, k_min_ratio)
         of a step (K_r, controllers/hqp_problem.py) is not included."""

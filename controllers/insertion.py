@@ -288,37 +288,14 @@ class InsertionConfig:
 
 def law_axial_stiffness(law: Any, axis: np.ndarray, R_world_ee: np.ndarray) -> float | None:
     """The control law's current translational stiffness along the world unit vector ``axis`` [N/m], aᵀ K a (the
-    spring force per metre of reference lead along a at rest), as of its last step; None for a law without one
-    (the supervisor then keeps the length bound). Read here, outside the laws, so that their compiled kernels'
-    Python references stay untouched.
-
-    * Khatib: K_d = k I (m ẍ + d ẋ + k x = F_ext): k.
-    * HQP: K_r = K_0 max(1 − α, k_min_ratio), diagonal in world axes: Σ_i K_r,i a_i² (K_0 before the first step).
-    * SE(3): K's translational block acts on λ_v ≈ Rᵀ(x_d − x) (EE axes): bᵀ K_vv b, b = Rᵀ a.
-    * any law with a method ``axial_stiffness(axis, R_world_ee)``: its answer.
+    spring force per metre of reference lead along a at rest), as of its last step: the law's own
+    ``axial_stiffness(axis, R_world_ee)`` (Khatib: k; HQP: Σ_i K_r,i a_i², K_0 before the first step; SE(3): bᵀ K_vv b,
+    b = Rᵀ a; controllers/*.py), None for a law without one (the supervisor then keeps the length bound).
 
     A law with a force set-point fades its axial stiffness by s(t) (controllers/force_control.py); with one
-    configured the stiffness is not reported (None)."""
-    from dockbench.controllers.hqp import HQPController
-    from dockbench.controllers.khatib import KhatibController
-    from dockbench.controllers.se3_lie import SE3LieController
-
-    own = getattr(law, "axial_stiffness", None)  # a law (e.g. a plugin) that reports its own
-    if own is not None:
-        return own(axis, R_world_ee)
-    if getattr(getattr(law, "config", None), "force_setpoint", None) is not None:
-        return None
-    if isinstance(law, KhatibController):
-        return float(law.config.k)
-    if isinstance(law, HQPController):
-        k = law._prob.K_r[:3]
-        if not k.any():
-            k = law.K0[:3]
-        return float(k[0] * axis[0] ** 2 + k[1] * axis[1] ** 2 + k[2] * axis[2] ** 2)
-    if isinstance(law, SE3LieController):
-        b = R_world_ee.T @ axis
-        return float(b @ law.K[:3, :3] @ b)
-    return None
+    configured the built-in laws report none (None)."""
+    own = getattr(law, "axial_stiffness", None)
+    return None if own is None else own(axis, R_world_ee)
 
 
 def _clip_norm(x: list[float], limit: float) -> list[float]:

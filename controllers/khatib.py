@@ -259,6 +259,10 @@ class KhatibController(Controller):
     #: the config before the first set_gain_scales (the scales are relative to it)
     _unscaled_config: KhatibConfig | None = None
 
+    def axial_stiffness(self, axis: np.ndarray, R_world_ee: np.ndarray) -> float | None:
+        """K_d = k I: k along any axis (None with a force set-point)."""
+        return None if self.config.force_setpoint is not None else float(self.config.k)
+
     def stiffness_diagonal(self) -> np.ndarray:
         """(k, k, k, k_rot, k_rot, k_rot) of the current config: K_d = k I [N/m], K_R = k_rot I [N·m/rad]."""
         c = self.config

@@ -379,6 +379,12 @@ class SE3LieController(Controller):
         self._derive_gains(cfg)
         self.config = cfg
 
+    def axial_stiffness(self, axis: np.ndarray, R_world_ee: np.ndarray) -> float | None:
+        """K's translational block acts on λ_v ≈ Rᵀ(x_d − x) (EE axes): bᵀ K_vv b, b = Rᵀ a (the SE(3) law has no
+        force set-point)."""
+        b = R_world_ee.T @ axis
+        return float(b @ self.K[:3, :3] @ b)
+
     def stiffness_diagonal(self) -> np.ndarray:
         """The diagonal of K (a copy): translational (λ_v, EE axes) [N/m] ×3, rotational [N·m/rad] ×3."""
         return np.diagonal(self.K).astype(float)

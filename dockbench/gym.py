@@ -533,10 +533,11 @@ class DockingEnv(gymnasium.Env):
                 "peak_force_episode": self.peak_force, "sim_seed": self.draw["sim.seed"]}
 
     # ------------------------------------------------------------------ run folder
-    def save_run(self, out_root: str | Path = "runs") -> Any:
+    def save_run(self, out_root: str | Path | None = "runs") -> Any:
         """The episode so far as a run folder under ``out_root/<scenario>/`` (telemetry, meta, metrics, gates:
-        as ``dockbench.run`` writes it) and its :class:`RunResult`. Ends the episode (reset() starts another).
-        A run that ended before the planner's end is INCOMPLETE, as any short run."""
+        as ``dockbench.run`` writes it) and its :class:`RunResult`; ``out_root=None``: scored the same way, no
+        folder written (``dockbench.gym_campaign``: the campaign writes the trial's). Ends the episode (reset()
+        starts another). A run that ended before the planner's end is INCOMPLETE, as any short run."""
         if self.cycle is None:
             raise RuntimeError("nothing to save: call reset() and step() first")
         if not self.scenario.telemetry.enabled:
@@ -554,7 +555,7 @@ class DockingEnv(gymnasium.Env):
                   "steps": n, "us_per_step": 1e6 * wall / max(n, 1)}
         status, message = self.status
         outcome = Outcome(tel, status, message, timing, self.cycle.guard)
-        folder = RunFolder.create(out_root, folder_name(self.scenario.name))
+        folder = None if out_root is None else RunFolder.create(out_root, folder_name(self.scenario.name))
         self.done = True
         self.cycle = None
         return _finish_run(self.setup, folder, outcome)

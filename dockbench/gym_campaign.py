@@ -190,8 +190,7 @@ class TrialEnv(DockingEnv):
     scenario's run — ``steps_for(duration, control period)`` control steps, t = 0 … duration, as
     ``dockbench.run`` runs it (the last policy period is cut short when that is not a whole number of them).
 
-    It works through DockingEnv's internals (``_draw``, ``_build``, ``_max_time``, ``n_steps`` after ``reset``,
-    and in :meth:`result` the episode's ``cycle``, ``status`` and ``_wall``, as ``save_run`` reads them):
+    It works through DockingEnv's internals (``_draw``, ``_build``, ``_max_time``, ``n_steps`` after ``reset``):
     tests/test_gym_campaign.py (the zero policy is the campaign's run, bit for bit) fails when they change."""
 
     def __init__(self, scenario: Any, cache: Any = None, **kwargs: Any):
@@ -221,22 +220,13 @@ class TrialEnv(DockingEnv):
         return out
 
     def result(self) -> Any:
-        """The episode as a scored run (:class:`~sim.loop.RunResult`, no folder written): what ``save_run``
-        scores, without the folder (the campaign writes the trial's folder). Ends the episode."""
-        from dockbench.sim.cycle import Outcome
+        """The episode as a scored run (:class:`~sim.loop.RunResult`, no folder written: ``save_run(None)``; the
+        campaign writes the trial's folder), also when it diverged (scored up to the failing step). Ends the
+        episode."""
         from dockbench.sim.errors import InternalError, SimulationDiverged
-        from dockbench.sim.loop import _finish_run
 
-        tel = self.cycle.telemetry
-        tel.finish()
-        n, wall, T_c = tel.n, self._wall, self.scenario.sim.control_period
-        timing = {"wall_s": wall, "sim_s": n * T_c, "real_time_factor": n * T_c / wall if wall > 0 else float("inf"),
-                  "steps": n, "us_per_step": 1e6 * wall / max(n, 1)}
-        status, message = self.status
-        outcome = Outcome(tel, status, message, timing, self.cycle.guard)
-        self.done, self.cycle = True, None
         try:
-            return _finish_run(self.setup, None, outcome)
+            return self.save_run(None)
         except (SimulationDiverged, InternalError) as exc:  # recorded and scored up to the failing step
             if exc.result is None:
                 raise
