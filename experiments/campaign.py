@@ -75,6 +75,27 @@ def format_report(report) -> str:
     return "\n".join(lines)
 
 
+def with_overrides(camp, sets: list[str], telemetry: str | None = None):
+    """``camp`` with the command line's ``--set KEY=VALUE`` items merged after its own ``set:`` and, when given,
+    its telemetry policy replaced (a DockbenchError naming a recursive or too deeply nested value)."""
+    import dataclasses
+
+    from dockbench.sim.overrides import format_path, parse_assignment
+
+    if sets:
+        extra = {}
+        for item in sets:
+            try:
+                path, value = parse_assignment(item)
+            except RecursionError:  # a recursive YAML value (&a [*a]) or one nested too deep
+                raise DockbenchError(f"--set {item[:60]}: a recursive or too deeply nested value") from None
+            extra[format_path(path)] = value
+        camp = dataclasses.replace(camp, set={**(camp.set or {}), **extra})
+    if telemetry:
+        camp = dataclasses.replace(camp, telemetry=telemetry)
+    return camp
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("campaign", help="campaign YAML file (docs/campaigns.md)")
@@ -117,23 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     import yaml
     from dockbench.sim.campaign import load_campaign, run_campaign
     from dockbench.sim.campaign.executors import make_executor
-    from dockbench.sim.overrides import parse_assignment
 
     try:
         camp = load_campaign(args.campaign)
-        if args.set:
-            extra = {}
-            for item in args.set:
-                try:
-                    path, value = parse_assignment(item)
-                except RecursionError:  # a recursive YAML value (&a [*a]) or one nested too deep
-                    raise DockbenchError(f"--set {item[:60]}: a recursive or too deeply nested value") from None
-                from dockbench.sim.overrides import format_path
-
-                extra[format_path(path)] = value
-            camp = dataclasses.replace(camp, set={**(camp.set or {}), **extra})
-        if args.telemetry:
-            camp = dataclasses.replace(camp, telemetry=args.telemetry)
+        camp = with_overrides(camp, args.set, args.telemetry)
         if args.samples is not None or args.repeats is not None:
             from dockbench.sim.campaign.spec import campaign_from_dict
 

@@ -70,25 +70,14 @@ def main(argv: list[str] | None = None) -> int:
 
     import dataclasses
 
-    from dockbench.experiments.campaign import format_report
+    from dockbench.experiments.campaign import format_report, with_overrides
     from dockbench.sim.campaign import load_campaign
-    from dockbench.sim.overrides import format_path, parse_assignment
 
     try:
         from dockbench.gym_campaign import evaluate_policy
 
         camp = load_campaign(args.campaign)
-        if args.set:
-            extra = {}
-            for item in args.set:
-                try:
-                    path, value = parse_assignment(item)
-                except RecursionError:
-                    raise DockbenchError(f"--set {item[:60]}: a recursive or too deeply nested value") from None
-                extra[format_path(path)] = value
-            camp = dataclasses.replace(camp, set={**(camp.set or {}), **extra})
-        if args.telemetry:
-            camp = dataclasses.replace(camp, telemetry=args.telemetry)
+        camp = with_overrides(camp, args.set, args.telemetry)
         if args.name:
             from dockbench.sim.campaign.spec import cell_folder
 
