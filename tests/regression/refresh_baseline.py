@@ -4,7 +4,8 @@
     python -m tests.regression.refresh_baseline --scenario NAME ...  # only these (others kept)
     python -m tests.regression.refresh_baseline --dry-run            # show the changes, write nothing
 
-Run it from the repository root. Tolerances already in the file are kept (they are curated by hand);
+Run it from the repository root. Tolerances already in the file are kept (they are curated by hand), a
+scenario entry's own ``tolerances`` (for a metric ill-conditioned in that scenario, with the ``reason``) too;
 a metric without one gets its entry from ``DEFAULT_TOLERANCES``. A scenario whose gates do not PASS is
 not recorded (its old entry stays) unless ``--allow-fail``. Without ``--scenario``, entries of
 scenarios that no longer exist (or lost their gates) are dropped. Review the printed diff and commit
@@ -100,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         for m in sorted(new):
             if m not in tols:
                 tols[m] = dict(DEFAULT_TOLERANCES.get(m, DEFAULT_TOLERANCES["default"]))
+        own = (scen.get(name) or {}).get("tolerances")  # a scenario's own tolerances stay (set by hand, with reason)
         scen[name] = {"file": str(Path(f).resolve().relative_to(REPO)), "metrics": new}
+        if own:
+            scen[name]["tolerances"] = own
     tols.setdefault("default", dict(DEFAULT_TOLERANCES["default"]))
 
     import mujoco
@@ -108,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
 
     baseline["_doc"] = (
         "Key metrics per gated scenario for tests/regression/test_regression.py. A value drifts when "
-        "|value - baseline| > abs + rel*|baseline| (per-metric tolerances below). Refresh on purpose with "
+        "|value - baseline| > abs + rel*|baseline| (per-metric tolerances below; a scenario's own \"tolerances\", "
+        "each with the \"reason\" its width was measured from, replace them for that scenario). Refresh on purpose with "
         f"`{REFRESH_COMMAND}` and commit."
     )
     baseline["_generated"] = {

@@ -86,6 +86,28 @@ def test_perturbed_metric_fails_the_comparison() -> None:
     assert compare_to_baseline("demo", {**metrics, "docking.depth": float("nan")}, base)
 
 
+def test_a_scenarios_own_tolerance_widens_only_that_scenario() -> None:
+    """An entry's ``tolerances`` replace the file's for that scenario's metric; another scenario keeps the file's."""
+    base = _synthetic_baseline()
+    base["scenarios"]["other"] = copy.deepcopy(base["scenarios"]["demo"])
+    base["scenarios"]["demo"]["tolerances"] = {
+        "contact.peak_force_truth": {"rel": 0.5, "abs": 0.2, "reason": "measured spread 32 %"}}
+    metrics = dict(base["scenarios"]["demo"]["metrics"])
+    # 20 N ± (0.2 + 50 %) = ± 10.2 N for demo, ± 2.2 N for other
+    assert compare_to_baseline("demo", {**metrics, "contact.peak_force_truth": 30.1}, base) == []
+    assert compare_to_baseline("demo", {**metrics, "contact.peak_force_truth": 30.3}, base)
+    assert compare_to_baseline("other", {**metrics, "contact.peak_force_truth": 30.1}, base)
+    assert compare_to_baseline("demo", {**metrics, "docking.depth": 0.09}, base)  # other metrics: the file's
+
+
+def test_scenario_tolerances_carry_a_reason() -> None:
+    """Every scenario-level tolerance in the real baseline says what spread its width was measured from."""
+    for name, entry in load_baseline().get("scenarios", {}).items():
+        for metric, tol in (entry.get("tolerances") or {}).items():
+            assert metric in entry["metrics"], (name, metric)
+            assert len(str(tol.get("reason", ""))) > 40, f"{name}: {metric}'s own tolerance has no reason"
+
+
 def test_missing_baseline_entry_says_how_to_add_one() -> None:
     failures = compare_to_baseline("brand_new", {"docking.depth": 0.08}, _synthetic_baseline())
     assert len(failures) == 1
@@ -127,3 +149,18 @@ def test_refresh_lists_only_changes_that_show(tmp_path: Path, monkeypatch, capsy
     out = capsys.readouterr().out
     assert f"record {key} (PASS): 1 metric(s) changed; 1 below the 6th significant digit" in out
     assert "    b " in out and "    a " not in out and "    c " not in out
+
+
+def test_refresh_keeps_a_scenarios_own_tolerances(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Re-recording a scenario keeps the tolerances set by hand on its entry (with their reason)."""
+    from tests.regression import refresh_baseline as rb
+
+    path = tmp_path / "baseline.json"
+    key = rb.scenario_name(next(iter(sorted(rb.gated_scenarios()))))
+    own = {"a": {"rel": 0.5, "abs": 0.0, "reason": "measured spread"}}
+    path.write_text(json.dumps({"scenarios": {key: {"metrics": {"a": 1.0}, "tolerances": own}}, "tolerances": {}}))
+    monkeypatch.setattr(rb, "run_gated", lambda f: ("PASS", {"a": 1.3}, ["a"]))
+    monkeypatch.setattr(rb, "baseline_metrics", lambda metrics, gated: dict(metrics))
+    assert rb.main(["--scenario", key, "--baseline", str(path)]) == 0
+    entry = json.loads(path.read_text())["scenarios"][key]
+    assert entry["metrics"] == {"a": 1.3} and entry["tolerances"] == own
