@@ -112,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
 
     baseline["_doc"] = (
         "Key metrics per gated scenario for tests/regression/test_regression.py. A value drifts when "
-        "|value - baseline| > abs + rel*|baseline| (per-metric tolerances below; a scenario's own \"tolerances\", "
-        "each with the \"reason\" its width was measured from, replace them for that scenario). Refresh on purpose with "
-        f"`{REFRESH_COMMAND}` and commit."
+        "|value - baseline| > abs + rel*|baseline| (per-metric tolerances below; a scenario's own "
+        "\"tolerances\", each with the \"reason\" its width was measured from, replace them for that scenario). "
+        f"Refresh on purpose with `{REFRESH_COMMAND}` and commit."
     )
     baseline["_generated"] = {
         "utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
