@@ -148,3 +148,32 @@ def random_reference(rng, snap, out=None, rot_scale: float = 0.2):
     ref.omega[:] = rng.normal(scale=0.1, size=3)
     ref.alpha[:] = rng.normal(scale=0.1, size=3)
     return ref
+
+
+def execute_notebook(path: Path, *extras: str) -> tuple[str, int]:
+    """Run a notebook from top to bottom in a real Jupyter kernel (nbclient; its folder as the working
+    directory) and return (the text of every code cell's outputs joined by newlines, the number of PNG
+    images). Fails on any error output; skips when nbformat, nbclient, ipykernel or one of ``extras`` (module
+    names of the notebook's extra) is not installed."""
+    import pytest
+
+    nbformat = pytest.importorskip("nbformat", reason="nbformat not installed (extra: notebook)")
+    nbclient = pytest.importorskip("nbclient", reason="nbclient not installed (extra: notebook)")
+    pytest.importorskip("ipykernel", reason="ipykernel not installed (extra: notebook)")
+    for module in extras:
+        pytest.importorskip(module, reason=f"{module} not installed (the notebook's extra)")
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                     resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    text, images = [], 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for out in cell.get("outputs", []):
+            assert out.get("output_type") != "error", out
+            text.append(out.get("text", ""))
+            data = out.get("data", {})
+            text.append(data.get("text/plain", ""))
+            images += "image/png" in data
+    return "\n".join(text), images
