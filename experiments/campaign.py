@@ -96,18 +96,24 @@ def with_overrides(camp, sets: list[str], telemetry: str | None = None):
     return camp
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("campaign", help="campaign YAML file (docs/campaigns.md)")
-    ap.add_argument("--out", default="campaigns", help="parent folder of campaign folders (default: campaigns)")
+def add_executor_arguments(ap: ArgumentParser, whose: str = "") -> None:
+    """``--jobs``, ``--executor`` and ``--address``: where a campaign's trials run (also gym_campaign.py and
+    tune.py; ``whose`` qualifies the workers in ``--jobs``' help, e.g. " of each candidate's campaign")."""
     ap.add_argument("--jobs", "-j", type=int, default=None,
-                    help="worker processes (default: every core; 1 = run in this process)")
+                    help=f"worker processes{whose} (default: every core; 1 = run in this process)")
     ap.add_argument("--executor", choices=("local", "ray"), default="local",
-                    help="local process pool (default) or Ray (pip extra 'ray')")
+                    help="local process pool (default) or Ray (pip extra 'ray'; docs/campaigns.md)")
     ap.add_argument("--address", default=None,
                     help="--executor ray: the cluster's address HOST:PORT (auto = this machine's cluster; "
                     "token authentication: RAY_AUTH_MODE=token and the token, docs/campaigns.md 'A Ray cluster'); "
                     "default: a local instance")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("campaign", help="campaign YAML file (docs/campaigns.md)")
+    ap.add_argument("--out", default="campaigns", help="parent folder of campaign folders (default: campaigns)")
+    add_executor_arguments(ap)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an override of every trial's scenario (after the campaign's set; repeatable)")
     ap.add_argument("--samples", type=int, default=None, help="override the campaign's samples (random draws per cell)")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sys
 
+from dockbench.experiments.campaign import add_executor_arguments
 from dockbench.sim.errors import DockbenchError
 
 from dockbench.cli import ArgumentParser
@@ -43,13 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="parent folder of the campaign's folder (default: gym_campaigns)")
     ap.add_argument("--name", default=None,
                     help="the campaign folder's name (default: the campaign's name)")
-    ap.add_argument("--jobs", "-j", type=int, default=None,
-                    help="worker processes (default: every core; 1 = run in this process)")
-    ap.add_argument("--executor", choices=("local", "ray"), default="local",
-                    help="local process pool (default) or Ray (pip extra 'ray'; docs/campaigns.md)")
-    ap.add_argument("--address", default=None,
-                    help="--executor ray: the cluster's address HOST:PORT (auto = this machine's cluster); "
-                    "default: a local instance")
+    add_executor_arguments(ap)
     ap.add_argument("--action-mode", default="impedance", help="impedance (default), setpoint or torque")
     ap.add_argument("--policy-rate", type=float, default=None,
                     help="policy steps per second [Hz] (default 50; torque: the control rate)")

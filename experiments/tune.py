@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dockbench.experiments.campaign import add_executor_arguments
 from dockbench.sim.errors import DockbenchError
 
 from dockbench.cli import ArgumentParser
@@ -226,11 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="studies", help="parent folder of the study folders (default: studies)")
     ap.add_argument("--candidates", type=int, default=None,
                     help="the budget: finished candidates the study should hold (default: the study's candidates)")
-    ap.add_argument("--jobs", "-j", type=int, default=None,
-                    help="worker processes of each candidate's campaign (default: every core; 1 = in this process)")
-    ap.add_argument("--executor", choices=("local", "ray"), default="local",
-                    help="local process pool (default) or Ray (pip extra 'ray')")
-    ap.add_argument("--address", default=None, help="--executor ray: the cluster's address (default: a local one)")
+    add_executor_arguments(ap, " of each candidate's campaign")
     ap.add_argument("--compare", action="store_true",
                     help="tune every study with the same budget and write the tuned-vs-shipped table and figures")
     ap.add_argument("--md", default=None, metavar="PAGE",
