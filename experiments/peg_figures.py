@@ -16,7 +16,10 @@ variant the trials, success with its Wilson 95 % interval, the failures by where
 less than 2 mm below it, on the top face or the chamfer; short: in the bore, more than 4 % of the depth above
 the bottom; other: seated but failing another gate), the peak force's p50 / p95 / max and whether the p95 meets
 the robot's limit, the mean force in contact, the impulse, the time to seat (seated trials), the jam rate and
-the retries (trials that needed more than one attempt).
+the retries (trials that needed more than one attempt); then the failed trials (the belief's lateral and axial
+error from meta.json's true and believed target frames, where the tip stopped, peak, attempts, tilt) and the
+issue's numbers (per robot: laws at ≥ 95 % success, as point estimates and by the Wilson interval's lower end;
+every law's p95 peak against the robot's limit).
 
     python experiments/peg_figures.py table campaigns/factory_peg
 """
@@ -196,6 +199,56 @@ def force_quality_table(folder: str) -> str:
     return "\n".join(lines)
 
 
+def _num(metrics: dict, key: str, spec: str) -> str:
+    v = metrics.get(key)
+    return format(v, spec) if isinstance(v, (int, float)) and math.isfinite(v) else "–"
+
+
+def failed_trials_table(folder: str) -> str:
+    """The failed trials of a campaign folder (Markdown): per trial the belief's lateral error (the distance
+    between the believed and the true hole axis, perpendicular to the true axis z_t) and axial error (the true
+    mouth's height above the believed one along z_t, out of the hole), from meta.json's ``T_world_target`` and
+    ``T_world_target_believed``; the seat height fraction, peak truth force, attempts and tilt from summary.json."""
+    import numpy as np
+
+    lines = ["| trial | lateral error [mm] | axial error [mm] | seat height fraction | peak [N] | attempts "
+             "| tilt [°] |", "|---|---|---|---|---|---|---|"]
+    for f in sorted(Path(folder, "trials").glob("*/*/summary.json")):
+        s = json.loads(f.read_text())
+        if s.get("verdict") == "PASS" or not (f.parent / "meta.json").exists():
+            continue
+        meta = json.loads((f.parent / "meta.json").read_text())
+        T, B = np.asarray(meta["T_world_target"]), np.asarray(meta["T_world_target_believed"])
+        z = T[:3, 2]
+        d = T[:3, 3] - B[:3, 3]
+        axial = float(d @ z)
+        lateral = float(np.linalg.norm(d - axial * z))
+        m = s.get("metrics") or {}
+        lines.append(f"| `{f.parent.parent.name}/{f.parent.name}` | {1e3 * lateral:.2f} | {1e3 * axial:+.2f} | "
+                     f"{_num(m, 'docking.seat_height_fraction', '.3f')} | {_num(m, 'contact.peak_force_truth', '.1f')} "
+                     f"| {_num(m, 'insertion.attempts', '.0f')} | {_num(m, 'docking.tilt_deg', '.2f')} |")
+    return "\n".join(lines)
+
+
+def issue_numbers(rows: list[dict], target: float = 0.95) -> str:
+    """The issue's success and force targets read off :func:`force_quality_rows`, per robot: how many laws reach
+    ``target`` success as point estimates and with the Wilson interval's lower end, and whether every law's p95
+    peak is within the robot's limit."""
+    out = []
+    for robot in sorted({r["variant"].split("_", 1)[0] for r in rows}):
+        rs = sorted((r for r in rows if r["variant"].startswith(robot + "_")), key=lambda r: r["variant"])
+        point = sum(1 for r in rs if r["k"] >= target * r["n"])
+        lower = sum(1 for r in rs if r["wilson"] and r["wilson"][0] >= target)
+        rates = ", ".join(f"{r['variant'].split('_', 1)[1]} {100.0 * r['k'] / r['n']:.0f} %" for r in rs)
+        p95 = [r["peak"][1] for r in rs]
+        within = all(p <= rs[0]["limit"] for p in p95)
+        out.append(f"{robot}: {point} of {len(rs)} laws at ≥ {100 * target:.0f} % success as point estimates "
+                   f"({rates}), {lower} with the Wilson interval's lower end at ≥ {100 * target:.0f} %; p95 of the "
+                   f"peak within {rs[0]['limit']:.0f} N for {'every law' if within else 'not every law'} "
+                   f"({', '.join(f'{p:.1f} N' for p in p95)})")
+    return "; ".join(out) + "."
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -212,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
         force_figure(args.runs, args.out)
     elif args.what == "table":
         print(force_quality_table(args.folder))
+        print()
+        print(failed_trials_table(args.folder))
+        print()
+        print(issue_numbers(force_quality_rows(args.folder)))
     else:
         violin_figure(args.folder, args.out)
     return 0
