@@ -44,7 +44,6 @@ policy's code under the same spec is not seen: pass ``fresh=True`` (``--fresh``)
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import math
 import re
@@ -109,7 +108,7 @@ def import_policy(spec: str, allow: bool | None = None, key: str = "--policy") -
     Raises:
         DockbenchError: a bad spec, no opt-in, a missing module, file or name, or the import raised.
     """
-    from dockbench.sim.plugins import _import_file, plugins_allowed
+    from dockbench.sim.plugins import _import_file, import_module_from, plugins_allowed
 
     kind, where, name = parse_policy(spec, key)
     if kind == "zero":
@@ -126,15 +125,7 @@ def import_policy(spec: str, allow: bool | None = None, key: str = "--policy") -
                 raise DockbenchError(f"{key} {spec}: no such file {path}")
             module = _import_file(path)
         else:
-            cwd = str(Path.cwd())
-            added = cwd not in sys.path
-            if added:
-                sys.path.insert(0, cwd)
-            try:
-                module = importlib.import_module(where)
-            finally:
-                if added:
-                    sys.path.remove(cwd)
+            module = import_module_from(where, Path.cwd())
     except DockbenchError:
         raise
     except ModuleNotFoundError as exc:

@@ -57,15 +57,6 @@ def measure(path: Path, timestep: float | None, runs: int, culling: bool | None 
     return med
 
 
-def same_telemetry(a: dict, b: dict) -> bool:
-    """Every channel of two runs' telemetry equal, bit for bit (NaN = NaN)."""
-    import numpy as np
-
-    return a.keys() == b.keys() and all(
-        np.array_equal(np.asarray(a[k]), np.asarray(b[k]), equal_nan=True) for k in a
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenarios", nargs="+", help="scenario files")
@@ -97,10 +88,12 @@ def main(argv: list[str] | None = None) -> int:
                       f"{m['wall']:.2f} | {m['cpu']:.2f} | {m['contacts']:.1f} | {m['max_contacts']:g} | "
                       f"{', '.join(m['verdicts'])} | {boxes} |", flush=True)
             if len(modes) == 2:
-                same = same_telemetry(tel[False], tel[True])
-                out[f"{Path(f).stem}@{dt}@same"] = same
-                print(f"|  | | culling on/off: telemetry {'bit-identical' if same else 'DIFFERENT'} | | | | | | |",
-                      flush=True)
+                from dockbench.telemetry.run import first_difference
+
+                diff = first_difference(tel[False], tel[True])  # None: every channel bit for bit
+                out[f"{Path(f).stem}@{dt}@same"] = diff is None
+                print(f"|  | | culling on/off: telemetry {'bit-identical' if diff is None else 'DIFFERENT: ' + diff} "
+                      "| | | | | | |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     print(f"load average {os.getloadavg()}, {os.cpu_count()} CPUs")

@@ -149,10 +149,10 @@ class BoxCulling:
         self._slack = -math.inf  # min over the culled boxes of (g − margin) at the last full update
         self._reach = 0.0
         self._vel = np.zeros(6)
-        self._Rb = d_R = np.eye(3)
+        self._Rb = np.eye(3)
         self._xb = np.empty(3)
         if self.body_static:  # the boxes' body does not move: its pose once
-            d_R[:] = data.xmat[body].reshape(3, 3)
+            self._Rb[:] = data.xmat[body].reshape(3, 3)
             self._xb[:] = data.xpos[body]
         self._lu = np.stack((-self.l * self.u_geom, self.l * self.u_geom)) + self.c_geom  # ends, geom frame
 

@@ -203,7 +203,8 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
     file = scenario.source_file or "<scenario>"
     unc = make_runtime(scenario.uncertainty, scenario.sim.seed, np.array(scenario.wrench.ft_bias))
     asm = _believed(assemble(scenario) if assembly is None else assembly, unc)
-    if asm.target is not None and asm.target.culls_contacts:  # the culling rewrites contact flags: a model of its own
+    culls = asm.target is not None and asm.target.culls_contacts
+    if culls:  # the culling rewrites contact flags: a model of its own
         asm = dataclasses.replace(asm, model=copy.copy(asm.model))
     q0, T_start, T_goal, axis, plant = _initial_configuration(scenario, asm, file)
     data = _initial_state(scenario, asm, q0)
@@ -225,9 +226,7 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
         raise _in_file(exc, file, "tool") from None
     if runtime is not None:
         runtime.bind_dynamics(dyn)  # e.g. the hand keeps the lumped inertia at its current pose
-    culling = None
-    if asm.target is not None and asm.target.culls_contacts:
-        culling = asm.target.contact_culling(asm.model, data, scenario.sim.control_period)
+    culling = asm.target.contact_culling(asm.model, data, scenario.sim.control_period) if culls else None
     return Setup(
         scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration, runtime,
         orbit=_orbit_telemetry(scenario, asm, data), uncertainty=unc, culling=culling,

@@ -110,6 +110,20 @@ def _import_file(path: Path) -> ModuleType:
     return module
 
 
+def import_module_from(name: str, base: Path) -> ModuleType:
+    """``importlib.import_module(name)`` with the folder ``base`` searched first (on ``sys.path`` for the import
+    only, unless it was there already)."""
+    where = str(base.resolve())
+    added = where not in sys.path
+    if added:
+        sys.path.insert(0, where)
+    try:
+        return importlib.import_module(name)
+    finally:
+        if added:
+            sys.path.remove(where)
+
+
 def load_plugin(plugin: str, *, base_dir: Path | None = None, file: str | None = None, key: str = "plugins",
                 allow: bool | None = None) -> str:
     """Import one plugin; returns how it is recorded in the resolved scenario (a module name as given, a
@@ -146,14 +160,7 @@ def load_plugin(plugin: str, *, base_dir: Path | None = None, file: str | None =
             return plugin
         if not plugins_allowed(allow):
             raise _refused(plugin, file, key)
-        added = str(base.resolve()) not in sys.path
-        if added:
-            sys.path.insert(0, str(base.resolve()))
-        try:
-            importlib.import_module(plugin)
-        finally:
-            if added:
-                sys.path.remove(str(base.resolve()))
+        import_module_from(plugin, base)
         _loaded_modules.add(plugin)
         return plugin
     except ScenarioError:

@@ -670,8 +670,7 @@ def _run_locked(campaign: Campaign, out: Path, executor: Any, progress: TextIO |
                 yield task if worker.task is None else worker.task(task)
 
         try:
-            results = executor.run(tasks()) if worker.fn is run_trial else executor.run(tasks(), worker.fn)
-            for res in results:
+            for res in executor.run(tasks(), worker.fn):
                 t = by_id[res.trial_id]
                 if res.status in UNFINISHED:
                     interrupted = True
