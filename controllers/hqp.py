@@ -41,8 +41,9 @@ never in the deterministic telemetry):
     fext_x/y/z [N]       force used by the law (sensor or observer), world axes
 
 Implementation: :meth:`HQPController._build_task` is the reference, numpy array code with one statement
-per equation of docs/theory/hqp.md (Λ and Λ^½ from ``np.linalg.eigh`` of Λ⁻¹, D_r = (√s Λ^½) ∘ (√K_0,i +
-√K_0,j) for K_r = s K_0, the box and torque rows stored every step; ∇w from
+per equation of docs/theory/hqp.md (Λ and Λ^½ from the symmetric eigendecomposition of Λ⁻¹, LAPACK
+``dsyevd`` as in ``np.linalg.eigh``; D_r = (√s Λ^½) ∘ (√K_0,i + √K_0,j) for K_r = s K_0; the box and
+torque rows stored every step; ∇w from
 :class:`controllers.manipulability.ManipulabilityGradient`). When q̈* is feasible (every step of the
 docking scenarios) the QP matrices are not assembled. tests/paper/test_hqp.py checks the built problem
 and the closed form against a separate numpy implementation of the same equations.
@@ -88,6 +89,7 @@ from dockbench.sim.dynamics import Snapshot
 from dockbench.sim.errors import ScenarioError
 from dockbench.sim.lie import cross3, norm3, so3_log
 from dockbench.sim.wrench import WrenchState
+from scipy.linalg.lapack import dsyevd
 
 __all__ = [
     "ACTIVE_TOL", "HQP_KERNEL", "LEVEL2_BAND", "QP_SOLVERS", "SETPOINT_DIAG", "STATUS_CLOSED_FORM", "STATUS_FALLBACK",
@@ -97,6 +99,16 @@ __all__ = [
 
 #: relative (and absolute, N·m) tightening of the torque rows against solver round-off
 TORQUE_ROUNDOFF = 1e-9
+
+
+def _eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(μ ascending, V) with A = V diag(μ) Vᵀ for a symmetric A (its lower triangle): LAPACK ``dsyevd`` in one
+    call, the routine ``np.linalg.eigh`` wraps, without the wrapper's cost; no convergence raises
+    ``np.linalg.LinAlgError`` as eigh does."""
+    mu, V, info = dsyevd(A, compute_v=1, lower=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"eigenvalues did not converge (LAPACK dsyevd info {info})")
+    return mu, V
 
 
 @dataclass(frozen=True)
@@ -446,7 +458,7 @@ class HQPController(HQPKernelBinding, TwoLevelQP, Controller):
         # Λ⁻¹ = J M⁻¹ Jᵀ = V diag(μ) Vᵀ;  Λ = V diag(1/μ) Vᵀ;  √s Λ^½ = V diag((μ/s)^−½) Vᵀ
         np.matmul(snap.Minv, self._JT, out=self._MinvJt)
         np.matmul(J, self._MinvJt, out=p.Lambda_inv)
-        mu, V = np.linalg.eigh(p.Lambda_inv)
+        mu, V = _eigh(p.Lambda_inv)
         np.matmul(V / mu, V.T, out=p.Lambda)
         np.matmul(V / np.sqrt(mu / scale), V.T, out=self._Lhalf_s)
         # D_r = Λ^½ K_r^½ + K_r^½ Λ^½ with K_r = s K_0: (D_r)_ij = √s (Λ^½)_ij (√K_0,i + √K_0,j)

@@ -45,8 +45,9 @@ from dockbench.planners.base import Planner, Reference
 from dockbench.sim import kernels
 from dockbench.sim.config import param
 from dockbench.sim.dynamics import Snapshot
-from dockbench.sim.lie import rotation_error_world
+from dockbench.sim.lie import norm3, rotation_error_world
 from dockbench.sim.wrench import WrenchState
+from scipy.linalg.lapack import dposv
 
 #: the compiled kernel's Cholesky pivots (squared) below this count as zero: Λ⁻¹ singular → it hands the step to
 #: the Python path, which solves by least squares there [1/kg-ish units]
@@ -54,13 +55,12 @@ _CHOL_MIN_PIVOT = 1e-15
 
 
 def _solve_task(Li: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """y with Λ⁻¹ y = rhs. Λ⁻¹ is SPD away from singularities; where a Cholesky pivot (squared) falls below
+    """y with Λ⁻¹ y = rhs. Λ⁻¹ is SPD away from singularities: one Cholesky factorisation and solve (LAPACK
+    ``dposv``, the compiled kernel's method, in one call). Where a Cholesky pivot (squared) falls below
     _CHOL_MIN_PIVOT or the factorisation fails (rank < 6), least squares instead."""
-    try:
-        if float(np.diagonal(np.linalg.cholesky(Li)).min()) ** 2 >= _CHOL_MIN_PIVOT:
-            return np.linalg.solve(Li, rhs)
-    except np.linalg.LinAlgError:
-        pass
+    L, y, info = dposv(Li, rhs, lower=1)
+    if info == 0 and float(L.diagonal().min()) ** 2 >= _CHOL_MIN_PIVOT:
+        return y
     return np.linalg.lstsq(Li, rhs, rcond=None)[0]
 
 
@@ -286,7 +286,7 @@ class KhatibController(Controller):
         if self.force_filter.active:  # F̄: the law's force (controllers/force_control.py)
             f = np.array(self.force_filter.update(f.tolist()))
         e_x, e_v = x - ref.pos, v - ref.vel  # x − x_d, ẋ − ẋ_d
-        f_norm = float(np.sqrt(f @ f))  # ‖f̄‖ (the integral's freeze and the hybrid feedforward's contact test)
+        f_norm = norm3(f)  # ‖f̄‖ (the integral's freeze and the hybrid feedforward's contact test)
         fs = self.setpoint
         s_fs = fs.update(snap.t, f.tolist(), v.tolist()) if fs is not None else 0.0
 

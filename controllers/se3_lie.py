@@ -68,6 +68,7 @@ from dockbench.sim.config import param
 from dockbench.sim.dynamics import Snapshot
 from dockbench.sim.errors import ScenarioError
 from dockbench.sim.wrench import WrenchState
+from scipy.linalg.lapack import dgesv, dposv
 
 Vec6 = tuple[float, float, float, float, float, float]
 Mat6 = tuple[tuple[float, ...], ...]
@@ -147,6 +148,22 @@ class SE3LieConfig:
 
 
 #: the (6,) results of the law and of the joint-space solve
+def _solve_lu(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x with A x = b by LU with partial pivoting (LAPACK ``dgesv`` in one call: ``np.linalg.solve``'s method
+    without its wrapper's cost); a singular A raises ``np.linalg.LinAlgError`` as ``np.linalg.solve`` does."""
+    _, _, x, info = dgesv(A, b)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"singular matrix (LAPACK dgesv info {info})")
+    return x
+
+
+def _solve_spd(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x with A x = b for the joint-space Λ_b⁻¹: one Cholesky solve (LAPACK ``dposv``, the compiled kernel's
+    method) while A is positive definite, else LU (:func:`_solve_lu`; the steps the kernel hands back)."""
+    _, x, info = dposv(A, b, lower=1)
+    return x if info == 0 else _solve_lu(A, b)
+
+
 _LAW_RESULTS = ("lam", "V_err", "lam_dot", "F_err", "gamma", "lam_ddot", "dV_ref", "y")
 
 
@@ -293,13 +310,14 @@ class SE3LieController(Controller):
         V_d_err = Ad_err @ V_d  # Ad_T̃ V_d
         V_err = V_d_err - V  # Ṽ = Ad_T̃ V_d − V
         k = lie.coefficients(float(lam[3:] @ lam[3:]))  # α(θ), β(θ), …: even in θ, so they serve −λ
-        J = lie.dexp(-lam, k)  # dexp_λ
-        lam_dot = np.linalg.solve(J, V_err)  # λ̇ = dexp_λ⁻¹ Ṽ
+        P = lie.ad_powers(-lam)  # ad_{−λ}, its square, cube and fourth power: dexp_λ's and its rate's
+        J = lie.dexp(-lam, k, P)  # dexp_λ
+        lam_dot = _solve_lu(J, V_err)  # λ̇ = dexp_λ⁻¹ Ṽ
         # F̃ = Ad_T̃⁻ᵀ F_d − F_body (F_d = 0 for most runs: its transform is skipped, −F_body is exact)
         F_err = lie.Ad_inv(T_err).T @ self.F_d - F_body if self.has_Fd else -F_body
         gamma = J.T @ F_err  # γ = dexp_λᵀ F̃
         lam_ddot = self.Ainv @ gamma - self.AinvD @ lam_dot - self.AinvK @ lam  # λ̈* = A⁻¹(γ − D λ̇ − K λ)
-        J_dot = lie.dexp_dot(-lam, -lam_dot, k)  # d/dt dexp_λ
+        J_dot = lie.dexp_dot(-lam, -lam_dot, k, P)  # d/dt dexp_λ
         # V̇_ref = Ad_T̃ V̇_d + ad_Ṽ (Ad_T̃ V_d) − dexp_λ λ̈* − (d/dt dexp_λ) λ̇
         dV_ref = Ad_err @ dV_d + lie.ad(V_err) @ V_d_err - (J @ lam_ddot + J_dot @ lam_dot)
         return {
@@ -535,10 +553,10 @@ class SE3LieController(Controller):
         # Λ_b⁻¹ y = V̇_ref − J̇_b q̇ + d_null V, q̈_ref = M⁻¹J_bᵀ y − d_null q̇, τ = J_bᵀ (y − F_body) − d_null M q̇ + h
         Jb, dn = snap.J_ee_body, c.d_null
         MinvJt = snap.Minv @ Jb.T
-        y = np.linalg.solve(Jb @ MinvJt, r["dV_ref"] - snap.dJdq_ee_body + dn * snap.twist_ee_body)
+        y = _solve_spd(Jb @ MinvJt, r["dV_ref"] - snap.dJdq_ee_body + dn * snap.twist_ee_body)
         tau = Jb.T @ (y - F_body) - dn * (snap.M @ snap.v) + snap.h
         if self.ff.active:
-            tau += self.ff.compute(snap.v, tau, snap.g, float(np.linalg.norm(F_body[:3])))
+            tau += self.ff.compute(snap.v, tau, snap.g, lie.norm3(F_body[:3]))
         cmd.tau[:] = tau
         cmd.diag[:] = r["lam"]
         self._py.update(r, y=y, q_ddot_ref=MinvJt @ y - dn * snap.v, T_d=mref.T.copy(), V_d=mref.V.copy(),

@@ -47,6 +47,7 @@ __all__ = [
     "add_mul3",
     "Coefficients",
     "ad",
+    "ad_powers",
     "coefficients",
     "dexp",
     "dexp_dot",
@@ -371,21 +372,30 @@ def _ad_coefficients(k: Coefficients, x: float) -> tuple[float, float, float, fl
     return 2.0 * k.alpha - 0.5 + 0.5 * x * k.beta, 0.5 * (5.0 * k.beta - k.alpha), 0.5 * k.beta - k.b, k.c
 
 
-def dexp(lam: np.ndarray, k: Coefficients | None = None) -> np.ndarray:
+def ad_powers(lam: np.ndarray) -> np.ndarray:
+    """(A, A², A³, A⁴) of A = ad_λ, stacked (4, 6, 6): what :func:`dexp` and :func:`dexp_dot` are built from
+    (pass it to both when they share λ)."""
+    P = np.empty((4, 6, 6))
+    P[0] = ad(lam)
+    for i in range(1, 4):
+        np.matmul(P[i - 1], P[0], out=P[i])  # Aⁱ⁺¹ = Aⁱ A
+    return P
+
+
+def dexp(lam: np.ndarray, k: Coefficients | None = None, powers: np.ndarray | None = None) -> np.ndarray:
     """SE(3) right Jacobian dexp_λ (6, 6): the body twist of exp(λ(t)) is Ṽ = dexp_λ λ̇; λ = [ρ; φ]
     exponential coordinates [m; rad]. Evaluated as the polynomial in A = ad_λ that its series
     Σ (−A)ᵏ/(k + 1)! reduces to (ad_λ has the eigenvalues 0, ±iθ: docs/theory/lie.md),
-    dexp_λ = I − c₁ A + c₂ A² − c₃ A³ + c₄ A⁴; it equals the block form [[J_r3, B], [0, J_r3]] of the module
-    docstring. ``k``: :func:`coefficients` at θ² = |φ|² when the caller already has them (they are even in
-    θ: those of −λ serve too)."""
+    dexp_λ = I − c₁ A + c₂ A² − c₃ A³ + c₄ A⁴ (one product of the coefficient row with the stacked powers);
+    it equals the block form [[J_r3, B], [0, J_r3]] of the module docstring. ``k``: :func:`coefficients` at
+    θ² = |φ|² when the caller already has them (they are even in θ: those of −λ serve too); ``powers``:
+    :func:`ad_powers` of λ when the caller already has them."""
     x = float(lam[3:] @ lam[3:])
     if k is None:
         k = coefficients(x)
     c1, c2, c3, c4 = _ad_coefficients(k, x)
-    A = ad(lam)
-    A2 = A @ A
-    A3 = A2 @ A
-    return _I6 - c1 * A + c2 * A2 - c3 * A3 + c4 * (A3 @ A)
+    P = ad_powers(lam) if powers is None else powers
+    return _I6 + (np.array((-c1, c2, -c3, c4)) @ P.reshape(4, 36)).reshape(6, 6)
 
 
 def dexp_inv(lam: np.ndarray) -> np.ndarray:
@@ -398,11 +408,14 @@ def dexp_inv(lam: np.ndarray) -> np.ndarray:
     return _blocks_6(Ji, -Ji @ B @ Ji)
 
 
-def dexp_dot(lam: np.ndarray, lam_dot: np.ndarray, k: Coefficients | None = None) -> np.ndarray:
+def dexp_dot(
+    lam: np.ndarray, lam_dot: np.ndarray, k: Coefficients | None = None, powers: np.ndarray | None = None
+) -> np.ndarray:
     """Time derivative d/dt dexp_λ(t) (6, 6) at λ with rate λ̇ (both [ρ; φ]): the product rule on the
     polynomial of :func:`dexp`, d/dt Aᵏ = (d/dt Aᵏ⁻¹) A + Aᵏ⁻¹ Ȧ with Ȧ = ad_λ̇ (ad is linear), and
-    d/dt f(θ) = (f'(θ)/θ)(φ·φ̇) for each coefficient (smooth at θ = 0), ẋ = 2 φ·φ̇. Used for
-    λ̈ = dexp_λ⁻¹ (dṼ/dt − (d/dt dexp_λ) λ̇). ``k`` as for :func:`dexp`."""
+    d/dt f(θ) = (f'(θ)/θ)(φ·φ̇) for each coefficient (smooth at θ = 0), ẋ = 2 φ·φ̇:
+    d/dt dexp_λ = Σₖ ċₖ Aᵏ + cₖ (d/dt Aᵏ) with the signs of :func:`dexp`. Used for
+    λ̈ = dexp_λ⁻¹ (dṼ/dt − (d/dt dexp_λ) λ̇). ``k`` and ``powers`` as for :func:`dexp`."""
     phi = lam[3:]
     x = float(phi @ phi)
     if k is None:
@@ -414,16 +427,15 @@ def dexp_dot(lam: np.ndarray, lam_dot: np.ndarray, k: Coefficients | None = None
     c1_dot = 2.0 * al_dot + 0.5 * (x_dot * k.beta + x * be_dot)  # d/dt (2α − ½ + ½ x β)
     c2_dot = 0.5 * (5.0 * be_dot - al_dot)
     c3_dot = 0.5 * be_dot - b_dot
-    A, A_dot = ad(lam), ad(lam_dot)
-    A2 = A @ A
-    A3 = A2 @ A
-    D2 = A_dot @ A + A @ A_dot  # d/dt A²
-    D3 = D2 @ A + A2 @ A_dot  # d/dt A³
-    D4 = D3 @ A + A3 @ A_dot  # d/dt A⁴
-    return (
-        -(c1_dot * A + c1 * A_dot) + (c2_dot * A2 + c2 * D2) - (c3_dot * A3 + c3 * D3)
-        + (c_dot * (A3 @ A) + c4 * D4)
-    )
+    P = ad_powers(lam) if powers is None else powers
+    D = np.empty((4, 6, 6))  # d/dt Aᵏ, k = 1 … 4
+    D[0] = ad(lam_dot)  # Ȧ
+    PA = P[:3] @ D[0]  # Aᵏ⁻¹ Ȧ for k = 2, 3, 4
+    for i in range(1, 4):
+        np.matmul(D[i - 1], P[0], out=D[i])
+        D[i] += PA[i - 1]  # d/dt Aᵏ = (d/dt Aᵏ⁻¹) A + Aᵏ⁻¹ Ȧ
+    coef = np.array((-c1_dot, c2_dot, -c3_dot, c_dot, -c1, c2, -c3, c4))
+    return (coef @ np.concatenate((P.reshape(4, 36), D.reshape(4, 36)))).reshape(6, 6)
 
 
 # ------------------------------------------------------------------------------------------ quaternions

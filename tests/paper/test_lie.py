@@ -496,3 +496,18 @@ def test_ad_polynomial_coefficients_equal_their_closed_forms(th):
             (2 - t * s - 2 * c) / (2 * t**4), (2 * t - 3 * s + t * c) / (2 * t**5))
     got = lie._ad_coefficients(lie.coefficients(th * th), th * th)
     np.testing.assert_allclose(got, [float(w) for w in want], atol=1e-14, rtol=0)
+
+
+@pytest.mark.parametrize("scale", [0.0, 1e-4, 0.3, 2.5])
+def test_ad_powers_are_the_repeated_products_and_dexp_takes_them_unchanged(scale: float) -> None:
+    rng = np.random.default_rng(21)
+    lam, lam_dot = scale * rng.normal(size=6), rng.normal(size=6)
+    P, A = lie.ad_powers(lam), lie.ad(lam)
+    # the same matmuls in the same library: equal bit for bit
+    assert np.array_equal(P[0], A)
+    assert np.array_equal(P[1], A @ A)
+    assert np.array_equal(P[2], (A @ A) @ A)
+    assert np.array_equal(P[3], ((A @ A) @ A) @ A)
+    k = lie.coefficients(float(lam[3:] @ lam[3:]))
+    assert np.array_equal(lie.dexp(lam, k, P), lie.dexp(lam, k))
+    assert np.array_equal(lie.dexp_dot(lam, lam_dot, k, P), lie.dexp_dot(lam, lam_dot, k))
