@@ -3,12 +3,12 @@
 With f = dof_frictionloss [N·m] and d = dof_damping [N·m·s/rad] read from the assembled MjModel
 (never duplicated as constants):
 
-* velocity mode: τ_ff = f · tanh(q̇ / 0.01)
+* velocity mode: τ_ff = f · tanh(q̇ / ε), ε = ``velocity_scale`` (default 0.01 rad/s)
 * torque mode (default): τ_ff = f · tanh((τ_pre − g(q)) / (f/2)), τ_pre = the torque before this term,
   g(q) the gravity torque (``Snapshot.g``; zero at zero gravity)
 * hybrid mode: the torque mode until the first contact (the law's force ‖f̄‖ > ``contact_threshold``,
   default 1 N), then the velocity mode, blended linearly over ``blend_time`` (default 50 ms):
-  τ_ff = (1 − w) f tanh((τ_pre − g)/(f/2)) + w f tanh(q̇/0.01), w: 0 → 1 from the first contact on
+  τ_ff = (1 − w) f tanh((τ_pre − g)/(f/2)) + w f tanh(q̇/ε), w: 0 → 1 from the first contact on
   (latched). The latch state is the array :attr:`DissipationFeedforward.state`, which the compiled kernels
   share (``kernel_feedforward`` in sim/_kernel_math.h implements all four modes).
 * always: τ_damp = d · q̇ (MuJoCo applies −d q̇)
@@ -31,13 +31,21 @@ velocity, passes the ±f flip straight to the contact: a limit cycle of ±(Jᵀ)
 of 1–3 N on the FR3, and through force feedback a period-2 oscillation). Keyed on q̇ it is zero at
 rest and cannot flip there; in free space, where the torque keying gives the better tracking (the
 term leads the motion instead of following it), nothing changes. docs/theory/force_control.md.
+
+Why ε matters (stick-slip): keyed on q̇, the friction the term leaves uncompensated, f (1 − tanh(|q̇|/ε)),
+falls from f at rest to 0 in motion with slope f/ε at q̇ = 0: a negative viscous damping of f/ε per joint. Where
+it exceeds the damping the law gives the joint, a joint held by stiction while the law's spring builds up slips
+and runs (the spring is sized to beat f, the friction then vanishes) and throws the tool onto whatever stops it;
+the peak of that impact moves with the physics step and the CPU's round-off. A larger ε keeps f/ε below the
+law's damping (docs/theory/khatib.md §4).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+from dockbench.sim.config import param
 
 FeedforwardMode = Literal["torque", "velocity", "hybrid", "off"]
 
@@ -46,6 +54,16 @@ VELOCITY_EPS = 0.01
 #: hybrid mode: the law's contact force that latches the velocity keying [N], and the blend time [s]
 HYBRID_CONTACT_THRESHOLD = 1.0
 HYBRID_BLEND_TIME = 0.05
+
+
+def velocity_scale_param() -> Any:
+    """The ``feedforward_velocity_scale`` field of a law's config: ε [rad/s] of the velocity keying."""
+    return param(
+        VELOCITY_EPS, unit="rad/s", gt=0.0, le=10.0,
+        doc="ε of the velocity keying τ_ff = f tanh(q̇/ε) (feedforward velocity and hybrid): the friction left "
+        "uncompensated falls with slope f/ε at rest, a negative damping that must stay below the law's joint "
+        "damping or a joint held by stiction slips and runs (docs/theory/khatib.md §4)",
+    )
 
 
 class DissipationFeedforward:
@@ -59,8 +77,11 @@ class DissipationFeedforward:
         period: float = 0.001,
         contact_threshold: float = HYBRID_CONTACT_THRESHOLD,
         blend_time: float = HYBRID_BLEND_TIME,
+        velocity_scale: float = VELOCITY_EPS,
     ):
         self.f = np.asarray(frictionloss, dtype=float).copy()
+        #: ε [rad/s] of the velocity keying f tanh(q̇/ε)
+        self.velocity_scale = float(velocity_scale)
         self.d = np.asarray(damping, dtype=float).copy()
         self.mode = mode
         self.active_f = self.f > 0.0
@@ -106,7 +127,7 @@ class DissipationFeedforward:
             "ff_g": g,
             "ff_mode": codes[self.mode] if self.active else 0,
             "ff_damping": self.any_damping,
-            "ff_vel_eps": VELOCITY_EPS,
+            "ff_vel_eps": self.velocity_scale,
             "ff_threshold": self.contact_threshold,
             "ff_dw": self._dw,
             "ff_state": self.state,
@@ -144,14 +165,14 @@ class DissipationFeedforward:
                     np.subtract(tau_pre, g, out=tq)
                 np.divide(tq, self._half_f, out=tq)
                 np.tanh(tq, out=tq)
-                np.divide(v, VELOCITY_EPS, out=out)
+                np.divide(v, self.velocity_scale, out=out)
                 np.tanh(out, out=out)
                 out -= tq
                 out *= w
                 out += tq
                 mode = ""
         if mode == "velocity":
-            np.divide(v, VELOCITY_EPS, out=out)
+            np.divide(v, self.velocity_scale, out=out)
             np.tanh(out, out=out)
         elif mode == "torque":
             if g is None:

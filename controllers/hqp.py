@@ -61,7 +61,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from dockbench.controllers.adaptive_compliance import stiffness_scale
 from dockbench.controllers.base import CONTROLLERS, Command, Controller, PlantInfo
-from dockbench.controllers.feedforward import DissipationFeedforward
+from dockbench.controllers.feedforward import DissipationFeedforward, velocity_scale_param
 from dockbench.controllers.force_control import (
     SETPOINT_DIAG,
     ForceFilter,
@@ -174,6 +174,7 @@ class HQPConfig:
         doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
         "first contact, velocity keying from then on)",
     )
+    feedforward_velocity_scale: float = velocity_scale_param()
     force_filter: float = force_filter_param("F_ext (sensor or observer)")
     force_setpoint: ForceSetpointConfig | None = force_setpoint_param()
 
@@ -227,7 +228,8 @@ class HQPController(HQPKernelBinding, TwoLevelQP, Controller):
         self.K0 = np.array(c.k0, dtype=float)
         self.Kmin = c.k_min_ratio * self.K0
         self.ff = DissipationFeedforward(
-            plant.dof_frictionloss, plant.dof_damping, c.feedforward, period=plant.control_period
+            plant.dof_frictionloss, plant.dof_damping, c.feedforward, period=plant.control_period,
+            velocity_scale=c.feedforward_velocity_scale,
         )
         # |τ_ff| ≤ f + d|q̇|: the torque rows are tightened by this margin when the feedforward is on
         self._ff_f = plant.dof_frictionloss.copy() if c.feedforward != "off" else np.zeros(nv)

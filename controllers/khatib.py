@@ -30,7 +30,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 from dockbench.controllers.base import CONTROLLERS, Command, Controller, PlantInfo
-from dockbench.controllers.feedforward import DissipationFeedforward
+from dockbench.controllers.feedforward import DissipationFeedforward, velocity_scale_param
 from dockbench.controllers.force_control import (
     SETPOINT_DIAG,
     AxialForceSetpoint,
@@ -78,6 +78,7 @@ class KhatibConfig:
         doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
         "first contact, velocity keying from then on)",
     )
+    feedforward_velocity_scale: float = velocity_scale_param()
     friction_integral: Literal["auto", "on", "off"] = param(
         "auto", doc="F_I = k_i ∫(x_d − x)dt; auto = on iff the model has frictionloss ≠ 0"
     )
@@ -103,7 +104,8 @@ class KhatibController(Controller):
     def __init__(self, config: KhatibConfig, plant: PlantInfo, planner: Planner | None = None):
         super().__init__(config, plant, planner)
         self.ff = DissipationFeedforward(
-            plant.dof_frictionloss, plant.dof_damping, config.feedforward, period=plant.control_period
+            plant.dof_frictionloss, plant.dof_damping, config.feedforward, period=plant.control_period,
+            velocity_scale=config.feedforward_velocity_scale,
         )
         if config.friction_integral == "auto":
             self.use_integral = bool(np.any(plant.dof_frictionloss != 0.0))

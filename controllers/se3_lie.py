@@ -59,7 +59,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 from dockbench.controllers.base import CONTROLLERS, Command, Controller, PlantInfo
-from dockbench.controllers.feedforward import DissipationFeedforward
+from dockbench.controllers.feedforward import DissipationFeedforward, velocity_scale_param
 from dockbench.controllers.force_control import ForceFilter, force_filter_param, state_values
 from dockbench.planners.base import Planner, Reference
 from dockbench.planners.motion_reference import MotionReference
@@ -127,6 +127,7 @@ class SE3LieConfig:
         doc="joint friction/damping feedforward mode (docs/theory/khatib.md §4; hybrid: torque keying until the "
         "first contact, velocity keying from then on)",
     )
+    feedforward_velocity_scale: float = velocity_scale_param()
     use_force_feedback: bool = param(True, doc="use F_body in F̃ and cancel it with −J_bᵀF_body")
     force_filter: float = force_filter_param("F_body")
 
@@ -209,7 +210,8 @@ class SE3LieController(Controller):
         self._echo = _EchoPlanner() if planner is None else None
         self.mref = MotionReference(planner if planner is not None else self._echo)  # type: ignore[arg-type]
         self.ff = DissipationFeedforward(
-            plant.dof_frictionloss, plant.dof_damping, config.feedforward, period=plant.control_period
+            plant.dof_frictionloss, plant.dof_damping, config.feedforward, period=plant.control_period,
+            velocity_scale=config.feedforward_velocity_scale,
         )
         nv = plant.nv
         self._zero6 = np.zeros(6)

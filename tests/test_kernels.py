@@ -124,6 +124,7 @@ _SETPOINT_AT_CONTACT = {"force": 5.0, "ramp_time": 0.02, "start": "contact", "de
         ("fr3_docking", {"force_setpoint": _SETPOINT_AT_CONTACT, "force_filter": 0.002}),
         ("fr3_docking", {"feedforward": "torque", "force_filter": 0.0}),
         ("fr3_docking", {"feedforward": "velocity", "use_force_feedback": False}),
+        ("fr3_docking", {"feedforward_velocity_scale": 0.1}),  # hybrid with the peg scenario's ε
         ("fr3_docking", {"feedforward": "off", "friction_integral": "off"}),
         ("iiwa14_docking", {"friction_integral": "on", "d_null": 0.0, "feedforward": "hybrid"}),
     ],

@@ -6,6 +6,7 @@ different array length) and differ by ≤ 4 ulp. Bound per joint: 8ε·(f + |d q
 the product and the sum); measured: bit for bit. A wrong mode, factor or sign is O(1) and fails."""
 
 import numpy as np
+import pytest
 from dockbench.controllers.feedforward import DissipationFeedforward
 
 from tests.helpers import EPS, assert_within
@@ -29,6 +30,23 @@ def test_velocity_mode_formula() -> None:
     ff = DissipationFeedforward(f, d, "velocity")
     v = np.array([0.004, -1.0])
     assert_within(ff.compute(v, np.zeros(2)), f * np.tanh(v / 0.01) + d * v, 8 * EPS * (f + np.abs(d * v)))
+
+
+@pytest.mark.parametrize("eps", [0.01, 0.1])
+def test_velocity_mode_takes_its_scale_and_leaves_a_friction_of_slope_f_over_eps(eps: float) -> None:
+    """τ_ff = f tanh(q̇/ε) with the configured ε, and the friction it leaves, f − τ_ff(q̇) for q̇ ≥ 0, falls with
+    slope −f/ε at rest (docs/theory/khatib.md §4: the negative damping that must stay below the law's). The slope
+    of −τ_ff by a central difference at h = 1e-4 ε: truncation ≤ (2f/ε³) h²/6 ≈ 3e-9 f/ε, round-off ≈ ε_mach f/h
+    ≈ 2e-12 f/ε; allowed 1e-6 f/ε."""
+    f, d = np.array([1.137, 0.248]), np.zeros(2)
+    ff = DissipationFeedforward(f, d, "velocity", velocity_scale=eps)
+    v = np.array([0.004, -0.03])
+    assert_within(ff.compute(v, np.zeros(2)), f * np.tanh(v / eps), 8 * EPS * f)
+    h = 1e-4 * eps
+    left = [f - DissipationFeedforward(f, d, "velocity", velocity_scale=eps).compute(np.full(2, x), np.zeros(2))
+            for x in (h, -h)]
+    slope = (left[0] - left[1]) / (2 * h)
+    assert np.abs(slope - (-f / eps)).max() <= 1e-6 * float(np.max(f / eps))
 
 
 def test_off_and_inactive() -> None:

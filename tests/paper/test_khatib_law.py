@@ -111,6 +111,43 @@ def test_one_solve_equals_the_textbook_torque(robot: str) -> None:
         del M
 
 
+def test_the_law_damps_the_joints_with_B() -> None:
+    """docs/theory/khatib.md (4.2): at a fixed pose with a static reference and no force, the part of τ that
+    depends on q̇ through the law's damping is −B q̇, B = Jᵀ Λ D_m J + d_null (I − Jᵀ Λ J M⁻¹), D_m = diag(d/m I₃,
+    d_rot/m_rot I₃) (the Coriolis bias h and the drift J̇q̇ are held at their q̇ = 0 values, 0 at zero gravity,
+    so that only the damping differs). FR3, feedforward and friction integral off.
+
+    Bound: as test_one_solve_equals_the_textbook_torque, |Δτ| ≤ 64 n ε κ(Λ⁻¹) (|Jᵀ| |Λ| |D_m J q̇| + d_null |q̇|
+    (1 + |Jᵀ Λ J M⁻¹|)) per joint. Dropping d_null's projection, or D_m, changes τ by O(|B q̇|)."""
+    s = _setup("fr3")
+    rng = np.random.default_rng(31)
+    cfg = dataclasses.replace(s.controller.config, feedforward="off", friction_integral="off")
+    Dm = np.diag([cfg.d / cfg.m] * 3 + [cfg.d_rot / cfg.m_rot] * 3)
+    for trial in range(4):
+        q = s.q0 + rng.uniform(-0.3, 0.3, 7)
+        taus = []
+        for v in (np.zeros(7), rng.uniform(-0.2, 0.2, 7)):
+            ctrl = KhatibController(cfg, s.plant)
+            snap = s.dynamics.update(q, v)
+            snap.h[:] = 0.0  # zero gravity: h(q, 0) = 0
+            snap.dJdq_ee_lwa[:] = 0.0  # J̇ q̇ at q̇ = 0
+            ref = random_reference(rng, snap)
+            ref.pos[:] = snap.p_ee_in_world
+            ref.R[:] = snap.R_world_ee
+            ref.vel[:] = ref.omega[:] = ref.acc[:] = ref.alpha[:] = 0.0
+            cmd = ctrl.make_command()
+            ctrl.compute(snap, ref, WrenchState(), cmd)
+            taus.append(cmd.tau.copy())
+        J, Mi = snap.J_ee_lwa, snap.Minv
+        Li = J @ Mi @ J.T
+        Lam = np.linalg.inv(Li)
+        B = J.T @ Lam @ Dm @ J + cfg.d_null * (np.eye(7) - J.T @ Lam @ J @ Mi)
+        scale = np.abs(J.T) @ np.abs(Lam) @ np.abs(Dm @ J @ v) + cfg.d_null * np.abs(v) * (
+            1.0 + np.abs(J.T @ Lam @ J @ Mi).sum(axis=1))
+        assert_within(taus[1] - taus[0], -B @ v, 64 * 7 * EPS * np.linalg.cond(Li) * scale, f"trial {trial}")
+        assert np.abs(B @ v).max() > 1.0, "the damping must be visible"
+
+
 @pytest.mark.parametrize("gravity", [False, True])
 def test_task_acceleration_in_contact_is_u_plus_the_wrench_term(gravity: bool) -> None:
     """With a wrench F = [f; n] acting on the tool at E (applied in MuJoCo, as in
