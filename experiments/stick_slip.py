@@ -12,7 +12,9 @@ q̇ there, up to the SE(3) law's second-order dexp rate terms, which the central
 Khatib law B is (4.2), B = Jᵀ Λ D_m J + d_null (I − Jᵀ Λ J M⁻¹) (tests/test_stick_slip.py checks the two agree).
 
 Prints per joint f_i, B_ii, f_i/ε for the scenario's ε (``controller.feedforward_velocity_scale``) and the
-smallest ε with f_i/ε ≤ B_ii on every joint with friction, ε_min = max_i f_i / B_ii. Exit status 1 when the
+smallest ε with f_i/ε ≤ B_ii on every joint with friction, ε_min = max_i f_i / B_ii (∞ where a joint with friction
+has B_ii ≤ 0: the null-space term of (4.2) is not symmetric, and at some poses the law does not damp a joint on its
+own; no ε satisfies the criterion there). Exit status 1 when the
 scenario's ε is below ε_min (and its feedforward keys on the velocity: velocity or hybrid mode), else 0.
 """
 
@@ -74,7 +76,14 @@ def check(setup, q: np.ndarray) -> dict:
     bd = np.diag(B).copy()
     eps = float(getattr(ctrl.config, "feedforward_velocity_scale", np.nan))
     has_f = f > 0.0
-    eps_min = float(np.max(f[has_f] / np.maximum(bd[has_f], 1e-12))) if has_f.any() else 0.0
+    # a joint with friction that the law does not damp on its own (B_ii ≤ 0: the null-space term of (4.2) is not
+    # symmetric, so a diagonal entry can be negative at some poses) has no safe ε: ε_min = ∞
+    if not has_f.any():
+        eps_min = 0.0
+    elif np.any(bd[has_f] <= 0.0):
+        eps_min = float("inf")
+    else:
+        eps_min = float(np.max(f[has_f] / bd[has_f]))
     keyed = getattr(ctrl.config, "feedforward", "off") in ("velocity", "hybrid") and bool(has_f.any())
     return {"f": f, "B_diag": bd, "eps": eps, "f_over_eps": f / eps, "eps_min": eps_min, "velocity_keyed": keyed,
             "ok": (not keyed) or eps >= eps_min}
@@ -107,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|")
     for i, (fi, bi, fe) in enumerate(zip(r["f"], r["B_diag"], r["f_over_eps"], strict=True)):
         print(f"| {i + 1} | {fi:.3f} | {bi:.1f} | {fe:.1f} | {'yes' if fi == 0.0 or fe <= bi else 'NO'} |")
+    undamped = [i + 1 for i, (fi, bi) in enumerate(zip(r["f"], r["B_diag"], strict=True)) if fi > 0.0 and bi <= 0.0]
+    if undamped:
+        print(f"joint(s) {', '.join(map(str, undamped))}: B_ii ≤ 0, the law does not damp them alone at this pose")
     print(f"ε_min = max f_i/B_ii = {r['eps_min']:.4f} rad/s; "
           + ("the feedforward does not key on the velocity" if not r["velocity_keyed"]
              else ("ok" if r["ok"] else f"ε = {r['eps']:g} is below it: stick-slip likely")))

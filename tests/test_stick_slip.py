@@ -49,3 +49,11 @@ def test_the_check_flags_the_former_scale_and_passes_the_shipped_one(peg_khatib)
         s.controller.config = dataclasses.replace(s.controller.config, feedforward_velocity_scale=0.1)
     assert not former["ok"] and former["eps_min"] == pytest.approx(shipped["eps_min"], rel=1e-12)
     assert np.all(former["f_over_eps"][:4] > former["B_diag"][:4])
+
+
+def test_a_joint_the_law_does_not_damp_on_its_own_has_no_safe_scale() -> None:
+    """fr3_docking at its start pose: B_44 < 0 (the null-space term of (4.2) is not symmetric), so ε_min = ∞ and
+    the check fails whatever ε."""
+    s = build(load_scenario(REPO / "scenarios" / "fr3_docking.yaml"))
+    r = check(s, np.array(s.q0, dtype=float))
+    assert r["B_diag"][3] < 0.0 and r["eps_min"] == float("inf") and not r["ok"]
