@@ -14,7 +14,7 @@ matrices, the running sums over the joints as triangular 0/1 products); the comp
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg.lapack import dposv as _dposv
+from dockbench.controllers.linalg import solve_spd
 
 
 def manipulability_gradient(J: np.ndarray, w: float, out: np.ndarray | None = None) -> np.ndarray:
@@ -86,9 +86,7 @@ class ManipulabilityGradient:
         Jc = self._J
         Jc[:] = J
         Jc.dot(self._JT, out=self._JJt)
-        _, P, info = _dposv(self._JJt, Jc)  # (J Jᵀ)⁻¹ J, J Jᵀ SPD for full row rank
-        if info != 0:
-            P = np.linalg.solve(self._JJt, Jc)
+        P = solve_spd(self._JJt, Jc)  # (J Jᵀ)⁻¹ J, J Jᵀ SPD for full row rank
         L = self._L
         self._sel_J.dot(Jc, out=L)
         self._sel_P.dot(P, out=self._R)

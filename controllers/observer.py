@@ -43,10 +43,10 @@ import math
 
 import numpy as np
 from dockbench.controllers.base import PlantInfo
+from dockbench.controllers.linalg import solve_spd
 from dockbench.sim.dynamics import Snapshot
 from dockbench.sim.errors import ScenarioError
 from dockbench.sim.wrench import WrenchState
-from scipy.linalg.lapack import dposv as _dposv
 
 
 class MomentumObserver:
@@ -165,10 +165,7 @@ class MomentumObserver:
         J = snap.J_ee_lwa
         J.dot(J.T, out=self._JJt)
         J.dot(self.r, out=self._Jr)
-        _, x, info = _dposv(self._JJt, self._Jr)  # J Jᵀ is SPD for a full-row-rank J
-        if info != 0:
-            x = np.linalg.solve(self._JJt, self._Jr)
-        self.wrench[:] = x
+        self.wrench[:] = solve_spd(self._JJt, self._Jr)  # J Jᵀ is SPD for a full-row-rank J
         return self.wrench
 
     def fill_wrench_state(self, snap: Snapshot, out: WrenchState) -> WrenchState:

@@ -61,6 +61,7 @@ import numpy as np
 from dockbench.controllers.base import CONTROLLERS, Command, Controller, PlantInfo
 from dockbench.controllers.feedforward import DissipationFeedforward, velocity_scale_param
 from dockbench.controllers.force_control import ForceFilter, force_filter_param, state_values
+from dockbench.controllers.linalg import solve_spd
 from dockbench.planners.base import Planner, Reference
 from dockbench.planners.motion_reference import MotionReference
 from dockbench.sim import kernels, lie
@@ -68,7 +69,7 @@ from dockbench.sim.config import param
 from dockbench.sim.dynamics import Snapshot
 from dockbench.sim.errors import ScenarioError
 from dockbench.sim.wrench import WrenchState
-from scipy.linalg.lapack import dgesv, dposv
+from scipy.linalg.lapack import dgesv
 
 Vec6 = tuple[float, float, float, float, float, float]
 Mat6 = tuple[tuple[float, ...], ...]
@@ -148,7 +149,6 @@ class SE3LieConfig:
         _check_matrix("d_matrix" if self.d_matrix is not None else "d_diag", D, definite=False)
 
 
-#: the (6,) results of the law and of the joint-space solve
 def _solve_lu(A: np.ndarray, b: np.ndarray) -> np.ndarray:
     """x with A x = b by LU with partial pivoting (LAPACK ``dgesv`` in one call: ``np.linalg.solve``'s method
     without its wrapper's cost); a singular A raises ``np.linalg.LinAlgError`` as ``np.linalg.solve`` does."""
@@ -158,13 +158,7 @@ def _solve_lu(A: np.ndarray, b: np.ndarray) -> np.ndarray:
     return x
 
 
-def _solve_spd(A: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """x with A x = b for the joint-space Λ_b⁻¹: one Cholesky solve (LAPACK ``dposv``, the compiled kernel's
-    method) while A is positive definite, else LU (:func:`_solve_lu`; the steps the kernel hands back)."""
-    _, x, info = dposv(A, b, lower=1)
-    return x if info == 0 else _solve_lu(A, b)
-
-
+#: the (6,) results of the law and of the joint-space solve
 _LAW_RESULTS = ("lam", "V_err", "lam_dot", "F_err", "gamma", "lam_ddot", "dV_ref", "y")
 
 
@@ -555,7 +549,7 @@ class SE3LieController(Controller):
         # Λ_b⁻¹ y = V̇_ref − J̇_b q̇ + d_null V, q̈_ref = M⁻¹J_bᵀ y − d_null q̇, τ = J_bᵀ (y − F_body) − d_null M q̇ + h
         Jb, dn = snap.J_ee_body, c.d_null
         MinvJt = snap.Minv @ Jb.T
-        y = _solve_spd(Jb @ MinvJt, r["dV_ref"] - snap.dJdq_ee_body + dn * snap.twist_ee_body)
+        y = solve_spd(Jb @ MinvJt, r["dV_ref"] - snap.dJdq_ee_body + dn * snap.twist_ee_body)
         tau = Jb.T @ (y - F_body) - dn * (snap.M @ snap.v) + snap.h
         if self.ff.active:
             tau += self.ff.compute(snap.v, tau, snap.g, lie.norm3(F_body[:3]))

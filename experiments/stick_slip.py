@@ -69,7 +69,8 @@ def joint_damping(setup, q: np.ndarray) -> np.ndarray:
 
 
 def check(setup, q: np.ndarray) -> dict:
-    """{f, B_diag, eps, f_over_eps, eps_min, velocity_keyed, ok} for ``setup`` at ``q`` (module docstring)."""
+    """{f, B_diag, eps, f_over_eps, eps_min, velocity_keyed, undamped (joints with friction and B_ii ≤ 0), ok} for
+    ``setup`` at ``q`` (module docstring)."""
     ctrl = setup.controller
     f = np.asarray(setup.plant.dof_frictionloss, dtype=float)
     B = joint_damping(setup, q)
@@ -78,15 +79,16 @@ def check(setup, q: np.ndarray) -> dict:
     has_f = f > 0.0
     # a joint with friction that the law does not damp on its own (B_ii ≤ 0: the null-space term of (4.2) is not
     # symmetric, so a diagonal entry can be negative at some poses) has no safe ε: ε_min = ∞
+    undamped = has_f & (bd <= 0.0)
     if not has_f.any():
         eps_min = 0.0
-    elif np.any(bd[has_f] <= 0.0):
+    elif undamped.any():
         eps_min = float("inf")
     else:
         eps_min = float(np.max(f[has_f] / bd[has_f]))
     keyed = getattr(ctrl.config, "feedforward", "off") in ("velocity", "hybrid") and bool(has_f.any())
     return {"f": f, "B_diag": bd, "eps": eps, "f_over_eps": f / eps, "eps_min": eps_min, "velocity_keyed": keyed,
-            "ok": (not keyed) or eps >= eps_min}
+            "undamped": undamped, "ok": (not keyed) or eps >= eps_min}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|")
     for i, (fi, bi, fe) in enumerate(zip(r["f"], r["B_diag"], r["f_over_eps"], strict=True)):
         print(f"| {i + 1} | {fi:.3f} | {bi:.1f} | {fe:.1f} | {'yes' if fi == 0.0 or fe <= bi else 'NO'} |")
-    undamped = [i + 1 for i, (fi, bi) in enumerate(zip(r["f"], r["B_diag"], strict=True)) if fi > 0.0 and bi <= 0.0]
-    if undamped:
-        print(f"joint(s) {', '.join(map(str, undamped))}: B_ii ≤ 0, the law does not damp them alone at this pose")
+    if r["undamped"].any():
+        joints = ", ".join(str(i + 1) for i in np.flatnonzero(r["undamped"]))
+        print(f"joint(s) {joints}: B_ii ≤ 0, the law does not damp them alone at this pose")
     print(f"ε_min = max f_i/B_ii = {r['eps_min']:.4f} rad/s; "
           + ("the feedforward does not key on the velocity" if not r["velocity_keyed"]
              else ("ok" if r["ok"] else f"ε = {r['eps']:g} is below it: stick-slip likely")))

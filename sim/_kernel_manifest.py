@@ -29,15 +29,15 @@ KERNELS = {
         "controllers/_se3_kernel.c",
         (
             "controllers/se3_lie.py", "controllers/feedforward.py", "controllers/force_control.py",
-            "planners/motion_reference.py", "sim/lie.py",
+            "controllers/linalg.py", "planners/motion_reference.py", "sim/lie.py",
         ),
     ),
     "controllers._hqp_kernel": (
         "controllers/_hqp_kernel.c",
         (
             "controllers/hqp.py", "controllers/hqp_problem.py", "controllers/adaptive_compliance.py",
-            "controllers/manipulability.py", "controllers/feedforward.py", "controllers/force_control.py",
-            "sim/lie.py",
+            "controllers/manipulability.py", "controllers/linalg.py", "controllers/feedforward.py",
+            "controllers/force_control.py", "sim/lie.py",
         ),
     ),
     "sim._wrench_kernel": ("sim/_wrench_kernel.c", ("sim/wrench.py",)),

@@ -1,5 +1,6 @@
-"""The Python laws' one-call LAPACK solves and decompositions (Khatib's task solve, the SE(3) law's dexp and
-joint-space solves, the HQP's eigendecomposition of Λ⁻¹): the same answers as the numpy
+"""The Python laws' one-call LAPACK solves and decompositions (Khatib's task solve, the SE(3) law's dexp solve,
+controllers.linalg.solve_spd of the SE(3) joint space, the momentum observer and the manipulability gradient, the
+HQP's eigendecomposition of Λ⁻¹): the same answers as the numpy
 calls they replace, the same failure behaviour (fallbacks and errors), on SPD, indefinite and singular inputs.
 
 Tolerances: LU and Cholesky with partial pivoting are backward stable, so the relative forward error of a solve
@@ -12,7 +13,8 @@ import numpy as np
 import pytest
 from dockbench.controllers.hqp import _eigh
 from dockbench.controllers.khatib import _solve_task
-from dockbench.controllers.se3_lie import _solve_lu, _solve_spd
+from dockbench.controllers.linalg import solve_spd
+from dockbench.controllers.se3_lie import _solve_lu
 
 EPS = np.finfo(float).eps
 N = 6
@@ -31,7 +33,7 @@ def _solve_bound(A: np.ndarray, x: np.ndarray) -> float:
 def test_the_cholesky_solves_equal_numpy_on_an_spd_matrix(seed: int) -> None:
     A, b = _spd(seed), np.random.default_rng(100 + seed).normal(size=N)
     want = np.linalg.solve(A, b)
-    for got in (_solve_task(A, b), _solve_spd(A, b), _solve_lu(A, b)):
+    for got in (_solve_task(A, b), solve_spd(A, b), _solve_lu(A, b)):
         assert np.abs(got - want).max() <= _solve_bound(A, want)
 
 
@@ -47,14 +49,14 @@ def test_khatib_falls_back_to_least_squares_on_a_singular_or_indefinite_task_mat
         assert np.array_equal(_solve_task(A, b), np.linalg.lstsq(A, b, rcond=None)[0])
 
 
-def test_the_se3_joint_space_solve_takes_lu_where_cholesky_fails_and_a_singular_matrix_raises() -> None:
+def test_the_spd_solve_takes_lu_where_cholesky_fails_and_a_singular_matrix_raises() -> None:
     b = np.random.default_rng(11).normal(size=N)
     indefinite = _spd(12) - 50.0 * np.eye(N)
     want = np.linalg.solve(indefinite, b)
-    assert np.abs(_solve_spd(indefinite, b) - want).max() <= _solve_bound(indefinite, want)
+    assert np.abs(solve_spd(indefinite, b) - want).max() <= _solve_bound(indefinite, want)
     singular = np.zeros((N, N))
     with pytest.raises(np.linalg.LinAlgError):
-        _solve_spd(singular, b)
+        solve_spd(singular, b)
     with pytest.raises(np.linalg.LinAlgError):
         _solve_lu(singular, b)
 
