@@ -112,8 +112,8 @@ class FloatingBaseDynamics(Dynamics):
 
     Per step: :meth:`_prepare_python` (the free-flyer state), Pinocchio's kinematics, the kinematic part of
     :class:`Dynamics` on the full state (its compiled kernel is generic in the dof count and runs here
-    bound to the n + 6 column Jacobians), the frame drifts, ``crba``, ``nonLinearEffects`` and
-    :meth:`_reduce_python` (the elimination). Both Python steps have a compiled kernel
+    bound to the n + 6 column Jacobians; Pinocchio's ``computeAllTerms`` gives M, h and g in the same pass),
+    the frame drifts and :meth:`_reduce_python` (the elimination). Both Python steps have a compiled kernel
     (``sim/_floating_kernel.c``); the kernel guard compares each kernel with its Python reference.
     """
 
@@ -134,9 +134,9 @@ class FloatingBaseDynamics(Dynamics):
         self.gravity = bool(np.any(np.asarray(model.gravity.linear) != 0.0))
         self._JJt = np.zeros((6, 6))
         q0 = pin.neutral(model)
-        M0 = np.array(pin.crba(model, data, q0))
+        pin.computeAllTerms(model, data, q0, self._zero)
+        M0 = np.array(data.M)
         Mi0 = np.array(pin.computeMinverse(model, data, q0))
-        pin.nonLinearEffects(model, data, q0, self._zero)
         #: Pinocchio versions that fill only the upper triangle of M: symmetrised copies, Python path
         self._symmetrize = not (np.array_equal(M0, M0.T) and np.array_equal(Mi0, Mi0.T))
         self._ilf = np.tril_indices(nf, -1)
@@ -223,11 +223,10 @@ class FloatingBaseDynamics(Dynamics):
             self._prepare_python(qb, vb)
         qf, vf = s.q_full, s.v_full
         # full-state J, twists, poses and the drifts (the kernel's manipulability is of the full J: unused)
+        # (computeAllTerms: M into data.M = s.M_full, h into data.nle = s.h_full, g into data.g)
         self._kinematics(qf, vf, self._a_body, self._a_lwa)
-        pin.crba(model, data, qf)
-        pin.nonLinearEffects(model, data, qf, vf)  # into data.nle = s.h_full
-        if self.gravity:  # after every read of data.v / data.a (this RNEA pass overwrites them)
-            self._g_full[:] = pin.computeGeneralizedGravity(model, data, qf)
+        if self.gravity:
+            self._g_full[:] = data.g
         if fk is not None:
             w = fk.reduce()
             if w >= 0.0:
