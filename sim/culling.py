@@ -10,8 +10,9 @@ Before each control period :class:`BoxCulling` computes, for every box, a lower 
 the tool (a separating-axis bound, below), and a *reach* ``δ``: how far any point of the tool can move relative
 to the boxes in one control period. A box with ``g > margin + δ`` cannot touch the tool during the period: its
 ``contype``/``conaffinity`` are set to 0 for the period, which removes it from MuJoCo's collision pipeline and
-from nothing else. A culled box is one whose narrow-phase test would have returned no contact, so the
-simulation is the same, bit for bit (tests/test_culling.py runs every shipped peg scenario with and without).
+from nothing else. A culled box is one whose narrow-phase test against the tool would have returned no contact,
+so the simulation is the same, bit for bit (tests/test_culling.py runs every shipped peg scenario with and
+without) — provided no other geom (the arm's links) reaches a culled box: the bound covers the tool only.
 The model is the run's own copy (``sim.loop.build`` copies it when a target culls), so a cached assembly
 (``sim.model_cache``) is never changed.
 
