@@ -361,20 +361,19 @@ class Dynamics:
         self._kin = self.snap
         #: the kinematic part also computes the manipulability (the floating base computes it after its reduction)
         self._manip_in_kinematics = True
-        self._zero = np.zeros(model.nv)
         #: the model has gravity: fill Snapshot.g every step (it stays zero otherwise)
         self.gravity = bool(np.any(np.asarray(model.gravity.linear) != 0.0))
         self._JJt = np.zeros((6, 6))
         self._il = np.tril_indices(model.nv, -1)
         q0 = pin.neutral(model)
-        pin.computeAllTerms(model, self.data, q0, self._zero)
+        pin.computeAllTerms(model, self.data, q0, np.zeros(model.nv))
         M0 = np.array(self.data.M)
-        _chol_decompose(model, self.data)
-        Mi0 = np.array(_chol_minv(model, self.data))
+        self._minverse()
+        Mi0 = np.array(self.data.Minv)
         self._symmetrize = not (np.array_equal(M0, M0.T) and np.array_equal(Mi0, Mi0.T))
         if not self._symmetrize:
-            # M, M⁻¹ and h are Pinocchio's own buffers (eigenpy hands out views that every crba /
-            # computeMinverse / nonLinearEffects call overwrites in place): no copy per step. The
+            # M, M⁻¹ and h are Pinocchio's own buffers (eigenpy hands out views that every computeAllTerms /
+            # cholesky.computeMinv call overwrites in place): no copy per step. The
             # snapshot keeps its in-place contract, and nothing else runs Pinocchio on self.data.
             s = self.snap
             s.M, s.Minv = self.data.M, self.data.Minv
@@ -409,21 +408,17 @@ class Dynamics:
 
     def update(self, q: np.ndarray, v: np.ndarray, t: float = 0.0) -> Snapshot:
         """Compute the snapshot at joint positions ``q`` [rad] and velocities ``v`` [rad/s]."""
-        model, data, s = self.model, self.data, self.snap
+        data, s = self.data, self.snap
         s.t = t
         s.q[:] = q
         s.v[:] = v
         # One pass for the kinematics, the mass matrix (CRBA, incl. armature, into data.M = s.M unless the
         # symmetrising fallback below is needed), the bias h = C q̇ + g (data.nle) and g alone (data.g)
-        self._kinematics(s.q, s.v, s.dJdq_ee_body, s.dJdq_ee_lwa)
+        self._pinocchio_pass(s.q, s.v, s.dJdq_ee_body, s.dJdq_ee_lwa)
         s.h[:] = data.nle
         if self.gravity:
             s.g[:] = data.g
-        # M⁻¹ into data.Minv (= s.Minv): Pinocchio's sparse Cholesky M = Uᵀ D U of the M just computed, then its
-        # inverse (the inverse of this M to round-off, ‖M M⁻¹ − I‖ ≈ 1e-15 on the iiwa14, against 1e-13 for
-        # ``computeMinverse``'s separate articulated-body pass; tests/test_dynamics_consistency.py)
-        _chol_decompose(model, data)
-        _chol_minv(model, data)
+        self._minverse()  # into data.Minv (= s.Minv)
         if self._symmetrize:  # Pinocchio versions that fill only the upper triangle
             s.M[:] = data.M
             s.Minv[:] = data.Minv
@@ -431,7 +426,14 @@ class Dynamics:
             s.Minv[self._il] = s.Minv.T[self._il]
         return s
 
-    def _kinematics(self, q: np.ndarray, v: np.ndarray, drift_body: np.ndarray, drift_lwa: np.ndarray) -> None:
+    def _minverse(self) -> None:
+        """M⁻¹ into ``data.Minv``: Pinocchio's sparse Cholesky M = Uᵀ D U of the ``data.M`` of this step's pass,
+        then its inverse (the inverse of that M to round-off, ‖M M⁻¹ − I‖ ≈ 1e-15 on the iiwa14, against 1e-13 for
+        ``computeMinverse``'s separate articulated-body pass; tests/test_dynamics_consistency.py)."""
+        _chol_decompose(self.model, self.data)
+        _chol_minv(self.model, self.data)
+
+    def _pinocchio_pass(self, q: np.ndarray, v: np.ndarray, drift_body: np.ndarray, drift_lwa: np.ndarray) -> None:
         """Pinocchio's ``computeAllTerms`` at (q, v): placements, velocities, accelerations at q̈ = 0, the joint
         Jacobians, M, h = C q̇ + g and g in ``data`` (one pass instead of forward kinematics, Jacobians, CRBA and
         two RNEAs); then the frame placements, the kinematic part (the compiled kernel or

@@ -130,13 +130,13 @@ class FloatingBaseDynamics(Dynamics):
         self.snap = s = FloatingSnapshot(n)
         self._kin = _FullKinematics(s)
         self._manip_in_kinematics = False
-        self._zero = np.zeros(nf)
         self.gravity = bool(np.any(np.asarray(model.gravity.linear) != 0.0))
         self._JJt = np.zeros((6, 6))
         q0 = pin.neutral(model)
-        pin.computeAllTerms(model, data, q0, self._zero)
+        pin.computeAllTerms(model, data, q0, np.zeros(nf))
         M0 = np.array(data.M)
-        Mi0 = np.array(pin.computeMinverse(model, data, q0))
+        self._minverse()
+        Mi0 = np.array(data.Minv)
         #: Pinocchio versions that fill only the upper triangle of M: symmetrised copies, Python path
         self._symmetrize = not (np.array_equal(M0, M0.T) and np.array_equal(Mi0, Mi0.T))
         self._ilf = np.tril_indices(nf, -1)
@@ -205,7 +205,7 @@ class FloatingBaseDynamics(Dynamics):
     ) -> FloatingSnapshot:
         """The snapshot at arm positions ``q`` [rad], rates ``v`` [rad/s] and the base state (MuJoCo
         free-joint qpos (7,) / qvel (6,); default: the views of :meth:`bind_base`)."""
-        model, data, s = self.model, self.data, self.snap
+        data, s = self.data, self.snap
         explicit = base_qpos is not None or base_qvel is not None
         qb = self._qb if base_qpos is None else base_qpos
         vb = self._vb if base_qvel is None else base_qvel
@@ -224,7 +224,7 @@ class FloatingBaseDynamics(Dynamics):
         qf, vf = s.q_full, s.v_full
         # full-state J, twists, poses and the drifts (the kernel's manipulability is of the full J: unused)
         # (computeAllTerms: M into data.M = s.M_full, h into data.nle = s.h_full, g into data.g)
-        self._kinematics(qf, vf, self._a_body, self._a_lwa)
+        self._pinocchio_pass(qf, vf, self._a_body, self._a_lwa)
         if self.gravity:
             self._g_full[:] = data.g
         if fk is not None:
@@ -232,7 +232,7 @@ class FloatingBaseDynamics(Dynamics):
             if w >= 0.0:
                 s.manipulability = w
                 return s
-        pin.computeMinverse(model, data, qf)
+        self._minverse()
         self._reduce_python()
         return s
 
@@ -252,7 +252,7 @@ class FloatingBaseDynamics(Dynamics):
 
     def _reduce_python(self) -> None:
         """Eliminate the base (docs/theory/floating_base.md): X = H_b⁻¹ [H_bm | c_b], then J*, H*, c*, the
-        drifts, H*⁻¹ (the arm block of the full M⁻¹: ``computeMinverse`` must have run on this state), g*,
+        drifts, H*⁻¹ (the arm block of the full M⁻¹: :meth:`_minverse` must have run on this state), g*,
         T_world_base and w(J*) (the reference of the kernel's ``reduce``)."""
         s, n, data = self.snap, self.n, self.data
         if self._symmetrize:
@@ -324,7 +324,7 @@ class FloatingBaseDynamics(Dynamics):
     def _after_kinematics_replaced(self) -> None:
         """The guard replaced the kernel's full-state kinematics by Python's: eliminate the base again from
         them (Python path: every kernel is dropped with :meth:`use_python`)."""
-        pin.computeMinverse(self.model, self.data, self.snap.q_full)
+        self._minverse()
         self._reduce_python()
 
     def use_python(self) -> None:
@@ -404,7 +404,7 @@ class FloatingBaseDynamics(Dynamics):
 
         def reference() -> None:
             self._prepare_python(self._qb, self._vb)
-            pin.computeMinverse(self.model, self.data, s.q_full)
+            self._minverse()
             self._reduce_python()
 
         # the bounds are evaluated only when a difference exceeds the values' own round-off
