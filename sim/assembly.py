@@ -136,6 +136,8 @@ def assemble(scenario: Scenario) -> Assembly:
     spec.option.gravity = list(s.gravity)
     spec.option.integrator = _INTEGRATORS[s.integrator]
     spec.option.cone = _CONES[s.cone]
+    spec.option.impratio = s.impratio
+    spec.option.noslip_iterations = s.noslip_iterations
     spec.option.iterations = s.iterations
     spec.option.ls_iterations = s.ls_iterations
     spec.option.tolerance = s.tolerance

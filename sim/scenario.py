@@ -164,6 +164,18 @@ class SimConfig:
         doc="friction cone: elliptic (the Coulomb cone) or pyramidal (its 4-edge approximation; rejected below "
         "a contact friction of 0.01, where it blows up; docs/theory/ft_pipeline.md)",
     )
+    impratio: float = param(
+        1.0, ge=1e-3, le=1e3,
+        doc="MuJoCo's ratio of frictional to normal constraint impedance (elliptic cones): above 1 the "
+        "friction is stiffer than the normal contact, so a sticking contact creeps less per step "
+        "(docs/theory/ft_pipeline.md §4)",
+    )
+    noslip_iterations: int = param(
+        0, ge=0, le=1000,
+        doc="iterations of MuJoCo's no-slip pass after the main solve (0 = off): it re-solves the friction "
+        "forces without the soft-constraint regularisation, so a contact that should stick does not creep; "
+        "costs time only while there are contacts (docs/theory/ft_pipeline.md §4)",
+    )
     iterations: int = param(50, ge=1, le=1000, doc="constraint solver iterations")
     ls_iterations: int = param(20, ge=1, le=1000, doc="solver line-search iterations")
     solver: Literal["newton", "cg", "pgs"] = param(

@@ -199,6 +199,28 @@ def test_pyramidal_cone_with_near_frictionless_contact_is_rejected() -> None:
     assert scenario_from_dict(d).sim.cone == "elliptic"
 
 
+def test_solver_options_reach_the_compiled_model_and_are_bounded() -> None:
+    """sim.impratio and sim.noslip_iterations default to MuJoCo's own defaults (1, 0: off), reach the
+    compiled MjModel's options as given, and out-of-range values are ScenarioErrors naming the key."""
+    import mujoco
+    from dockbench.sim.assembly import assemble
+
+    d = scenario_dict("iiwa14_docking")
+    default = mujoco.MjOption()
+    sc = scenario_from_dict(d)
+    assert (sc.sim.impratio, sc.sim.noslip_iterations) == (default.impratio, default.noslip_iterations) == (1.0, 0)
+    d["sim"].update(impratio=10.0, noslip_iterations=7)
+    opt = assemble(scenario_from_dict(d)).model.opt
+    assert (opt.impratio, opt.noslip_iterations) == (10.0, 7)
+    for key, bad, fragment in (("noslip_iterations", -1, "must be >= 0"), ("noslip_iterations", 2.5, "integer"),
+                               ("impratio", 0.0, "must be >= 0.001")):
+        d["sim"][key] = bad
+        with pytest.raises(ScenarioError) as exc:
+            scenario_from_dict(d, file="scenarios/x.yaml")
+        assert f"sim.{key}" in str(exc.value) and fragment in str(exc.value), str(exc.value)
+        d["sim"][key] = 1
+
+
 def test_belief_offset_keys_default_to_zero() -> None:
     """target.belief_offset given with rpy_deg only: the position offset is zero (as docs/scenarios.md
     says), not the default target position."""
