@@ -122,16 +122,15 @@ def measure_once(scenario_path: str, live: str = "none") -> dict:
     attaches a --live observer (:data:`LIVE_MODES`) to the unprofiled pass."""
     import tempfile
 
-    import mujoco
-    from dockbench.sim.loop import build, contiguous_slice, kernel_paths, simulate
+    from dockbench.sim.loop import build, kernel_paths, simulate
     from dockbench.sim.scenario import load_scenario
 
-    sc = load_scenario(scenario_path)
+    sc = load_scenario(scenario_path, _sets())
     setup = build(sc)
     with tempfile.TemporaryDirectory() as tmp:
         obs, cleanup = _live_observer(live, Path(tmp))
         try:
-            outcome = simulate(setup, step_observer=obs)
+            outcome = simulate(setup, step_observer=obs, chunk_rows=_rows(setup))
             tel, status, _, timing = outcome
         finally:
             cleanup()
@@ -148,15 +147,40 @@ def measure_once(scenario_path: str, live: str = "none") -> dict:
         "kernel_check": outcome.guard.every,
     }
     setup = build(sc)
-    _, _, _, prof = simulate(setup, profile=True, kernel_check=out["kernel_check"])
+    _, _, _, prof = simulate(setup, profile=True, kernel_check=out["kernel_check"], chunk_rows=_rows(setup))
     n = max(prof["steps"], 1)
     parts = {k: 1e6 * prof[f"t_{k}"] / n for k in ("physics", "dynamics", "controller", "telemetry", "tool")}
     parts["other"] = max(prof["us_per_step"] - sum(parts.values()), 0.0)
     out["split_us"] = parts
     # floor: the same mj_step calls on the same states (the run's applied torques replayed
     # open-loop reproduce its trajectory, contacts included) + one Pinocchio pass per step
-    tau_log = tel.tau_applied[:steps].copy()
-    setup = build(sc)
+    floor = replay_floor(sc, tel.tau_applied[:steps].copy())
+    out["floor_us_per_step"] = 1e6 * floor / max(steps, 1)
+    out["loop_over_floor"] = out["us_per_step"] / out["floor_us_per_step"]
+    return out
+
+
+def _rows(setup) -> int:
+    """Telemetry rows that hold the whole run in one chunk: the floor replays every step's torques, and a
+    run longer than one chunk (telemetry/log.py's CHUNK_ROWS) would hand back only its last chunk."""
+    return int(round(setup.duration / setup.scenario.sim.control_period)) + 2
+
+
+def _sets() -> list[str]:
+    """The ``--set KEY=VALUE`` overrides the parent passed to its workers (DOCKBENCH_BENCH_SETS, JSON)."""
+    return json.loads(os.environ.get("DOCKBENCH_BENCH_SETS", "[]"))
+
+
+def replay_floor(sc, tau_log, setup=None) -> float:
+    """Wall seconds of the floor: a fresh build of ``sc`` driven open-loop by the run's applied torques
+    ``tau_log`` (steps × nv), one ``Dynamics.update`` (the Pinocchio pass) and one control period of
+    ``mj_step`` per step (and the hand's own step when one is mounted), nothing else; on ``setup`` when given
+    (a build of ``sc`` that has not run). The loop is deterministic, so the replay reproduces the run's states
+    and contacts."""
+    import mujoco
+    from dockbench.sim.loop import build, contiguous_slice
+
+    setup = build(sc) if setup is None else setup
     m, d = setup.asm.model, setup.data
     nsub = int(round(sc.sim.control_period / sc.sim.timestep))
     # the arm's qpos/qvel/ctrl addressed as the loop addresses them (slices: no gather per step)
@@ -165,16 +189,105 @@ def measure_once(scenario_path: str, live: str = "none") -> dict:
     runtime = setup.runtime  # an active end effector (hand) must move as in the run
     T_c = sc.sim.control_period
     t0 = time.perf_counter()
-    for i in range(steps):
+    for i in range(len(tau_log)):
         dyn.update(d.qpos[qa], d.qvel[da])
         d.ctrl[aa] = tau_log[i]
         if runtime is not None:
             runtime.pre_step(i * T_c)
         mujoco.mj_step(m, d, nsub)
-    floor = time.perf_counter() - t0
-    out["floor_us_per_step"] = 1e6 * floor / max(steps, 1)
-    out["loop_over_floor"] = out["us_per_step"] / out["floor_us_per_step"]
-    return out
+    return time.perf_counter() - t0
+
+
+#: the three callgrind children of ``--instructions``: each builds the scenario twice; ``run`` then simulates
+#: the first build, ``replay`` also replays that run's torques on the second (the floor)
+CALLGRIND_MODES = ("base", "run", "replay")
+
+
+def instructions_child(scenario_path: str, mode: str, kernel_check: int) -> dict:
+    """One ``--instructions`` child (:data:`CALLGRIND_MODES`), run under callgrind by the parent: the steps,
+    status and kernels of the run (none for ``base``)."""
+    from dockbench.sim.loop import build, kernel_paths, simulate
+    from dockbench.sim.scenario import load_scenario
+
+    sc = load_scenario(scenario_path, _sets())
+    first, second = build(sc), build(sc)
+    if mode == "base":
+        return {"scenario": sc.name, "steps": 0}
+    tel, status, _, timing = simulate(first, kernel_check=kernel_check, chunk_rows=_rows(first))
+    steps = timing["steps"]
+    if mode == "replay":
+        replay_floor(sc, tel.tau_applied[:steps].copy(), setup=second)
+    return {"scenario": sc.name, "steps": steps, "status": status, "kernels": kernel_paths(first)}
+
+
+def callgrind_total(text: str) -> int:
+    """The instructions executed (Ir) from a callgrind output file's ``summary:`` (or ``totals:``) line."""
+    for line in text.splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise ValueError("no 'summary:' or 'totals:' line: not a callgrind output file")
+
+
+def instructions_per_step(totals: dict[str, int], steps: int) -> dict:
+    """Loop and floor per control step from the three children's totals: loop = (run − base) / steps (the
+    control loop, builds and imports subtracted), floor = (replay − run) / steps (the same steps' Pinocchio
+    pass and ``mj_step`` alone)."""
+    if steps <= 0:
+        raise ValueError(f"the run took {steps} steps")
+    loop = (totals["run"] - totals["base"]) / steps
+    floor = (totals["replay"] - totals["run"]) / steps
+    return {"loop_instr_per_step": loop, "floor_instr_per_step": floor,
+            "loop_over_floor": loop / floor if floor > 0 else float("nan")}
+
+
+def measure_instructions(path: str, env: dict[str, str], kernel_check: int = 0, keep: Path | None = None) -> dict:
+    """``--instructions``: the scenario's control loop and floor in instructions per step, counted by valgrind's
+    callgrind in three fresh processes (:data:`CALLGRIND_MODES`). ``keep``: a folder for the callgrind
+    output files (readable with callgrind_annotate or kcachegrind); default a temporary one."""
+    import shutil
+    import tempfile
+
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("bench --instructions needs valgrind on PATH (e.g. `apt install valgrind`, "
+                         "`brew install valgrind` on Linux hosts of Homebrew)")
+    env = {**env, "PYTHONHASHSEED": "0"}  # the same dict layouts in the three children
+    totals, info = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(keep) if keep else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        for mode in CALLGRIND_MODES:
+            out = folder / f"{Path(path).stem}-{mode}.callgrind"
+            proc = subprocess.run(
+                [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+                 str(Path(__file__).resolve()), "--worker-instructions", mode, "--kernel-check", str(kernel_check),
+                 path],
+                capture_output=True, text=True, env=env, cwd=REPO,
+            )
+            if proc.returncode != 0:
+                raise SystemExit(f"{path}: the callgrind child ({mode}) failed:\n{proc.stderr[-3000:]}")
+            totals[mode] = callgrind_total(out.read_text())
+            info[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+    if info["run"]["steps"] != info["replay"]["steps"]:
+        raise SystemExit(f"{path}: the run and the replay child took {info['run']['steps']} and "
+                         f"{info['replay']['steps']} steps: the run is not deterministic")
+    steps = info["run"]["steps"]
+    return {"scenario": info["run"]["scenario"], "file": path, "steps": steps, "status": info["run"]["status"],
+            "kernels": info["run"]["kernels"], "kernel_check": kernel_check, "totals": totals,
+            **instructions_per_step(totals, steps)}
+
+
+def format_instructions_table(results: list[dict]) -> str:
+    """Markdown: per scenario the steps, loop and floor [k instructions per control step], loop/floor."""
+    from dockbench.sim.kernels import describe
+
+    rows = ["| scenario | steps | loop k instr/step | floor k instr/step | loop/floor | guard | kernels |",
+            "|---|---:|---:|---:|---:|---|---|"]
+    for r in results:
+        rows.append(f"| {r['scenario']} | {r['steps']} | {r['loop_instr_per_step'] / 1e3:.1f} | "
+                    f"{r['floor_instr_per_step'] / 1e3:.1f} | {r['loop_over_floor']:.3f} | {r['kernel_check']} | "
+                    f"{describe(r['kernels'])} |")
+    return "\n".join(rows)
 
 
 def measure_hand_track_test() -> dict:
@@ -401,7 +514,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--live", default=None,
                     help=f"comma-separated observer modes to compare, interleaved: {', '.join(LIVE_MODES)}")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                    help="override a scenario key in every run (repeatable), as run_docking.py --set "
+                    "(e.g. sim.cone=pyramidal to compare with a tree whose default cone was pyramidal)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count instructions instead of timing: loop and floor per control step under valgrind's "
+                    "callgrind (load-independent; guard off unless --kernel-check; one count per scenario)")
+    ap.add_argument("--keep-callgrind", default=None, metavar="DIR",
+                    help="with --instructions: keep the callgrind output files in DIR")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--worker-instructions", default=None, choices=CALLGRIND_MODES, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     checks: list[int | None] | None = None
     if args.kernel_check is not None:
@@ -411,6 +533,38 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--kernel-check: whole numbers ≥ 0 separated by commas, got {args.kernel_check!r}")
         if any(c < 0 for c in checks):
             ap.error(f"--kernel-check: whole numbers ≥ 0, got {args.kernel_check!r}")
+    if args.sets:
+        from dockbench.sim.errors import ScenarioError
+        from dockbench.sim.overrides import parse_assignment
+
+        for item in args.sets:
+            try:
+                parse_assignment(item)
+            except ScenarioError as exc:
+                ap.error(str(exc))
+        os.environ["DOCKBENCH_BENCH_SETS"] = json.dumps(args.sets)  # the workers inherit it
+    if args.worker_instructions:
+        check = int(checks[0]) if checks else 0
+        print(json.dumps(instructions_child(args.scenarios[0], args.worker_instructions, check)))
+        return 0
+    if args.instructions:
+        if checks is not None and len(checks) > 1:
+            ap.error("--instructions takes one --kernel-check period")
+        env = child_env({**os.environ, **SINGLE_THREAD_ENV})
+        if args.kernels is not None:
+            env["DOCKBENCH_KERNELS"] = args.kernels
+        check = checks[0] if checks else 0
+        scenarios = args.scenarios or DEFAULT_SCENARIOS[:6]
+        results = [measure_instructions(p, env, check, args.keep_callgrind) for p in scenarios]
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=REPO).stdout.strip()
+        sets = f", --set {' '.join(args.sets)}" if args.sets else ""
+        print(f"dockbench bench --instructions — commit {rev or 'unknown'}, callgrind, BLAS single-threaded, "
+              f"kernels {args.kernels or os.environ.get('DOCKBENCH_KERNELS', 'auto')}{sets}")
+        print(format_instructions_table(results))
+        if args.json:
+            Path(args.json).write_text(json.dumps({"commit": rev, "instructions": results}, indent=2))
+        return 0
     if args.worker:
         live = os.environ.get("DOCKBENCH_BENCH_LIVE", "none")
         print(json.dumps(measure_hand_track_test() if args.worker == HAND_TRACK_TEST
@@ -440,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"dockbench bench — commit {rev or 'unknown'}, {args.runs} runs/scenario, BLAS single-threaded, "
         f"median (min–max); kernels {args.kernels or os.environ.get('DOCKBENCH_KERNELS', 'auto')}"
+        + (f"; --set {' '.join(args.sets)}" if args.sets else "")
     )
     print(format_table(results))
     for line in guard_ratios(results):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from dockbench.experiments.bench import HAND_TRACK_TEST, format_table, measure_hand_track_test, measure_once
 
@@ -77,3 +78,83 @@ def test_the_command_line_runs_without_a_kernel_check_option(tmp_path: Path, cap
     path.write_text(yaml.safe_dump(d))
     assert main([str(path), "--runs", "1"]) == 0
     assert "| iiwa14_docking |" in capsys.readouterr().out
+
+
+def _tiny(tmp_path: Path, duration: float = 0.05) -> Path:
+    d = scenario_dict("iiwa14_docking")
+    d["sim"]["duration"] = duration
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(d))
+    return path
+
+
+def test_the_floor_replay_reproduces_the_run_it_replays(tmp_path: Path) -> None:
+    """The floor is meaningful only if the open-loop replay of the run's torques walks the run's states:
+    the same MuJoCo and Pinocchio calls on the same inputs, so the same bits (first contact is at 4.70 s;
+    5.2 s includes half a second of it)."""
+    import numpy as np
+    from dockbench.experiments.bench import _rows, replay_floor
+    from dockbench.sim.loop import build, simulate
+    from dockbench.sim.scenario import load_scenario
+
+    sc = load_scenario(_tiny(tmp_path, 5.2))
+    first, second = build(sc), build(sc)
+    tel, status, _, timing = simulate(first, kernel_check=0, chunk_rows=_rows(first))
+    steps = timing["steps"]
+    assert status == "completed" and tel.tau_applied.shape[0] >= steps == _rows(first) - 1
+    assert float(np.max(np.abs(tel.wrench_truth_world[:steps]))) > 0.0, "no contact in the window"
+    replay_floor(sc, tel.tau_applied[:steps].copy(), setup=second)
+    assert np.array_equal(first.data.qpos, second.data.qpos) and np.array_equal(first.data.qvel, second.data.qvel)
+
+
+def test_instruction_counts_per_step_from_the_three_children() -> None:
+    from dockbench.experiments.bench import callgrind_total, format_instructions_table, instructions_per_step
+
+    text = "version: 1\ncreator: callgrind-3.22\nevents: Ir\n\nsummary: 123456789\ntotals: 123456789\n"
+    assert callgrind_total(text) == 123456789
+    with pytest.raises(ValueError, match="not a callgrind output"):
+        callgrind_total("events: Ir\n")
+    per = instructions_per_step({"base": 1_000_000, "run": 3_300_000, "replay": 5_300_000}, steps=10)
+    assert per == {"loop_instr_per_step": 230_000.0, "floor_instr_per_step": 200_000.0, "loop_over_floor": 1.15}
+    with pytest.raises(ValueError, match="0 steps"):
+        instructions_per_step({"base": 1, "run": 2, "replay": 3}, steps=0)
+    row = {"scenario": "x", "steps": 10, "kernel_check": 0, "kernels": {"dynamics": "compiled",
+           "controller": "compiled", "wrench": "compiled"}, **per}
+    assert format_instructions_table([row]).splitlines()[2] == "| x | 10 | 230.0 | 200.0 | 1.150 | 0 | compiled |"
+
+
+def test_instructions_children_run_build_and_replay(tmp_path: Path) -> None:
+    """What each callgrind child does, in process (valgrind itself is not run here: minutes per count)."""
+    from dockbench.experiments.bench import instructions_child
+
+    path = str(_tiny(tmp_path))
+    assert instructions_child(path, "base", 0) == {"scenario": "iiwa14_docking", "steps": 0}
+    run = instructions_child(path, "run", 0)
+    assert run["steps"] == 51 and run["status"] == "completed" and set(run["kernels"]) == {
+        "dynamics", "controller", "wrench"}
+    assert instructions_child(path, "replay", 0) == run
+
+
+def test_instructions_without_valgrind_names_the_install(tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    from dockbench.experiments.bench import measure_instructions
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(SystemExit, match="needs valgrind on PATH"):
+        measure_instructions(str(_tiny(tmp_path)), env={})
+
+
+def test_set_reaches_the_workers_and_a_bad_one_is_a_usage_error(tmp_path: Path, capsys, monkeypatch) -> None:
+    from dockbench.experiments.bench import main
+
+    monkeypatch.delenv("DOCKBENCH_BENCH_SETS", raising=False)
+    path = _tiny(tmp_path, 0.3)
+    assert main([str(path), "--runs", "1", "--set", "sim.duration=0.05", "--json", str(tmp_path / "b.json")]) == 0
+    import json
+
+    (r,) = json.loads((tmp_path / "b.json").read_text())["results"]
+    assert abs(r["sim_s"][0] - 0.051) < 1e-9
+    assert "--set sim.duration=0.05" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main([str(path), "--runs", "1", "--set", "sim.duration"])
