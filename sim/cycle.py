@@ -214,7 +214,8 @@ class Cycle:
         self.profile = profile
         m, d = setup.asm.model, setup.data
         self.nsub = int(round(self.T_c / sc.sim.timestep))
-        self.substeps = SubstepContact(setup.wrench, m, d, self.nsub, n_steps, self._mating_axis())
+        self.substeps = SubstepContact(setup.wrench, m, d, self.nsub, n_steps, self._mating_axis(),
+                                       sensor_mean=sc.wrench.sensor_sampling == "mean")
         self.telemetry = self._telemetry(spill_dir, chunk_rows)
         self.ref, self.cmd = Reference(), setup.controller.make_command()
         self._bind_buffers()

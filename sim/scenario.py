@@ -254,6 +254,13 @@ class WrenchConfig:
         (0.0, 0.0, 0.0, 0.0, 0.0, 0.0), unit="N | N·m", length=6, ge=-1e4, le=1e4,
         doc="simulated constant offset of the F/T sensor [f; n] in sensor axes (what a tare removes)",
     )
+    sensor_sampling: Literal["mean", "last"] = param(
+        "mean",
+        doc="the F/T reading of a control period when the physics takes several substeps in it: mean = the "
+        "mean of the substeps' readings (an integrating, anti-aliased sensor: the reading converges as "
+        "sim.timestep shrinks), last = the last substep's (a point sample, whose bandwidth grows as the step "
+        "shrinks). The same with one Euler-type substep per period (docs/theory/ft_pipeline.md §4)",
+    )
     force_source: Literal["sensor", "truth", "observer"] = param(
         "sensor", doc="wrench fed to the controller: the F/T site sensor, the contact truth or the momentum observer"
     )

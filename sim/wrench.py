@@ -223,8 +223,16 @@ class WrenchPipeline:
         self._v_cfrc = self._cfrc_rows(d)[self.tool_body]
         self._v_com = d.subtree_com[self.root_body]
         self._v_tcom = d.subtree_com[self.tool_body]  # centre of mass of everything beyond the sensor
+        self._bind_sensor()
         self._d = d
         self._kernel = self._kernel_T = None
+
+    def _bind_sensor(self) -> None:
+        """The F/T reading's row views: the period's mean from the acting source when it averages the
+        substeps' readings (:attr:`SubstepContact.ft_mean`), else the MjData's sensors (bound by :meth:`_bind`)."""
+        ft = None if self._acting is None else self._acting.ft_mean
+        if ft is not None:
+            self._v_f, self._v_n, self._v_ft = ft[0:3], ft[3:6], ft
 
     def _cfrc_rows(self, d: mujoco.MjData) -> np.ndarray:
         """The (nbody, 6) rows the truth is read from: MjData's ``cfrc_ext``, or the acting source's."""
@@ -502,7 +510,7 @@ class SubstepContact:
 
     def __init__(
         self, pipeline: WrenchPipeline, m: mujoco.MjModel, d: mujoco.MjData, nsub: int, n_steps: int,
-        axis: np.ndarray,
+        axis: np.ndarray, sensor_mean: bool = False,
     ):
         self.wp, self.m, self.d, self.nsub = pipeline, m, d, int(nsub)
         self.rk4 = int(m.opt.integrator) == int(mujoco.mjtIntegrator.mjINT_RK4)
@@ -516,6 +524,9 @@ class SubstepContact:
         self.cfrc = np.zeros((m.nbody, 6))
         #: the most tool contacts of the last period's evaluations
         self.count = 0
+        #: with ``sensor_mean`` on a resolved period: the mean F/T reading [f; n] (sensor axes, the sensors'
+        #: sign) over the period's substeps, which the pipeline reads instead of the MjData's last one; else None
+        self.ft_mean: np.ndarray | None = None
         if not self.resolved:
             return
         self._root = pipeline.root_body
@@ -523,6 +534,11 @@ class SubstepContact:
         # before the first period: the initial state's own evaluation (what the MjData holds)
         self.cfrc[self._tb] = d.cfrc_ext[pipeline.tool_bodies].sum(axis=0)
         self.count = pipeline._count_tool_contacts(d, d.ncon) if d.ncon else 0
+        if sensor_mean:
+            f, n = pipeline.f_adr, pipeline.n_adr
+            self._sd_f, self._sd_n = d.sensordata[f : f + 3], d.sensordata[n : n + 3]
+            self.ft_mean = np.concatenate((self._sd_f, self._sd_n))  # the initial state's reading
+            self._ft_sum = np.zeros(6)
         pipeline.attach_acting(self)
         if self.rk4:
             self._d2 = mujoco.MjData(m)
@@ -629,6 +645,9 @@ class SubstepContact:
         rk4 = self.rk4
         s0 = s1 = s2 = s3 = s4 = s5 = 0.0
         touched = False
+        ft_sum = None if self.ft_mean is None else self._ft_sum
+        if ft_sum is not None:
+            ft_sum[:] = 0.0
         for _ in range(self.nsub):
             if rk4:
                 w, cnt, fn, fa = self._rk4_substep()
@@ -636,6 +655,9 @@ class SubstepContact:
                 mj_step(m, d)
                 r = self._wrench(d)
                 w, cnt = (None, 0) if r is None else r
+            if ft_sum is not None:  # the substep's reading: its evaluation's (RK4: stage 0, as MjData keeps)
+                ft_sum[0:3] += self._sd_f
+                ft_sum[3:6] += self._sd_n
             if w is None:
                 if cnt > cmax:  # pragma: no cover - contacts without a stage wrench cannot happen
                     cmax = cnt
@@ -659,6 +681,8 @@ class SubstepContact:
                 cmax = cnt
         self.last[:] = (fmax, amax, cmax)
         self.count = cmax
+        if ft_sum is not None:
+            np.divide(ft_sum, float(self.nsub), out=self.ft_mean)
         row = self.cfrc[self._tb]
         if not touched:
             row[:] = 0.0

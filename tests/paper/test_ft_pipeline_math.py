@@ -1,4 +1,4 @@
-"""docs/theory/ft_pipeline.md §1 and §3: the F/T pipeline returns the wrench the environment exerts on the
+"""docs/theory/ft_pipeline.md §1, §3 and §4 (4.1): the F/T pipeline returns the wrench the environment exerts on the
 tool — sign, axes, moment point and the weight stage — checked against a wrench applied in MuJoCo.
 
 Tolerances are stated bounds (docs/testing.md §2)."""
@@ -65,3 +65,41 @@ def test_ft_reads_the_applied_wrench_at_static_equilibrium(robot: str, gravity: 
         assert_within(st.ext_world, want_world, scale, f"ext_world, trial {trial}")
         assert_within(st.ext_body, np.concatenate([R.T @ F[:3], R.T @ F[3:]]), scale, f"ext_body, trial {trial}")
         assert np.linalg.norm(np.cross(p_E - p_S, F[:3])) > 0.05, "the moment point must matter"
+
+
+def _docking(timestep: float, duration: float) -> dict:
+    d = scenario_dict("iiwa14_docking")
+    d["sim"].update(timestep=timestep, duration=duration)
+    return d
+
+
+def test_sensor_mean_is_the_mean_of_the_substeps_readings() -> None:
+    """Equation (4.1) of docs/theory/ft_pipeline.md §4. Four substeps per period, in contact: the pipeline
+    reads the mean of the four readings MuJoCo's sensors gave after each substep (the same additions, so the
+    same bits), not the last one, which differs in contact (the probe first touches the funnel at 4.70 s)."""
+    import copy
+
+    from dockbench.sim.loop import simulate
+    from dockbench.sim.wrench import SubstepContact
+
+    setup = build(scenario_from_dict(_docking(0.00025, 4.701)))
+    simulate(setup, kernel_check=0)
+    m, d, wp = setup.asm.model, setup.data, setup.wrench
+    probe = copy.copy(d)
+    total, readings = np.zeros(6), []
+    for _ in range(4):
+        mujoco.mj_step(m, probe)
+        reading = np.concatenate((probe.sensordata[wp.f_adr : wp.f_adr + 3], probe.sensordata[wp.n_adr : wp.n_adr + 3]))
+        total[0:3] += reading[0:3]
+        total[3:6] += reading[3:6]
+        readings.append(reading)
+    assert np.linalg.norm(readings[-1][:3]) > 0.1, "not in contact"
+    sub = SubstepContact(wp, m, d, 4, 0, np.array([0.0, 0.0, 1.0]), sensor_mean=True)
+    sub.step(0)
+    np.testing.assert_array_equal(d.qpos, probe.qpos)
+    np.testing.assert_array_equal(sub.ft_mean, total / 4.0)
+    assert not np.array_equal(sub.ft_mean, readings[-1])
+    wp.update(d, np.eye(4))  # the pipeline's reading is that buffer
+    assert np.shares_memory(wp._v_f, sub.ft_mean) and np.shares_memory(wp._v_n, sub.ft_mean)
+    last = SubstepContact(wp, m, d, 4, 0, np.array([0.0, 0.0, 1.0]), sensor_mean=False)
+    assert last.ft_mean is None
