@@ -537,6 +537,8 @@ class SubstepContact:
         if sensor_mean:
             f, n = pipeline.f_adr, pipeline.n_adr
             self._sd_f, self._sd_n = d.sensordata[f : f + 3], d.sensordata[n : n + 3]
+            # force and torque adjacent in sensordata (the shipped tools): one add of 6 per substep
+            self._sd_ft = d.sensordata[f : f + 6] if n == f + 3 else None
             self.ft_mean = np.concatenate((self._sd_f, self._sd_n))  # the initial state's reading
             self._ft_sum = np.zeros(6)
         pipeline.attach_acting(self)
@@ -656,8 +658,11 @@ class SubstepContact:
                 r = self._wrench(d)
                 w, cnt = (None, 0) if r is None else r
             if ft_sum is not None:  # the substep's reading: its evaluation's (RK4: stage 0, as MjData keeps)
-                ft_sum[0:3] += self._sd_f
-                ft_sum[3:6] += self._sd_n
+                if self._sd_ft is not None:
+                    np.add(ft_sum, self._sd_ft, out=ft_sum)
+                else:
+                    ft_sum[0:3] += self._sd_f
+                    ft_sum[3:6] += self._sd_n
             if w is None:
                 if cnt > cmax:  # pragma: no cover - contacts without a stage wrench cannot happen
                     cmax = cnt
