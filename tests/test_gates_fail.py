@@ -141,12 +141,14 @@ def test_gate_fails_a_real_failure(name: str, changes: dict, metric: str) -> Non
 def test_a_transient_cycle_fails_the_spike_share_though_it_ends_before_rest() -> None:
     """The paper's Khatib conditions with its torque-keyed feedforward and no force filter chatter for about a
     second while the preload ramp drives the probe in (742 one-step spikes, 92 % of the densest 0.1 s at
-    dt), then come to rest without a spike: the at-rest gates pass, the spike share fails."""
+    dt), then come to rest without a spike: the at-rest gates pass, the spike share fails. At the 1 ms physics
+    step the scenario ran at when this was measured (with its 4 substeps since, this variant still spikes 5
+    times in the final window)."""
     gates = [{"metric": "contact.max_spike_share_truth", "max": 50},
              {"metric": "contact.steady_force_spikes_truth", "max": 3},
              {"metric": "contact.steady_on_off_toggles_truth", "max": 3}]
     d = _changed("paper/paper_fr3_khatib", {"controller.feedforward": "torque", "controller.force_filter": 0.0,
-                                            "gates": gates})
+                                            "sim.timestep": 0.001, "gates": gates})
     r = run(scenario_from_dict(d), out_root=None)
     verdicts = {g["metric"]: g["verdict"] for g in r.gates}
     assert verdicts == {"contact.max_spike_share_truth": "FAIL", "contact.steady_force_spikes_truth": "PASS",
