@@ -494,6 +494,21 @@ def format_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _commit() -> str:
+    """The checkout's short commit id, ``unknown`` outside a git checkout."""
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    return rev.stdout.strip() or "unknown"
+
+
+def _report(header: str, table: str, json_path: str | None, payload: dict) -> int:
+    """Print a result's header line and table; write ``payload`` as JSON to ``json_path`` when given."""
+    print(header)
+    print(table)
+    if json_path:
+        Path(json_path).write_text(json.dumps(payload, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description="benchmark the dockbench control loop")
     ap.add_argument("scenarios", nargs="*", help="scenario files (default: the standard list)")
@@ -556,15 +571,11 @@ def main(argv: list[str] | None = None) -> int:
         check = checks[0] if checks else 0
         scenarios = args.scenarios or DEFAULT_SCENARIOS[:6]
         results = [measure_instructions(p, env, check, args.keep_callgrind) for p in scenarios]
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=REPO).stdout.strip()
+        rev = _commit()
         sets = f", --set {' '.join(args.sets)}" if args.sets else ""
-        print(f"dockbench bench --instructions — commit {rev or 'unknown'}, callgrind, BLAS single-threaded, "
-              f"kernels {args.kernels or os.environ.get('DOCKBENCH_KERNELS', 'auto')}{sets}")
-        print(format_instructions_table(results))
-        if args.json:
-            Path(args.json).write_text(json.dumps({"commit": rev, "instructions": results}, indent=2))
-        return 0
+        return _report(f"dockbench bench --instructions — commit {rev}, callgrind, BLAS single-threaded, "
+                       f"kernels {args.kernels or os.environ.get('DOCKBENCH_KERNELS', 'auto')}{sets}",
+                       format_instructions_table(results), args.json, {"commit": rev, "instructions": results})
     if args.worker:
         live = os.environ.get("DOCKBENCH_BENCH_LIVE", "none")
         print(json.dumps(measure_hand_track_test() if args.worker == HAND_TRACK_TEST
@@ -578,30 +589,18 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         scen = args.scenarios or ["scenarios/iiwa14_docking.yaml"]
         results = run_live_bench(scen, args.runs, modes)
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=REPO).stdout.strip()
-        print(f"dockbench bench --live — commit {rev or 'unknown'}, {args.runs} runs/mode interleaved, "
-              f"BLAS single-threaded, µs per control step of the unprofiled pass")
-        print(format_live_table(results))
-        if args.json:
-            Path(args.json).write_text(json.dumps({"commit": rev, "live": results}, indent=2))
-        return 0
+        rev = _commit()
+        return _report(f"dockbench bench --live — commit {rev}, {args.runs} runs/mode interleaved, "
+                       f"BLAS single-threaded, µs per control step of the unprofiled pass",
+                       format_live_table(results), args.json, {"commit": rev, "live": results})
     scenarios = args.scenarios or [*DEFAULT_SCENARIOS, HAND_TRACK_TEST]
     results = run_bench(scenarios, args.runs, args.kernels, checks, progress=True)
-    rev = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
-    ).stdout.strip()
-    print(
-        f"dockbench bench — commit {rev or 'unknown'}, {args.runs} runs/scenario, BLAS single-threaded, "
-        f"median (min–max); kernels {args.kernels or os.environ.get('DOCKBENCH_KERNELS', 'auto')}"
-        + (f"; --set {' '.join(args.sets)}" if args.sets else "")
-    )
-    print(format_table(results))
-    for line in guard_ratios(results):
-        print(line)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"commit": rev, "results": results}, indent=2))
-    return 0
+    rev = _commit()
+    table = "\n".join([format_table(results), *guard_ratios(results)])
+    return _report(f"dockbench bench — commit {rev}, {args.runs} runs/scenario, BLAS single-threaded, "
+                   f"median (min–max); kernels {args.kernels or os.environ.get('DOCKBENCH_KERNELS', 'auto')}"
+                   + (f"; --set {' '.join(args.sets)}" if args.sets else ""),
+                   table, args.json, {"commit": rev, "results": results})
 
 
 if __name__ == "__main__":
