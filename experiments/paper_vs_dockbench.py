@@ -75,20 +75,14 @@ def _load(stem: str, literal: bool) -> Any:
 
 
 def _causes(result: Any) -> dict[str, float]:
-    """When and how the peak axial force happened, from the run's telemetry alone: the substep-resolved peaks
-    (``contact_axial_force_peak``, ``contact_force_peak``: the maxima over a control period's substeps, what
-    the ``contact.peak_*_truth`` metrics read; docs/theory/ft_pipeline.md §4), so that with several substeps
-    per period the parts name the same peak as the metric."""
-    from dockbench.telemetry.metrics import axial_force
-
+    """When and how the peak axial force happened, from the telemetry of a run just made: the substep-resolved
+    peaks (``contact_axial_force_peak``, ``contact_force_peak``: the maxima over a control period's substeps,
+    what the ``contact.peak_*_truth`` metrics read; docs/theory/ft_pipeline.md §4), so that with several
+    substeps per period the parts name the same peak as the metric."""
     ch, meta = result.telemetry, result.meta
     t = ch["t"]
-    if "contact_axial_force_peak" in ch:
-        fa = np.asarray(ch["contact_axial_force_peak"], dtype=float)
-        fn = np.asarray(ch["contact_force_peak"], dtype=float)
-    else:  # a run folder from before the peak channels: the period's samples
-        fa = np.abs(axial_force(ch["wrench_truth_world"], meta))
-        fn = np.linalg.norm(ch["wrench_truth_world"][:, :3], axis=1)
+    fa = np.asarray(ch["contact_axial_force_peak"], dtype=float)
+    fn = np.asarray(ch["contact_force_peak"], dtype=float)
     T = np.asarray(meta["T_world_target"])
     axis = T[:3, 2]
     v_axial = ch["ee_vel"][:, :3] @ axis  # < 0: moving into the target
