@@ -521,10 +521,10 @@ class InsertionSupervisor(Planner):
         n0, n1, n2 = n.tolist()
         if cc.filter_time > 0.0:  # w̄ ← w̄ + k (w − w̄), k = T_c / (τ_f + T_c) (backward Euler of τ_f dw̄/dt = w − w̄)
             k = self.dt / (cc.filter_time + self.dt)
-            w = self._w_filt
-            for i, x in enumerate((f0, f1, f2, n0, n1, n2)):
-                w[i] += k * (x - w[i])
-            f0, f1, f2, n0, n1, n2 = w
+            w0, w1, w2, w3, w4, w5 = self._w_filt
+            f0, f1, f2 = w0 + k * (f0 - w0), w1 + k * (f1 - w1), w2 + k * (f2 - w2)
+            n0, n1, n2 = w3 + k * (n0 - w3), w4 + k * (n1 - w4), w5 + k * (n2 - w5)
+            self._w_filt = [f0, f1, f2, n0, n1, n2]
         if math.sqrt(f0 * f0 + f1 * f1 + f2 * f2) >= cc.contact_force:
             a0, a1, a2 = a.tolist()
             fa = a0 * f0 + a1 * f1 + a2 * f2
@@ -562,7 +562,8 @@ class InsertionSupervisor(Planner):
                 if abs(new_ax) > lead_max and abs(new_ax) > abs(lead_ax):
                     ga = 0.0
             v = _clip_norm([v[0] + ga * a0, v[1] + ga * a1, v[2] + ga * a2], cc.max_speed)
-            dp = [self.dp[i] + dt * v[i] for i in range(3)]
+            p0, p1, p2 = self.dp
+            dp = [p0 + dt * v[0], p1 + dt * v[1], p2 + dt * v[2]]
             if cc.axial_force > 0.0:  # the axial part (along the tool axis) and the lateral part clipped apart
                 ax = a0 * dp[0] + a1 * dp[1] + a2 * dp[2]
                 lat = _clip_norm([dp[0] - ax * a0, dp[1] - ax * a1, dp[2] - ax * a2], cc.max_offset)
@@ -570,10 +571,11 @@ class InsertionSupervisor(Planner):
                 dp = [lat[0] + ax * a0, lat[1] + ax * a1, lat[2] + ax * a2]
             else:
                 dp = _clip_norm(dp, cc.max_offset)
-            dth = _clip_norm([self.dth[i] + dt * w[i] for i in range(3)], math.radians(cc.max_rotation_deg))
+            r0, r1, r2 = self.dth
+            dth = _clip_norm([r0 + dt * w[0], r1 + dt * w[1], r2 + dt * w[2]], math.radians(cc.max_rotation_deg))
             # the rates the offsets actually moved at (zero once a clip holds them)
-            v = [(dp[i] - self.dp[i]) / dt for i in range(3)]
-            w = [(dth[i] - self.dth[i]) / dt for i in range(3)]
+            v = [(dp[0] - p0) / dt, (dp[1] - p1) / dt, (dp[2] - p2) / dt]
+            w = [(dth[0] - r0) / dt, (dth[1] - r1) / dt, (dth[2] - r2) / dt]
             self.dp, self.dth = dp, dth
             out.vel += v
             out.omega += w
@@ -766,15 +768,16 @@ class InsertionSupervisor(Planner):
     ) -> list[float]:
         """``rate``, or zeros when the step would leave the lead (``lead0`` + offset, projected ⊥ ``axis`` when
         given) above ``bound`` and larger than before."""
-        old = [lead0[i] + offset[i] for i in range(3)]
-        new = [old[i] + dt * rate[i] for i in range(3)]
+        # 3-vectors on Python floats, written out (this runs twice per step in contact)
+        o0, o1, o2 = lead0[0] + offset[0], lead0[1] + offset[1], lead0[2] + offset[2]  # the lead now
+        n0, n1, n2 = o0 + dt * rate[0], o1 + dt * rate[1], o2 + dt * rate[2]  # and after the step
         if axis is not None:
-            ko = sum(old[i] * axis[i] for i in range(3))
-            kn = sum(new[i] * axis[i] for i in range(3))
-            old = [old[i] - ko * axis[i] for i in range(3)]
-            new = [new[i] - kn * axis[i] for i in range(3)]
-        n_new = math.sqrt(sum(x * x for x in new))
-        if n_new > bound and n_new > math.sqrt(sum(x * x for x in old)):
+            a0, a1, a2 = axis
+            ko, kn = o0 * a0 + o1 * a1 + o2 * a2, n0 * a0 + n1 * a1 + n2 * a2
+            o0, o1, o2 = o0 - ko * a0, o1 - ko * a1, o2 - ko * a2
+            n0, n1, n2 = n0 - kn * a0, n1 - kn * a1, n2 - kn * a2
+        n_new = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
+        if n_new > bound and n_new > math.sqrt(o0 * o0 + o1 * o1 + o2 * o2):
             return [0.0, 0.0, 0.0]
         return rate
 

@@ -131,6 +131,7 @@ class ScrewSegment:
         self.profile = None if math.isinf(self.sd_max) else RestToRestProfile(self.sd_max, self.sdd_max)
         self.t0 = float(t0)
         self._sxi = np.empty(6)
+        self._T_end: np.ndarray | None = None  # T_a Exp(ξ) as motion_into computed it at s = 1 (then copied)
 
     @property
     def duration(self) -> float:
@@ -146,8 +147,13 @@ class ScrewSegment:
     def motion_into(self, t: float, T_out: np.ndarray, V_out: np.ndarray, dV_out: np.ndarray) -> None:
         """T_out (4, 4) = T_a Exp(s ξ), V_out (6,) = ξ ṡ, dV_out (6,) = ξ s̈ (body) at planner time t."""
         s, sd, sdd = self.s_profile(t)
-        np.multiply(self.xi, s, out=self._sxi)
-        self.T_a.dot(se3_exp(self._sxi), out=T_out)  # ndarray.dot: np.matmul's BLAS call, less call overhead
+        if s == 1.0 and self._T_end is not None:  # at the end (T_b, held at rest): the pose the first such call made
+            T_out[...] = self._T_end
+        else:
+            np.multiply(self.xi, s, out=self._sxi)
+            self.T_a.dot(se3_exp(self._sxi), out=T_out)  # ndarray.dot: np.matmul's BLAS call, less call overhead
+            if s == 1.0:
+                self._T_end = T_out.copy()
         np.multiply(self.xi, sd, out=V_out)
         np.multiply(self.xi, sdd, out=dV_out)
 

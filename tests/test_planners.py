@@ -175,3 +175,30 @@ def test_se3_topp_motion_at_the_evaluated_time_is_the_same_motion():
             a, b = fresh.motion(tq), cached.motion(tq)
             for x, y in zip(a, b, strict=True):
                 assert np.array_equal(x, y), (t, tq)  # exact: the same function on the same t
+
+
+def test_se3_topp_end_pose_is_computed_once_and_is_the_computed_one():
+    """At s = 1 a segment holds T_b at rest: the first call at s = 1 computes T_a Exp(ξ) and keeps it, later
+    calls copy it (the long seated hold no longer pays an SE(3) exponential per step). The copy equals what
+    a segment without the kept pose computes, bit for bit, and a call before the end still computes afresh."""
+    from dockbench.planners.se3_topp import SE3TOPPConfig, SE3TOPPPlanner
+
+    from tests.helpers import planner_context
+
+    p = SE3TOPPPlanner(SE3TOPPConfig(), planner_context())
+    seg = p.screw_segments[1]
+    end = p.total_duration
+    assert seg._T_end is None
+    T_end = p.motion(end + 0.5)[0]
+    kept = seg._T_end
+    assert kept is not None and np.array_equal(kept, T_end)  # exact: a copy of the computed pose
+    for t in (end, end + 3.0, end + 100.0):
+        seg._T_end = None  # what a fresh segment computes at s = 1
+        computed = p.motion(t)
+        seg._T_end = kept
+        copied = p.motion(t)
+        for x, y in zip(computed, copied, strict=True):
+            assert np.array_equal(x, y), t  # exact: the same floats
+    before = p.motion(end - 0.2)[0]  # s < 1: computed, not the kept end pose
+    assert not np.array_equal(before, T_end)
+    assert seg._T_end is kept
