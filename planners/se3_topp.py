@@ -253,8 +253,9 @@ class SE3TOPPPlanner(Planner):
 
     def evaluate(self, t: float, out: Reference) -> None:
         T, V, dV = self._T, self._V, self._dV
-        self._segment_at(t).motion_into(t, T, V, dV)
-        self._motion_t = t
+        if t != self._motion_t:  # the same t again (a clock held still, e.g. the insertion guard's): the same motion
+            self._segment_at(t).motion_into(t, T, V, dV)
+            self._motion_t = t
         R = T[:3, :3]
         out.R[...] = R
         out.pos[...] = T[:3, 3]

@@ -202,3 +202,23 @@ def test_se3_topp_end_pose_is_computed_once_and_is_the_computed_one():
     before = p.motion(end - 0.2)[0]  # s < 1: computed, not the kept end pose
     assert not np.array_equal(before, T_end)
     assert seg._T_end is kept
+
+
+def test_se3_topp_evaluate_at_a_held_clock_rewrites_the_whole_reference():
+    """A clock held still (the insertion guard's κ = 0) evaluates the plan at the same t step after step: the
+    motion is not recomputed, but every field of the reference is written again (the supervisor adds its
+    offsets to it in place after each evaluation), equal bit for bit to a fresh planner's."""
+    from dockbench.planners.se3_topp import SE3TOPPConfig, SE3TOPPPlanner
+
+    from tests.helpers import planner_context
+
+    held = SE3TOPPPlanner(SE3TOPPConfig(), planner_context())
+    t = 0.4 * held.duration
+    ref, fresh_ref = Reference(), Reference()
+    held.evaluate(t, ref)
+    for field in Reference.__slots__:  # what a supervisor does to the reference after the evaluation
+        getattr(ref, field)[...] += 1.0
+    held.evaluate(t, ref)
+    SE3TOPPPlanner(SE3TOPPConfig(), planner_context()).evaluate(t, fresh_ref)
+    for field in Reference.__slots__:
+        assert np.array_equal(getattr(ref, field), getattr(fresh_ref, field)), field  # exact: the same floats
