@@ -519,12 +519,8 @@ class InsertionSupervisor(Planner):
         cc = self.config.compliance
         f0, f1, f2 = f.tolist()
         n0, n1, n2 = n.tolist()
-        if cc.filter_time > 0.0:  # w̄ ← w̄ + k (w − w̄), k = T_c / (τ_f + T_c) (backward Euler of τ_f dw̄/dt = w − w̄)
-            k = self.dt / (cc.filter_time + self.dt)
-            w0, w1, w2, w3, w4, w5 = self._w_filt
-            f0, f1, f2 = w0 + k * (f0 - w0), w1 + k * (f1 - w1), w2 + k * (f2 - w2)
-            n0, n1, n2 = w3 + k * (n0 - w3), w4 + k * (n1 - w4), w5 + k * (n2 - w5)
-            self._w_filt = [f0, f1, f2, n0, n1, n2]
+        if cc.filter_time > 0.0:
+            f0, f1, f2, n0, n1, n2 = self._low_pass(f0, f1, f2, n0, n1, n2)
         if math.sqrt(f0 * f0 + f1 * f1 + f2 * f2) >= cc.contact_force:
             a0, a1, a2 = a.tolist()
             fa = a0 * f0 + a1 * f1 + a2 * f2
@@ -586,6 +582,15 @@ class InsertionSupervisor(Planner):
         out.pos += self.dp
         if self.dth[0] or self.dth[1] or self.dth[2]:
             out.R[:] = so3_exp(np.array(self.dth)) @ out.R
+
+    def _low_pass(self, f0: float, f1: float, f2: float, n0: float, n1: float, n2: float) -> list[float]:
+        """One step of the wrench low-pass of §3 (filter time τ_f > 0): w̄ ← w̄ + k (w − w̄), k = T_c / (τ_f + T_c)
+        (backward Euler of τ_f dw̄/dt = w − w̄), for the measured [f; n] (world axes, at the tip); returns w̄."""
+        k = self.dt / (self.config.compliance.filter_time + self.dt)
+        w0, w1, w2, w3, w4, w5 = self._w_filt
+        self._w_filt = [w0 + k * (f0 - w0), w1 + k * (f1 - w1), w2 + k * (f2 - w2),
+                        w3 + k * (n0 - w3), w4 + k * (n1 - w4), w5 + k * (n2 - w5)]
+        return self._w_filt
 
     def _push_ended(self) -> bool:
         """Whether the motion the push completes has ended: the plan's clock past its duration, or the
@@ -696,10 +701,7 @@ class InsertionSupervisor(Planner):
         ce, cc = self.config.centring, self.config.compliance
         dt = self.dt
         if cc.filter_time > 0.0:  # the compliance's low-pass, kept running (§3, step 1)
-            k = dt / (cc.filter_time + dt)
-            w = self._w_filt
-            for i, x in enumerate((*f.tolist(), *n.tolist())):
-                w[i] += k * (x - w[i])
+            w = self._low_pass(*f.tolist(), *n.tolist())
             f, n = np.array(w[:3]), np.array(w[3:])
         stages = self._centre_stages()
         ret = self.centre_stage == len(stages)
