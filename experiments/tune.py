@@ -42,9 +42,11 @@ def _stats_cells(s: dict[str, Any]) -> list[str]:
             _f(pk.get("max"), ".1f"), _f(ts.get("median"), ".2f")]
 
 
-def _params(params: dict[str, Any]) -> str:
-    return ", ".join(f"{k} = {v:.4g}" if isinstance(v, float)
-                     else f"{k} = {v}" for k, v in params.items())
+def _params(params: dict[str, Any], study: Any = None) -> str:
+    """``key = value, …``; a tied parameter (``key: [a, b]``) as ``a = b = value``."""
+    labels = {p.key: p.label for p in study.search} if study is not None else {}
+    return ", ".join(f"{labels.get(k, k)} = {v:.4g}" if isinstance(v, float)
+                     else f"{labels.get(k, k)} = {v}" for k, v in params.items())
 
 
 def _shipped_values(study) -> dict[str, Any]:
@@ -56,13 +58,17 @@ def _shipped_values(study) -> dict[str, Any]:
     data = t.scenario_data(_read_base(t.base))
     out = {}
     for p in study.search:
-        node: Any = data
-        try:
-            for part in parse_path(p.key, where="search"):
-                node = node[part]
-        except (KeyError, IndexError, TypeError):
-            node = "(default)"
-        out[p.key] = node
+        values = []
+        for key in p.keys:
+            node: Any = data
+            try:
+                for part in parse_path(key, where="search"):
+                    node = node[part]
+            except (KeyError, IndexError, TypeError):
+                node = "(default)"
+            values.append(node)
+        # tied keys shipped with different values show each (a = b = 1000 / 800)
+        out[p.key] = values[0] if all(v == values[0] for v in values) else " / ".join(map(str, values))
     return out
 
 
@@ -74,16 +80,17 @@ def table(pairs: list[tuple[Any, Any]]) -> list[str]:
     for study, rep in pairs:
         if rep.shipped:
             lines.append(f"| {study.label} | shipped | " + " | ".join(_stats_cells(rep.shipped))
-                         + f" | {_params(_shipped_values(study))} |")
+                         + f" | {_params(_shipped_values(study), study)} |")
         if rep.best is not None:
             lines.append(f"| {study.label} | tuned ({Path(rep.best.folder).name}) | "
-                         + " | ".join(_stats_cells(rep.best.stats)) + f" | {_params(rep.best.params)} |")
+                         + " | ".join(_stats_cells(rep.best.stats)) + f" | {_params(rep.best.params, study)} |")
         else:
             lines.append(f"| {study.label} | tuned | no feasible candidate of {len(rep.candidates)} | | | | | | |")
-        for key in ("shipped", "tuned"):
-            held = (rep.holdout or {}).get(key)
-            if held:
-                lines.append(f"| {study.label} | {key}, held out | " + " | ".join(_stats_cells(held)) + " | |")
+        for what, after in (("envelope", rep.envelope), ("held out", rep.holdout)):
+            for key in ("shipped", "tuned"):
+                held = (after or {}).get(key)
+                if held:
+                    lines.append(f"| {study.label} | {key}, {what} | " + " | ".join(_stats_cells(held)) + " | |")
     return lines
 
 
@@ -169,6 +176,22 @@ def figures(pairs: list[tuple[Any, Any]], folder: Path, prefix: str) -> list[Pat
     return [hist, par]
 
 
+def _after_text(study) -> str:
+    """What the envelope and held-out rows are (the campaigns run after the study), for the section's text."""
+    out = ""
+    for what, camp in (("envelope", study.envelope), ("held out", study.holdout)):
+        if camp is None:
+            continue
+        grid = ", ".join(f"{a.name} ({len(a.values)})" for a in camp.grid_axes)
+        rand = [a.name for a in camp.axes if a not in camp.grid_axes]
+        desc = (f"the grid {grid}" if grid else "") + (" × " if grid and rand else "") + (
+            f"{camp.samples} random draws of {', '.join(rand)} (seed {camp.seed})" if rand else "")
+        out += (f" Rows '{what}': the shipped values and the tuned candidate's on {camp.n_trials} trials "
+                f"({desc})" + (", cases the tuner never saw." if what == "held out" else
+                               ", the whole envelope the tuning cases were drawn from."))
+    return out
+
+
 def section(pairs: list[tuple[Any, Any]], figs: list[Path], page: str | None, budget: int) -> str:
     import os
 
@@ -191,7 +214,8 @@ def section(pairs: list[tuple[Any, Any]], figs: list[Path], page: str | None, bu
         f"{study0.sampler['seed']}), objective {obj}, constraints {cons}"
         + (", pruned once a constraint cannot hold" if study0.prune else "") + ". "
         "A trial succeeds when it passes every gate of its scenario. Shipped: the scenario's own values on the "
-        "same campaign. Tuned: the best feasible candidate (docs/tuning.md). Peaks are over every trial.",
+        "same campaign. Tuned: the best feasible candidate (docs/tuning.md). Peaks are over every trial."
+        + _after_text(study0),
         "",
         *table(pairs),
         "",
@@ -234,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="--compare: write the table as a section of this markdown page (e.g. docs/results.md) and "
                     "the figures to its img/ folder; default: print it")
     ap.add_argument("--no-shipped", action="store_true", help="do not run the shipped gains' campaign")
+    ap.add_argument("--no-envelope", action="store_true",
+                    help="do not run the shipped and best values on the study's whole envelope (envelope:)")
     ap.add_argument("--no-holdout", action="store_true",
                     help="do not run the shipped and best values on the study's held-out cases (holdout:)")
     ap.add_argument("--fresh", action="store_true", help="delete the study folder first (no resume)")
@@ -269,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             for s in studies:
                 rep = run_study(s, args.out, executor, candidates=budget, shipped=not args.no_shipped,
                                 fresh=args.fresh, progress=None if args.no_progress else sys.stderr,
-                                stop_after=args.stop_after, holdout=not args.no_holdout)
+                                stop_after=args.stop_after, holdout=not args.no_holdout,
+                                envelope=not args.no_envelope)
                 pairs.append((s, rep))
                 _print_report(s, rep)
         finally:

@@ -130,6 +130,14 @@ def test_pareto_front_and_best():
      "first term of a lexicographic objective"),
     ({"constraints": [{"stat": "success_rate"}]}, "constraints[0]", "give min and/or max"),
     ({"mode": "weighted"}, "mode", "allowed: lexicographic, pareto"),
+    ({"search": [{"key": ["controller.k", "controller.k"], "low": 100, "high": 200}]}, "search[0].key",
+     "listed twice"),
+    ({"search": [{"key": ["controller.k", "target.belief_offset.position.0"], "low": 0, "high": 1}]},
+     "search[0].key", "an axis of the campaign"),
+    ({"search": [{"key": ["controller.k", 3], "low": 100, "high": 200}]}, "search[0].key[1]",
+     "expected a scenario key path"),
+    ({"envelope": {"axes": [], "grid": 3}}, "envelope", "optionally samples, seed, repeats"),
+    ({"holdout": {"samples": 3}}, "holdout", "expected {axes: [...]}"),
     ({"budget": 3}, None, "unknown top-level key 'budget'"),
     ({"campaign": {"base": "nope.yaml"}}, "campaign.base", "scenario file not found"),
 ])
@@ -171,6 +179,35 @@ def test_study_applies_parameters_and_scores_its_own_results(tmp_path):
     assert vals[0] != vals[1]  # two gains, two peaks: the objective sees the parameter
     saved = json.loads((rep.out_dir / "study.json").read_text())
     assert [c["params"] for c in saved["candidates"]] == [c.params for c in rep.candidates]
+
+
+def test_tied_keys_and_the_envelope_campaign(tmp_path):
+    """A tied parameter (``key: [a, b]``) sets both keys to one value in every trial; the ``envelope`` campaign
+    (here random draws: ``samples`` and ``seed`` as in any campaign) runs the shipped and the best values after
+    the study, in envelope/shipped and envelope/best_cNNNN, on the same drawn cases."""
+    envelope = {"axes": [{"key": "target.belief_offset.position.1", "uniform": {"low": -0.001, "high": 0.001},
+                          "name": "dy"}], "samples": 2, "seed": 5}
+    search = [{"key": ["controller.k", "controller.k_rot"], "type": "float", "low": 100, "high": 150}]
+    study = _study(tmp_path, candidates=1, search=search, envelope=envelope)
+    assert study.search[0].keys == ("controller.k", "controller.k_rot") and study.envelope.n_trials == 2
+    rep = st.run_study(study, tmp_path / "out", progress=None, executor=_inline())
+    value = rep.candidates[0].params["controller.k"]
+    assert list(rep.candidates[0].params) == ["controller.k"]  # one parameter in the database
+    for m in (json.loads(p.read_text()) for p in (rep.out_dir / rep.candidates[0].folder).glob("trials/*/*/meta.json")):
+        assert m["scenario"]["controller"]["k"] == value and m["scenario"]["controller"]["k_rot"] == value
+    assert set(rep.envelope) == {"shipped", "tuned"} and rep.holdout is None
+    assert rep.envelope["tuned"]["folder"] == str(Path("envelope") / "best_c0000")
+    assert rep.envelope["shipped"]["folder"] == str(Path("envelope") / "shipped")
+    drawn = {}
+    for key in ("shipped", "tuned"):
+        metas = [json.loads(p.read_text())["scenario"]
+                 for p in sorted((rep.out_dir / rep.envelope[key]["folder"]).glob("trials/*/*/meta.json"))]
+        assert len(metas) == 2 and rep.envelope[key]["trials"] == 2
+        drawn[key] = sorted(m["target"]["belief_offset"]["position"][1] for m in metas)
+        assert all(-0.001 <= y <= 0.001 for y in drawn[key])
+        assert all((m["controller"]["k"] == value) == (key == "tuned") for m in metas)
+    assert drawn["shipped"] == drawn["tuned"] and drawn["shipped"][0] != drawn["shipped"][1]
+    assert json.loads((rep.out_dir / "study.json").read_text())["envelope"]["tuned"]["trials"] == 2
 
 
 def test_pruning_stops_a_candidate_at_its_first_failure(tmp_path):

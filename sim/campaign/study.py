@@ -68,7 +68,7 @@ from dockbench.sim.campaign.stats import quantiles, wilson_interval
 from dockbench.sim.errors import DockbenchError, ScenarioError
 
 TOP_KEYS = ("name", "label", "description", "campaign", "search", "objectives", "mode", "constraints", "prune",
-            "candidates", "sampler", "holdout")
+            "candidates", "sampler", "holdout", "envelope")
 PARAM_TYPES = ("float", "int", "categorical")
 #: statistics of a candidate's campaign: success (every gate passed) and quantiles of a metric over its trials
 SUCCESS_STATS = ("success_rate", "success_wilson_low")
@@ -96,6 +96,19 @@ class SearchParam:
     log: bool = False
     step: float | int | None = None
     choices: tuple[Any, ...] = ()
+    #: further key paths that take the same value (``key: [a, b]`` in the file: e.g. an isotropic lateral
+    #: stiffness); ``key`` names the parameter in the study's database and records
+    also: tuple[str, ...] = ()
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every scenario key path this parameter sets."""
+        return (self.key, *self.also)
+
+    @property
+    def label(self) -> str:
+        """``key``, or ``key = also…`` for tied keys (tables)."""
+        return " = ".join(self.keys)
 
     def distribution(self) -> Any:
         import optuna
@@ -147,6 +160,9 @@ class Study:
     sampler: dict[str, Any]
     #: the held-out campaign (the study's campaign with the ``holdout`` axes), None without one
     holdout: Campaign | None = None
+    #: the whole envelope (the study's campaign with the ``envelope`` axes: its cases may include the study's
+    #: own), None without one
+    envelope: Campaign | None = None
 
     @property
     def directions(self) -> list[str]:
@@ -159,7 +175,7 @@ class Study:
         sampler and the campaign's trials (their scenarios' overrides and seeds)."""
         camp = self.campaign
         data = {
-            "search": [dataclasses.asdict(p) for p in self.search],
+            "search": [{k: v for k, v in dataclasses.asdict(p).items() if k != "also" or v} for p in self.search],
             "objectives": [dataclasses.asdict(t) for t in self.objectives], "mode": self.mode,
             "constraints": [dataclasses.asdict(t) for t in self.constraints], "prune": self.prune,
             "sampler": self.sampler,
@@ -309,13 +325,24 @@ def _param(item: Any, i: int, file: Path) -> SearchParam:
     unknown = set(item) - set(allowed)
     if unknown:
         raise _err(f"unknown key(s) {', '.join(sorted(map(str, unknown)))}; allowed: {', '.join(allowed)}", file, where)
-    key = item.get("key")
-    if not isinstance(key, str) or not key:
-        raise _err(f"expected a scenario key path (e.g. controller.k), got {key!r}", file, f"{where}.key")
-    try:
-        key = format_path(parse_path(key, where=f"{where}.key"))
-    except ScenarioError as exc:
-        raise _err(exc.detail, file, f"{where}.key") from None
+    raw_keys = item.get("key")
+    tied = isinstance(raw_keys, list)
+    if not tied:
+        raw_keys = [raw_keys]
+    if not raw_keys:
+        raise _err("expected a scenario key path or a non-empty list of them (tied keys)", file, f"{where}.key")
+    keys = []
+    for j, key in enumerate(raw_keys):
+        at = f"{where}.key[{j}]" if tied else f"{where}.key"
+        if not isinstance(key, str) or not key:
+            raise _err(f"expected a scenario key path (e.g. controller.k), got {key!r}", file, at)
+        try:
+            keys.append(format_path(parse_path(key, where=at)))
+        except ScenarioError as exc:
+            raise _err(exc.detail, file, at) from None
+    if len(set(keys)) != len(keys):
+        raise _err(f"a tied key is listed twice: {keys}", file, f"{where}.key")
+    key, also = keys[0], tuple(keys[1:])
     kind = item.get("type", "categorical" if "choices" in item else "float")
     if kind not in PARAM_TYPES:
         raise _err(f"got {kind!r}; allowed: {', '.join(PARAM_TYPES)}", file, f"{where}.type")
@@ -331,7 +358,7 @@ def _param(item: Any, i: int, file: Path) -> SearchParam:
                 raise _err(f"a choice is a number, string, bool or null, got {c!r}", file, f"{where}.choices[{j}]")
         if len({json.dumps(c) for c in choices}) != len(choices):
             raise _err(f"choices must differ, got {choices}", file, f"{where}.choices")
-        return SearchParam(key, kind, choices=tuple(choices))
+        return SearchParam(key, kind, choices=tuple(choices), also=also)
     if "choices" in item:
         raise _err(f"choices belong to type categorical (this one is {kind})", file, f"{where}.choices")
     for k in ("low", "high"):
@@ -355,7 +382,7 @@ def _param(item: Any, i: int, file: Path) -> SearchParam:
         raise _err(f"a log scale needs low > 0, got {lo}", file, f"{where}.low")
     if log and step not in (None, 1):
         raise _err("a log scale takes no step", file, f"{where}.step")
-    return SearchParam(key, kind, lo, hi, log, step if kind == "int" or step is not None else None)
+    return SearchParam(key, kind, lo, hi, log, step if kind == "int" or step is not None else None, also=also)
 
 
 def _campaign(value: Any, file: Path, name: str) -> Campaign:
@@ -399,20 +426,22 @@ def study_from_dict(data: Any, file: Path) -> Study:
         if not isinstance(v, str):
             raise _err(f"expected a string, got {v!r}", file, k)
     camp = _campaign(data["campaign"], file, name)
-    holdout = _holdout(data, camp, file)
+    holdout = _extra_campaign(data, file, "holdout")
+    envelope = _extra_campaign(data, file, "envelope")
     raw = data["search"]
     if not isinstance(raw, list) or not raw:
         raise _err("expected a non-empty list of {key, type, low, high | choices}", file, "search")
     search = tuple(_param(item, i, file) for i, item in enumerate(raw))
-    keys = [p.key for p in search]
+    keys = [k for p in search for k in p.keys]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
         raise _err(f"searched twice: {', '.join(dup)}", file, "search")
     axis_keys = {k for a in camp.axes for k in a.keys}
     for i, p in enumerate(search):
-        if p.key in axis_keys:
-            raise _err(f"{p.key} is an axis of the campaign; a key is either searched or swept", file,
-                       f"search[{i}].key")
+        for k in p.keys:
+            if k in axis_keys:
+                raise _err(f"{k} is an axis of the campaign; a key is either searched or swept", file,
+                           f"search[{i}].key")
     raw_obj = data["objectives"]
     raw_obj = [raw_obj] if isinstance(raw_obj, dict) else raw_obj
     if not isinstance(raw_obj, list) or not raw_obj:
@@ -439,32 +468,39 @@ def study_from_dict(data: Any, file: Path) -> Study:
     candidates = _int(data.get("candidates", 20), file, "candidates", 1, MAX_CANDIDATES)
     sampler = _sampler(data.get("sampler") or {}, file, multi=len(objectives) > 1 and mode == "pareto")
     study = Study(name, label, description, file, camp, search, objectives, mode, constraints, prune, candidates,
-                  sampler, holdout)
+                  sampler, holdout, envelope)
     validate_search(study)
     return study
 
 
-def _holdout(data: dict[str, Any], camp: Campaign, file: Path) -> Campaign | None:
-    """The held-out campaign: the study's campaign with ``holdout.axes`` instead of its axes (cases the tuner
-    never saw: the shipped and the best values are run on them after the study)."""
-    raw = data.get("holdout")
+#: the keys of ``holdout`` and ``envelope``: the study's campaign with these instead of its own
+EXTRA_CAMPAIGN_KEYS = ("axes", "samples", "seed", "repeats")
+
+
+def _extra_campaign(data: dict[str, Any], file: Path, key: str) -> Campaign | None:
+    """The study's campaign with ``<key>.axes`` (and optionally ``samples``, ``seed``, ``repeats``: random axes
+    drawn as in any campaign) instead of its own: ``holdout`` (cases the tuner never saw) or ``envelope`` (the
+    whole envelope the study's cases screen). The shipped and the best values run on it after the study."""
+    raw = data.get(key)
     if raw is None:
         return None
-    if not isinstance(raw, dict) or set(raw) != {"axes"}:
-        raise _err("expected {axes: [...]} (campaign axes, docs/campaigns.md)", file, "holdout")
+    if not isinstance(raw, dict) or "axes" not in raw or set(raw) - set(EXTRA_CAMPAIGN_KEYS):
+        raise _err(f"expected {{axes: [...]}} with optionally {', '.join(EXTRA_CAMPAIGN_KEYS[1:])} (campaign axes, "
+                   "docs/campaigns.md)", file, key)
     value = data["campaign"]
     base = read_yaml(file.parent / value, "campaign file") if isinstance(value, str) else dict(value)
     if not isinstance(base, dict):
         raise _err("the campaign must be a mapping", file, "campaign")
     where = file if isinstance(value, dict) else file.parent / value
-    base = {**base, "name": "holdout", "axes": raw["axes"], "figures": {}}
+    base = {k: v for k, v in base.items() if k not in EXTRA_CAMPAIGN_KEYS}
+    base = {**base, **raw, "name": key, "figures": {}}
     if isinstance(value, str):  # the campaign file's base path is relative to that file
         base["base"] = str((where.parent / base["base"]).resolve()) if isinstance(base.get("base"), str) else None
     try:
         return campaign_from_dict(base, where)
     except ScenarioError as exc:
-        key = f"holdout.{exc.key}" if exc.key else "holdout"
-        raise ScenarioError(exc.detail, file=str(file), key=key) from None
+        at = f"{key}.{exc.key}" if exc.key else key
+        raise ScenarioError(exc.detail, file=str(file), key=at) from None
 
 
 def _sampler(raw: Any, file: Path, multi: bool) -> dict[str, Any]:
@@ -514,6 +550,9 @@ def candidate_campaign(study: Study, params: dict[str, Any], name: str) -> Campa
     """The study's campaign with ``params`` (key path → value) applied to every trial after the campaign's and
     the variants' ``set`` (the axes' values come last; a searched key is never an axis), named ``name``."""
     camp = study.campaign
+    for p in study.search:  # tied keys take the parameter's value
+        if p.also and p.key in params:
+            params = {**params, **dict.fromkeys(p.also, params[p.key])}
     if camp.variants:
         variants = tuple(dataclasses.replace(v, set={**copy.deepcopy(v.set or {}), **params}) for v in camp.variants)
         return dataclasses.replace(camp, name=name, variants=variants)
@@ -667,6 +706,8 @@ class StudyReport:
     timing: dict[str, Any]
     #: the held-out campaign's stats of the shipped and the best values (``shipped``, ``tuned``), or None
     holdout: dict[str, Any] | None = None
+    #: the same on the ``envelope`` campaign, or None
+    envelope: dict[str, Any] | None = None
 
 
 def campaign_stats(rows: list[dict[str, Any]], campaign: Campaign) -> dict[str, Any]:
@@ -790,9 +831,30 @@ def pareto_front(study: Study, cands: list[Candidate]) -> list[Candidate]:
     return front
 
 
+def run_after(study: Study, camp: Campaign, kind: str, best: Candidate | None, out: Path,
+              executor: Any) -> dict[str, Any]:
+    """Run the shipped values and the best candidate's on ``camp`` (the study's ``holdout`` or ``envelope``
+    campaign) in ``<out>/<kind>/shipped`` and ``<out>/<kind>/best_cNNNN``: their stats, keyed ``shipped`` and
+    ``tuned``, each with its folder. Resumable as any campaign (finished trials are kept)."""
+    from dockbench.sim.campaign.runner import run_campaign
+
+    runs = [("shipped", dataclasses.replace(camp, name="shipped"))]
+    if best is not None:
+        runs.append(("tuned", candidate_campaign(dataclasses.replace(study, campaign=camp), best.params,
+                                                 f"best_c{best.number:04d}")))
+    stats: dict[str, Any] = {}
+    for key, c in runs:
+        rep = run_campaign(c, out / kind, executor, progress=None, figures=False, max_hours=None)
+        if rep.interrupted:
+            raise KeyboardInterrupt
+        stats[key] = _stats_of(study, rep.rows)
+        stats[key]["folder"] = str(Path(kind) / c.name)
+    return stats
+
+
 def run_study(study: Study, out_root: str | Path = "studies", executor: Any = None, *, candidates: int | None = None,
               shipped: bool = True, fresh: bool = False, progress: TextIO | None = sys.stderr,
-              stop_after: int | None = None, holdout: bool = True) -> StudyReport:
+              stop_after: int | None = None, holdout: bool = True, envelope: bool = True) -> StudyReport:
     """Run (or resume) ``study`` into ``<out_root>/<study.name>/`` until it holds ``candidates`` (default: the
     study's) finished candidates.
 
@@ -803,6 +865,7 @@ def run_study(study: Study, out_root: str | Path = "studies", executor: Any = No
         fresh: delete the study folder first.
         stop_after: evaluate at most this many candidates in this call (tests: a study stopped part way).
         holdout: run the shipped and the best values on the study's held-out campaign (if it has one) at the end.
+        envelope: the same on the study's ``envelope`` campaign (if it has one), before the held-out one.
 
     Raises:
         DockbenchError: the folder holds another study (other search space, objectives or campaign), is in use
@@ -899,24 +962,17 @@ def run_study(study: Study, out_root: str | Path = "studies", executor: Any = No
         cands = [_from_frozen(t) for t in ostudy.get_trials(deepcopy=False)
                  if t.state in (TS.COMPLETE, TS.PRUNED)]
         best = best_candidate(study, cands)
-        held: dict[str, Any] | None = None
+        after: dict[str, dict[str, Any] | None] = {"envelope": None, "holdout": None}
         hold_s = 0.0
-        if holdout and study.holdout is not None and len(cands) >= n_wanted:
+        for kind, camp_after in (("envelope", study.envelope if envelope else None),
+                                 ("holdout", study.holdout if holdout else None)):
+            if camp_after is None or len(cands) < n_wanted:
+                continue
             t0 = time.perf_counter()
-            held = {}
-            runs = [("shipped", study.holdout)]
-            if best is not None:
-                runs.append(("tuned", candidate_campaign(dataclasses.replace(study, campaign=study.holdout),
-                                                         best.params, f"best_c{best.number:04d}")))
-            for key, hc in runs:
-                rep = run_campaign(hc, out / "holdout", executor, progress=None, figures=False, max_hours=None)
-                if rep.interrupted:
-                    raise KeyboardInterrupt
-                held[key] = _stats_of(study, rep.rows)
-                held[key]["folder"] = str(Path("holdout") / hc.name)
-            hold_s = time.perf_counter() - t0
+            after[kind] = held = run_after(study, camp_after, kind, best, out, executor)
+            hold_s += time.perf_counter() - t0
             if progress is not None:
-                progress.write("held out: " + "; ".join(
+                progress.write(("held out: " if kind == "holdout" else "envelope: ") + "; ".join(
                     f"{k} {v['passed']}/{v['trials']} passed, p95 peak {v['contact.peak_force_truth']['p95']}"
                     for k, v in held.items()) + "\n")
         wall = time.perf_counter() - t_start
@@ -926,7 +982,7 @@ def run_study(study: Study, out_root: str | Path = "studies", executor: Any = No
                   "study_overhead_share": (wall - camp_wall) / camp_wall if camp_wall > 0 else None,
                   "candidates_per_hour": evaluated / wall * 3600.0 if evaluated and wall > 0 else None,
                   "workers": getattr(executor, "workers", None), "executor": getattr(executor, "name", None)}
-        report = StudyReport(out, cands, base, best, evaluated, resumed, timing, held)
+        report = StudyReport(out, cands, base, best, evaluated, resumed, timing, after["holdout"], after["envelope"])
         write_records(study, report)
         return report
     finally:
@@ -974,5 +1030,5 @@ def write_records(study: Study, report: StudyReport) -> None:
         "candidates": [dataclasses.asdict(c) for c in report.candidates],
         "shipped": report.shipped,
         "best": dataclasses.asdict(report.best) if report.best else None,
-        "resumed": report.resumed, "timing": report.timing, "holdout": report.holdout,
+        "resumed": report.resumed, "timing": report.timing, "holdout": report.holdout, "envelope": report.envelope,
     })
