@@ -48,6 +48,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 from dockbench.telemetry.progress import Progress
 
 from dockbench.cli import ArgumentParser, child_env
@@ -127,6 +128,7 @@ def measure_once(scenario_path: str, live: str = "none") -> dict:
 
     sc = load_scenario(scenario_path, _sets())
     setup = build(sc)
+    culling_log = record_culling(setup)
     with tempfile.TemporaryDirectory() as tmp:
         obs, cleanup = _live_observer(live, Path(tmp))
         try:
@@ -154,7 +156,7 @@ def measure_once(scenario_path: str, live: str = "none") -> dict:
     out["split_us"] = parts
     # floor: the same mj_step calls on the same states (the run's applied torques replayed
     # open-loop reproduce its trajectory, contacts included) + one Pinocchio pass per step
-    floor = replay_floor(sc, tel.tau_applied[:steps].copy())
+    floor = replay_floor(sc, tel.tau_applied[:steps].copy(), culling_log=culling_log)
     out["floor_us_per_step"] = 1e6 * floor / max(steps, 1)
     out["loop_over_floor"] = out["us_per_step"] / out["floor_us_per_step"]
     return out
@@ -171,12 +173,37 @@ def _sets() -> list[str]:
     return json.loads(os.environ.get("DOCKBENCH_BENCH_SETS", "[]"))
 
 
-def replay_floor(sc, tau_log, setup=None) -> float:
+def record_culling(setup) -> list[tuple[int, np.ndarray]] | None:
+    """Before ``simulate(setup)``: log the contact culling's box set (sim/culling.py) each time it changes, as
+    (control step, the mask of boxes left in), for :func:`replay_floor` to cull the same boxes without running
+    the culling's update (that update is the loop's work, not MuJoCo's). None for a target without culling.
+    Costs the run one call and an identity test per step (the culling replaces its mask when it changes)."""
+    cull = setup.culling
+    if cull is None:
+        return None
+    log = [(0, cull.active.copy())]
+    update, step = cull.update, [0]
+    last = [cull.active]
+
+    def recorded() -> None:
+        update()
+        if cull.active is not last[0]:
+            last[0] = cull.active
+            log.append((step[0], cull.active.copy()))
+        step[0] += 1
+
+    cull.update = recorded
+    return log
+
+
+def replay_floor(sc, tau_log, setup=None, culling_log=None) -> float:
     """Wall seconds of the floor: a fresh build of ``sc`` driven open-loop by the run's applied torques
     ``tau_log`` (steps × nv), one ``Dynamics.update`` (the Pinocchio pass) and one control period of
     ``mj_step`` per step (and the hand's own step when one is mounted), nothing else; on ``setup`` when given
     (a build of ``sc`` that has not run). The loop is deterministic, so the replay reproduces the run's states
-    and contacts."""
+    and contacts. With contact culling (``culling_log`` from :func:`record_culling` on the run) the replay
+    leaves out of collision detection the boxes the run left out, at the steps it did, so MuJoCo tests the
+    run's geom pairs — not every box, a slower floor than the run's physics."""
     import mujoco
     from dockbench.sim.loop import build, contiguous_slice
 
@@ -188,8 +215,16 @@ def replay_floor(sc, tau_log, setup=None) -> float:
     dyn = setup.dynamics
     runtime = setup.runtime  # an active end effector (hand) must move as in the run
     T_c = sc.sim.control_period
+    changes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    if culling_log is not None:  # the boxes' collision flags per change, computed before the timed loop
+        cull = setup.culling
+        for i, active in culling_log:
+            changes[i] = (np.where(active, cull.contype, 0), np.where(active, cull.conaffinity, 0))
+        boxes = cull.boxes
     t0 = time.perf_counter()
     for i in range(len(tau_log)):
+        if i in changes:
+            m.geom_contype[boxes], m.geom_conaffinity[boxes] = changes[i]
         dyn.update(d.qpos[qa], d.qvel[da])
         d.ctrl[aa] = tau_log[i]
         if runtime is not None:
@@ -213,10 +248,11 @@ def instructions_child(scenario_path: str, mode: str, kernel_check: int) -> dict
     first, second = build(sc), build(sc)
     if mode == "base":
         return {"scenario": sc.name, "steps": 0}
+    culling_log = record_culling(first)  # in the run and the replay child alike: replay − run is the floor
     tel, status, _, timing = simulate(first, kernel_check=kernel_check, chunk_rows=_rows(first))
     steps = timing["steps"]
     if mode == "replay":
-        replay_floor(sc, tel.tau_applied[:steps].copy(), setup=second)
+        replay_floor(sc, tel.tau_applied[:steps].copy(), setup=second, culling_log=culling_log)
     return {"scenario": sc.name, "steps": steps, "status": status, "kernels": kernel_paths(first)}
 
 

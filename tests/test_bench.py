@@ -8,7 +8,7 @@ import pytest
 import yaml
 from dockbench.experiments.bench import HAND_TRACK_TEST, format_table, measure_hand_track_test, measure_once
 
-from tests.helpers import scenario_dict
+from tests.helpers import SCENARIOS, scenario_dict
 
 
 def test_measure_once_reports_split_and_floor(tmp_path: Path) -> None:
@@ -105,6 +105,36 @@ def test_the_floor_replay_reproduces_the_run_it_replays(tmp_path: Path) -> None:
     assert float(np.max(np.abs(tel.wrench_truth_world[:steps]))) > 0.0, "no contact in the window"
     replay_floor(sc, tel.tau_applied[:steps].copy(), setup=second)
     assert np.array_equal(first.data.qpos, second.data.qpos) and np.array_equal(first.data.qvel, second.data.qvel)
+
+
+def test_the_floor_replay_culls_the_boxes_the_run_culled() -> None:
+    """A peg-in-hole target culls its bore's boxes out of collision detection each period (sim/culling.py): the
+    floor's replay must cull the same ones, or MuJoCo tests every box and the floor is the unculled physics'
+    (slower than the run's). The run's box sets are logged as they change (record_culling) and the replay sets
+    the same collision flags at the same steps without running the culling's update: the same states (the tip
+    in contact: 0.8 s from 4 mm above the hole) and, at the end, the same boxes in and out."""
+    import numpy as np
+    from dockbench.experiments.bench import _rows, record_culling, replay_floor
+    from dockbench.sim.loop import build, simulate
+    from dockbench.sim.scenario import load_scenario
+
+    sets = ["start.standoff=0.004", "planner.standoff=0.003", "sim.settle_time=0.1", "sim.duration=0.8", "gates=[]"]
+    sc = load_scenario(SCENARIOS / "peg" / "iiwa14_peg_khatib.yaml", sets)
+    first, second = build(sc), build(sc)
+    log = record_culling(first)
+    tel, status, _, timing = simulate(first, kernel_check=0, chunk_rows=_rows(first))
+    steps = timing["steps"]
+    assert status == "completed" and float(np.max(np.abs(tel.wrench_truth_world[:steps]))) > 1.0, "no contact"
+    stats = first.culling.stats()
+    assert stats["mean_active"] < stats["boxes"] and len(log) > 2  # boxes left out, the set changed
+    boxes = first.culling.boxes
+    assert not np.array_equal(first.asm.model.geom_contype[boxes], second.asm.model.geom_contype[boxes])
+    replay_floor(sc, tel.tau_applied[:steps].copy(), setup=second, culling_log=log)
+    assert second.culling.periods == 0  # the replay ran no culling update
+    for flags in ("geom_contype", "geom_conaffinity"):
+        assert np.array_equal(getattr(first.asm.model, flags), getattr(second.asm.model, flags))
+    assert np.array_equal(first.data.qpos, second.data.qpos) and np.array_equal(first.data.qvel, second.data.qvel)
+    assert record_culling(build(load_scenario(SCENARIOS / "iiwa14_docking.yaml"))) is None
 
 
 def test_instruction_counts_per_step_from_the_three_children() -> None:
