@@ -322,6 +322,10 @@ def test_shipped_studies_validate_and_compare_fairly():
     cases = {json.dumps([t.params for t in s.campaign.trials()], sort_keys=True) for s in keyed}
     assert len(cases) == 1
     assert len({(s.objectives, s.constraints, json.dumps(s.sampler), s.candidates) for s in keyed}) == 1
-    for s in keyed:  # the held-out cases are not the tuned ones
+    for extra in ("envelope", "holdout"):  # the same whole envelope and held-out draws for every law
+        assert len({json.dumps([t.params for t in getattr(s, extra).trials()], sort_keys=True) for s in keyed}) == 1
+    for s in keyed:  # the held-out cases are not the tuned ones, nor the envelope's; the screen is in the envelope
         tuned = {json.dumps(t.params, sort_keys=True) for t in s.campaign.trials()}
-        assert not tuned & {json.dumps(t.params, sort_keys=True) for t in s.holdout.trials()}
+        whole = {json.dumps(t.params, sort_keys=True) for t in s.envelope.trials()}
+        held = {json.dumps(t.params, sort_keys=True) for t in s.holdout.trials()}
+        assert not (tuned | whole) & held and tuned < whole and len(whole) == 81 and len(held) == 24
