@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from dockbench.experiments.campaign import add_executor_arguments
 from dockbench.sim.errors import DockbenchError
 
@@ -173,7 +174,136 @@ def figures(pairs: list[tuple[Any, Any]], folder: Path, prefix: str) -> list[Pat
     par = folder / f"{prefix}_pareto.png"
     fig.savefig(par, dpi=110)
     plt.close(fig)
-    return [hist, par]
+    out = [hist, par]
+    imp = importance_figure(pairs, folder / f"{prefix}_importance.png")
+    env = envelope_figure(pairs, folder / f"{prefix}_envelope.png")
+    return out + [f for f in (imp, env) if f is not None]
+
+
+def _short(key: str) -> str:
+    """A searched key without its section (controller., insertion.compliance.): figure labels."""
+    for head in ("insertion.compliance.", "insertion.guard.", "insertion.", "controller."):
+        key = key.replace(head, "")
+    return key
+
+
+def param_importances(study, rep) -> dict[str, float] | None:
+    """Each searched parameter's importance for the study's objective over its complete candidates: Optuna's
+    PED-ANOVA (``PedAnovaImportanceEvaluator``: how differently the best candidates' values are distributed
+    from all candidates'; no extra dependency), normalised to sum 1. None with fewer than 3 complete
+    candidates, a multi-objective study or when the evaluator cannot separate them."""
+    import optuna
+    from dockbench.sim.campaign.study import DB_FILE
+
+    if len(study.directions) != 1 or sum(c.state == "COMPLETE" for c in rep.candidates) < 3:
+        return None
+    ostudy = optuna.load_study(study_name=study.name, storage=f"sqlite:///{(rep.out_dir / DB_FILE).resolve()}")
+    try:
+        imp = optuna.importance.get_param_importances(
+            ostudy, evaluator=optuna.importance.PedAnovaImportanceEvaluator())
+    except (RuntimeError, ValueError):
+        return None
+    total = sum(imp.values())
+    return {k: v / total for k, v in imp.items()} if total > 0 else None
+
+
+def importance_figure(pairs: list[tuple[Any, Any]], path: Path) -> Path | None:
+    """Per law, its parameters' importances (:func:`param_importances`) as horizontal bars; None when no law
+    has them."""
+    import matplotlib.pyplot as plt
+
+    rows = [(study, param_importances(study, rep)) for study, rep in pairs]
+    rows = [(s, imp) for s, imp in rows if imp]
+    if not rows:
+        return None
+    labels = {p.key: _short(p.label) for s, _ in rows for p in s.search}
+    fig, axes = plt.subplots(1, len(rows), figsize=(3.6 * len(rows), 2.8), squeeze=False)
+    for k, (ax, (study, imp)) in enumerate(zip(axes[0], rows, strict=True)):
+        keys = sorted(imp, key=imp.get)
+        ax.barh([labels.get(x, x) for x in keys], [imp[x] for x in keys], color=f"C{k}")
+        ax.set_xlim(0, 1)
+        ax.set_title(study.label, fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("importance (PED-ANOVA)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _grid_peaks(study, rep, key: str) -> tuple[Any, np.ndarray] | None:
+    """The envelope campaign's peak truth contact force per cell of its first two grid axes (the max over
+    the other axes' cases) for ``key`` (shipped | tuned): (the two axes, the (ny, nx) array, NaN where no
+    trial ran); None without an envelope run or with fewer than two grid axes."""
+    import csv
+
+    env = rep.envelope and rep.envelope.get(key)
+    grid = [a for a in study.envelope.grid_axes if len(a.keys) == 1] if study.envelope is not None else []
+    if not env or len(grid) < 2:
+        return None
+    ax_x, ax_y = grid[0], grid[1]
+    out = np.full((len(ax_y.values), len(ax_x.values)), np.nan)
+    # results.csv writes a one-key axis' value in the column of the axis' name
+    cells_x, cells_y = ([str(v[0]) for v in a.values] for a in (ax_x, ax_y))
+    with open(rep.out_dir / env["folder"] / "results.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            try:
+                ix, iy = cells_x.index(row[ax_x.name]), cells_y.index(row[ax_y.name])
+                peak = float(row[PEAK])
+            except (KeyError, ValueError):
+                continue
+            out[iy, ix] = peak if np.isnan(out[iy, ix]) else max(out[iy, ix], peak)
+    return (ax_x, ax_y), out
+
+
+def envelope_figure(pairs: list[tuple[Any, Any]], path: Path) -> Path | None:
+    """Per law (columns), the shipped and the tuned values (rows): the largest peak truth contact force over
+    each cell of the envelope's first two axes (the other axes' cases folded in), as a heat map with the
+    values written in; None when no study ran an envelope of two or more grid axes."""
+    import matplotlib.pyplot as plt
+
+    cols = []
+    for study, rep in pairs:
+        maps = {k: _grid_peaks(study, rep, k) for k in ("shipped", "tuned")}
+        if all(m is not None for m in maps.values()):
+            cols.append((study, maps))
+    if not cols:
+        return None
+    vmax = max(float(np.nanmax(m[1])) for _, maps in cols for m in maps.values())
+    fig, axes = plt.subplots(2, len(cols), figsize=(3.2 * len(cols), 6.2), squeeze=False)
+    for j, (study, maps) in enumerate(cols):
+        for i, key in enumerate(("shipped", "tuned")):
+            (ax_x, ax_y), val = maps[key]
+            ax = axes[i][j]
+            im = ax.imshow(val, origin="lower", cmap="viridis", vmin=0.0, vmax=vmax)
+            for (r, c), v in np.ndenumerate(val):
+                if not np.isnan(v):
+                    ax.text(c, r, f"{v:.1f}", ha="center", va="center", fontsize=7,
+                            color="w" if v < 0.6 * vmax else "k")
+            ax.set_xticks(range(len(ax_x.labels)), ax_x.labels, fontsize=7)
+            ax.set_yticks(range(len(ax_y.labels)), ax_y.labels, fontsize=7)
+            ax.set_xlabel(ax_x.name, fontsize=8)
+            ax.set_ylabel(ax_y.name, fontsize=8)
+            ax.set_title(f"{study.label}, {key}", fontsize=9)
+    fig.colorbar(im, ax=axes, shrink=0.8, label="largest peak truth contact force [N]")
+    fig.suptitle("the whole envelope: each cell's largest peak over the other axes' cases", fontsize=9)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _timing_text(study, rep) -> str:
+    """A law's candidates and the campaign wall time they took (from every session: each candidate keeps
+    its campaign's), and this session's study-layer overhead when it evaluated any."""
+    n = len(rep.candidates)
+    wall = sum(c.wall_s for c in rep.candidates)
+    text = f"{study.label}: {n} candidates in {wall:.0f} s of campaign wall time" + (
+        f" ({n / wall * 3600:.0f} per hour)" if wall > 0 else "")
+    t = rep.timing
+    if t.get("evaluated") and t.get("study_overhead_share") is not None:
+        text += (f", {t['evaluated']} of them in this session with a study-layer overhead of "
+                 f"{100 * t['study_overhead_share']:.1f} %")
+    return text
 
 
 def _after_text(study) -> str:
@@ -201,9 +331,7 @@ def section(pairs: list[tuple[Any, Any]], figs: list[Path], page: str | None, bu
     obj = " then ".join(f"{t.direction} {t.label}" for t in study0.objectives)
     cons = ", ".join(f"{t.label}" + (f" ≥ {t.min:g}" if t.min is not None else "")
                      + (f" ≤ {t.max:g}" if t.max is not None else "") for t in study0.constraints) or "none"
-    timing = [f"{s.label}: {r.timing['evaluated']} evaluated now in {r.timing['wall_s']:.0f} s"
-              + (f", study-layer overhead {100 * r.timing['study_overhead_share']:.1f} %"
-                 if r.timing.get("study_overhead_share") is not None else "") for s, r in pairs]
+    timing = [_timing_text(s, r) for s, r in pairs]
     lines = [
         "<!-- BEGIN tune-compare (generated by experiments/tune.py --compare) -->",
         "## Tuned vs shipped gains",

@@ -311,6 +311,37 @@ def test_compare_writes_the_tuned_vs_shipped_section(tmp_path, capsys):
     assert "different budgets ([1, 2] candidates)" in capsys.readouterr().err
 
 
+def test_importance_and_envelope_figures(tmp_path):
+    """The comparison's parameter importances (Optuna's PED-ANOVA over the complete candidates: one value per
+    searched parameter, summing to 1) and the envelope heat map (each cell of the envelope's first two axes:
+    the largest peak of its trials, from the envelope campaign's results.csv)."""
+    import csv
+
+    import numpy as np
+    from dockbench.experiments import tune
+
+    envelope = {"axes": [{"key": "target.belief_offset.position.0", "values": [-0.002, 0.002], "name": "dx"},
+                         {"key": "target.belief_offset.position.1", "values": [0.0, 0.001], "name": "dy"}]}
+    search = [{"key": "controller.k", "type": "float", "low": 100, "high": 1500, "log": True},
+              {"key": "controller.d", "type": "float", "low": 20, "high": 200}]
+    study = _study(tmp_path, candidates=3, search=search, envelope=envelope, sampler={"seed": 2, "startup": 3})
+    rep = st.run_study(study, tmp_path / "out", progress=None, executor=_inline(), shipped=False)
+    imp = tune.param_importances(study, rep)
+    assert set(imp) == {"controller.k", "controller.d"} and sum(imp.values()) == pytest.approx(1.0, abs=1e-12)
+    (ax_x, ax_y), grid = tune._grid_peaks(study, rep, "tuned")
+    assert (ax_x.name, ax_y.name) == ("dx", "dy") and grid.shape == (2, 2)
+    with open(rep.out_dir / rep.envelope["tuned"]["folder"] / "results.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 4
+    for r in rows:
+        ix, iy = [-0.002, 0.002].index(float(r["dx"])), [0.0, 0.001].index(float(r["dy"]))
+        assert grid[iy, ix] == float(r[PEAK])  # one trial per cell: its own peak
+    assert not np.isnan(grid).any()
+    figs = tune.figures([(study, rep)], tmp_path / "img", "t")
+    assert [f.name for f in figs] == ["t_history.png", "t_pareto.png", "t_importance.png", "t_envelope.png"]
+    assert all(f.stat().st_size > 1000 for f in figs)
+
+
 def test_shipped_studies_validate_and_compare_fairly():
     """scenarios/studies/: every file reads (its keys checked against the scenario schema at their bounds), and
     the FR3 keyed studies share the campaign's cases, objective, constraints, sampler and budget."""
