@@ -54,9 +54,11 @@ def _shipped_values(study) -> dict[str, Any]:
     """The searched keys' values in the (first) base scenario, as shipped."""
     from dockbench.sim.campaign.runner import _read_base
     from dockbench.sim.overrides import parse_path
+    from dockbench.sim.scenario import scenario_from_dict
 
     t = study.campaign.trials()[0]
     data = t.scenario_data(_read_base(t.base))
+    resolved = scenario_from_dict(data, file=str(t.base))  # a key the file leaves out: the schema's default
     out = {}
     for p in study.search:
         values = []
@@ -66,7 +68,12 @@ def _shipped_values(study) -> dict[str, Any]:
                 for part in parse_path(key, where="search"):
                     node = node[part]
             except (KeyError, IndexError, TypeError):
-                node = "(default)"
+                node = resolved
+                try:
+                    for part in parse_path(key, where="search"):
+                        node = node[part] if isinstance(part, int) else getattr(node, part)
+                except (AttributeError, IndexError, TypeError):
+                    node = "(default)"
             values.append(node)
         # tied keys shipped with different values show each (a = b = 1000 / 800)
         out[p.key] = values[0] if all(v == values[0] for v in values) else " / ".join(map(str, values))
@@ -231,10 +238,11 @@ def importance_figure(pairs: list[tuple[Any, Any]], path: Path) -> Path | None:
     return path
 
 
-def _grid_peaks(study, rep, key: str) -> tuple[Any, np.ndarray] | None:
+def _grid_peaks(study, rep, key: str) -> tuple[Any, np.ndarray, np.ndarray] | None:
     """The envelope campaign's peak truth contact force per cell of its first two grid axes (the max over
     the other axes' cases) for ``key`` (shipped | tuned): (the two axes, the (ny, nx) array, NaN where no
-    trial ran); None without an envelope run or with fewer than two grid axes."""
+    trial ran, and the (ny, nx) counts of trials that failed a gate); None without an envelope run or with
+    fewer than two grid axes."""
     import csv
 
     env = rep.envelope and rep.envelope.get(key)
@@ -243,6 +251,7 @@ def _grid_peaks(study, rep, key: str) -> tuple[Any, np.ndarray] | None:
         return None
     ax_x, ax_y = grid[0], grid[1]
     out = np.full((len(ax_y.values), len(ax_x.values)), np.nan)
+    failed = np.zeros(out.shape, dtype=int)
     # results.csv writes a one-key axis' value in the column of the axis' name
     cells_x, cells_y = ([str(v[0]) for v in a.values] for a in (ax_x, ax_y))
     with open(rep.out_dir / env["folder"] / "results.csv", newline="") as fh:
@@ -253,7 +262,8 @@ def _grid_peaks(study, rep, key: str) -> tuple[Any, np.ndarray] | None:
             except (KeyError, ValueError):
                 continue
             out[iy, ix] = peak if np.isnan(out[iy, ix]) else max(out[iy, ix], peak)
-    return (ax_x, ax_y), out
+            failed[iy, ix] += row.get("verdict") != "PASS"
+    return (ax_x, ax_y), out, failed
 
 
 def envelope_figure(pairs: list[tuple[Any, Any]], path: Path) -> Path | None:
@@ -270,23 +280,26 @@ def envelope_figure(pairs: list[tuple[Any, Any]], path: Path) -> Path | None:
     if not cols:
         return None
     vmax = max(float(np.nanmax(m[1])) for _, maps in cols for m in maps.values())
-    fig, axes = plt.subplots(2, len(cols), figsize=(3.2 * len(cols), 6.2), squeeze=False)
+    fig, axes = plt.subplots(2, len(cols), figsize=(3.4 * len(cols), 6.4), squeeze=False)
     for j, (study, maps) in enumerate(cols):
         for i, key in enumerate(("shipped", "tuned")):
-            (ax_x, ax_y), val = maps[key]
+            (ax_x, ax_y), val, failed = maps[key]
             ax = axes[i][j]
             im = ax.imshow(val, origin="lower", cmap="viridis", vmin=0.0, vmax=vmax)
             for (r, c), v in np.ndenumerate(val):
                 if not np.isnan(v):
-                    ax.text(c, r, f"{v:.1f}", ha="center", va="center", fontsize=7,
-                            color="w" if v < 0.6 * vmax else "k")
+                    bad = f"\n{failed[r, c]} failed" if failed[r, c] else ""
+                    ax.text(c, r, f"{v:.1f}{bad}", ha="center", va="center", fontsize=7,
+                            color="w" if v < 0.6 * vmax else "k", fontweight="bold" if bad else "normal")
             ax.set_xticks(range(len(ax_x.labels)), ax_x.labels, fontsize=7)
-            ax.set_yticks(range(len(ax_y.labels)), ax_y.labels, fontsize=7)
+            ax.set_yticks(range(len(ax_y.labels)), ax_y.labels if j == 0 else [], fontsize=7)
             ax.set_xlabel(ax_x.name, fontsize=8)
-            ax.set_ylabel(ax_y.name, fontsize=8)
+            if j == 0:
+                ax.set_ylabel(ax_y.name, fontsize=8)
             ax.set_title(f"{study.label}, {key}", fontsize=9)
     fig.colorbar(im, ax=axes, shrink=0.8, label="largest peak truth contact force [N]")
-    fig.suptitle("the whole envelope: each cell's largest peak over the other axes' cases", fontsize=9)
+    fig.suptitle("the whole envelope: each cell's largest peak over the other axes' cases (and the trials that "
+                 "failed a gate)", fontsize=9)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

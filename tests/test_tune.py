@@ -328,7 +328,7 @@ def test_importance_and_envelope_figures(tmp_path):
     rep = st.run_study(study, tmp_path / "out", progress=None, executor=_inline(), shipped=False)
     imp = tune.param_importances(study, rep)
     assert set(imp) == {"controller.k", "controller.d"} and sum(imp.values()) == pytest.approx(1.0, abs=1e-12)
-    (ax_x, ax_y), grid = tune._grid_peaks(study, rep, "tuned")
+    (ax_x, ax_y), grid, failed = tune._grid_peaks(study, rep, "tuned")
     assert (ax_x.name, ax_y.name) == ("dx", "dy") and grid.shape == (2, 2)
     with open(rep.out_dir / rep.envelope["tuned"]["folder"] / "results.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -336,6 +336,7 @@ def test_importance_and_envelope_figures(tmp_path):
     for r in rows:
         ix, iy = [-0.002, 0.002].index(float(r["dx"])), [0.0, 0.001].index(float(r["dy"]))
         assert grid[iy, ix] == float(r[PEAK])  # one trial per cell: its own peak
+        assert failed[iy, ix] == (r["verdict"] != "PASS")
     assert not np.isnan(grid).any()
     figs = tune.figures([(study, rep)], tmp_path / "img", "t")
     assert [f.name for f in figs] == ["t_history.png", "t_pareto.png", "t_importance.png", "t_envelope.png"]
