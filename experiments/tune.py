@@ -89,9 +89,11 @@ def table(pairs: list[tuple[Any, Any]]) -> list[str]:
         if rep.shipped:
             lines.append(f"| {study.label} | shipped | " + " | ".join(_stats_cells(rep.shipped))
                          + f" | {_params(_shipped_values(study), study)} |")
-        if rep.best is not None:
-            lines.append(f"| {study.label} | tuned ({Path(rep.best.folder).name}) | "
-                         + " | ".join(_stats_cells(rep.best.stats)) + f" | {_params(rep.best.params, study)} |")
+        tuned = rep.tuned
+        if tuned is not None:
+            how = ", the best of the confirmed on the envelope" if rep.confirmed is not None else ""
+            lines.append(f"| {study.label} | tuned ({Path(tuned.folder).name}{how}) | "
+                         + " | ".join(_stats_cells(tuned.stats)) + f" | {_params(tuned.params, study)} |")
         else:
             lines.append(f"| {study.label} | tuned | no feasible candidate of {len(rep.candidates)} | | | | | | |")
         for what, after in (("envelope", rep.envelope), ("held out", rep.holdout)):
@@ -332,6 +334,9 @@ def _after_text(study) -> str:
         out += (f" Rows '{what}': the shipped values and the tuned candidate's on {camp.n_trials} trials "
                 f"({desc})" + (", cases the tuner never saw." if what == "held out" else
                                ", the whole envelope the tuning cases were drawn from."))
+        if what == "envelope" and study.confirm > 1:
+            out += (f" The study's {study.confirm} best feasible candidates ran on the envelope; the tuned values "
+                    "are the one that meets the constraints there with the best objective value.")
     return out
 
 

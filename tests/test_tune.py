@@ -210,6 +210,32 @@ def test_tied_keys_and_the_envelope_campaign(tmp_path):
     assert json.loads((rep.out_dir / "study.json").read_text())["envelope"]["tuned"]["trials"] == 2
 
 
+def test_confirm_runs_the_best_candidates_on_the_envelope_and_keeps_the_best_there(tmp_path):
+    """confirm: 2 — the two best feasible candidates run on the envelope; the tuned values are the one with the
+    better objective value on the envelope's own trials (computed from its campaign folder), and the held-out
+    campaign runs them. A study without an envelope, or a pareto one, refuses confirm > 1."""
+    envelope = {"axes": [{"key": "target.belief_offset.position.0", "values": [-0.003, 0.0, 0.003], "name": "dx"}]}
+    holdout = {"axes": [{"key": "target.belief_offset.position.1", "values": [0.001], "name": "dy"}]}
+    study = _study(tmp_path, candidates=3, envelope=envelope, holdout=holdout, confirm=2)
+    rep = st.run_study(study, tmp_path / "out", progress=None, executor=_inline(), shipped=False)
+    top = st.top_candidates(study, rep.candidates, 2)
+    assert len(top) == 2 and top[0] is rep.best
+    conf = rep.envelope["confirmed"]
+    assert sorted(conf) == sorted(str(c.number) for c in top)
+    for c in top:  # each confirmed candidate's value: from its own envelope trials
+        rows = [r["row"] for r in _trial_records(rep.out_dir / conf[str(c.number)]["folder"])]
+        assert len(rows) == 3 and conf[str(c.number)]["value"] == st.objective_values(study, rows, 3)[0]
+    chosen = min(top, key=lambda c: (conf[str(c.number)]["value"], top.index(c)))
+    assert rep.envelope["chosen"] == chosen.number == rep.tuned.number
+    assert rep.envelope["tuned"] is conf[str(chosen.number)] or rep.envelope["tuned"] == conf[str(chosen.number)]
+    assert (rep.confirmed is None) == (chosen is rep.best)
+    assert rep.holdout["tuned"]["folder"] == str(Path("holdout") / f"best_c{chosen.number:04d}")
+    for over, text in (({"confirm": 2}, "give envelope"),
+                       ({"confirm": 2, "envelope": envelope, "mode": "pareto"}, "not pareto")):
+        with pytest.raises(ScenarioError, match=text):
+            _study(tmp_path, **over)
+
+
 def test_pruning_stops_a_candidate_at_its_first_failure(tmp_path):
     """A peak gate no docking meets: every candidate fails its first trial and stops there (inline: one trial
     recorded of two), PRUNED, and the study has no best."""

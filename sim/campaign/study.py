@@ -68,7 +68,7 @@ from dockbench.sim.campaign.stats import quantiles, wilson_interval
 from dockbench.sim.errors import DockbenchError, ScenarioError
 
 TOP_KEYS = ("name", "label", "description", "campaign", "search", "objectives", "mode", "constraints", "prune",
-            "candidates", "sampler", "holdout", "envelope")
+            "candidates", "sampler", "holdout", "envelope", "confirm")
 PARAM_TYPES = ("float", "int", "categorical")
 #: statistics of a candidate's campaign: success (every gate passed) and quantiles of a metric over its trials
 SUCCESS_STATS = ("success_rate", "success_wilson_low")
@@ -163,6 +163,8 @@ class Study:
     #: the whole envelope (the study's campaign with the ``envelope`` axes: its cases may include the study's
     #: own), None without one
     envelope: Campaign | None = None
+    #: how many of the best feasible candidates run on the envelope; the tuned values are the best of them there
+    confirm: int = 1
 
     @property
     def directions(self) -> list[str]:
@@ -467,8 +469,15 @@ def study_from_dict(data: Any, file: Path) -> Study:
         raise _err(f"expected true/false, got {prune!r}", file, "prune")
     candidates = _int(data.get("candidates", 20), file, "candidates", 1, MAX_CANDIDATES)
     sampler = _sampler(data.get("sampler") or {}, file, multi=len(objectives) > 1 and mode == "pareto")
+    confirm = _int(data.get("confirm", 1), file, "confirm", 1, MAX_CANDIDATES)
+    if confirm > 1 and envelope is None:
+        raise _err("confirm runs the best candidates on the study's envelope: give envelope: {axes: [...]}", file,
+                   "confirm")
+    if confirm > 1 and len(objectives) > 1 and mode == "pareto":
+        raise _err("confirm ranks candidates by one value: a lexicographic or single objective, not pareto", file,
+                   "confirm")
     study = Study(name, label, description, file, camp, search, objectives, mode, constraints, prune, candidates,
-                  sampler, holdout, envelope)
+                  sampler, holdout, envelope, confirm)
     validate_search(study)
     return study
 
@@ -708,6 +717,13 @@ class StudyReport:
     holdout: dict[str, Any] | None = None
     #: the same on the ``envelope`` campaign, or None
     envelope: dict[str, Any] | None = None
+    #: with ``confirm`` > 1: the candidate chosen on the envelope when it is not :attr:`best`, else None
+    confirmed: Candidate | None = None
+
+    @property
+    def tuned(self) -> Candidate | None:
+        """The tuned values: the candidate chosen on the envelope (``confirm``), else the best."""
+        return self.confirmed or self.best
 
 
 def campaign_stats(rows: list[dict[str, Any]], campaign: Campaign) -> dict[str, Any]:
@@ -831,24 +847,59 @@ def pareto_front(study: Study, cands: list[Candidate]) -> list[Candidate]:
     return front
 
 
-def run_after(study: Study, camp: Campaign, kind: str, best: Candidate | None, out: Path,
+def top_candidates(study: Study, cands: list[Candidate], n: int) -> list[Candidate]:
+    """The ``n`` best feasible complete candidates, best first (the order of :func:`best_candidate`)."""
+    ok = [c for c in cands if c.feasible and c.values]
+    sign = [1.0 if d == "minimize" else -1.0 for d in study.directions]
+    ok.sort(key=lambda c: (tuple(s * v for s, v in zip(sign, c.values, strict=True)), c.number))
+    best = best_candidate(study, cands)
+    if best is not None and ok and ok[0] is not best:  # pareto: the front's pick first
+        ok.remove(best)
+        ok.insert(0, best)
+    return ok[:n]
+
+
+def run_after(study: Study, camp: Campaign, kind: str, best: Candidate | list[Candidate] | None, out: Path,
               executor: Any) -> dict[str, Any]:
     """Run the shipped values and the best candidate's on ``camp`` (the study's ``holdout`` or ``envelope``
     campaign) in ``<out>/<kind>/shipped`` and ``<out>/<kind>/best_cNNNN``: their stats, keyed ``shipped`` and
-    ``tuned``, each with its folder. Resumable as any campaign (finished trials are kept)."""
+    ``tuned``, each with its folder. Resumable as any campaign (finished trials are kept).
+
+    With a list of candidates (the ``confirm`` best, best first) each runs on ``camp``; ``tuned`` is the one
+    whose trials there meet the study's constraints with the best objective value on them (the screen's order
+    on a tie), ``chosen`` its number and ``confirmed`` every candidate's stats by number; with none feasible
+    there, the first (``feasible``: False)."""
     from dockbench.sim.campaign.runner import run_campaign
 
-    runs = [("shipped", dataclasses.replace(camp, name="shipped"))]
-    if best is not None:
-        runs.append(("tuned", candidate_campaign(dataclasses.replace(study, campaign=camp), best.params,
-                                                 f"best_c{best.number:04d}")))
+    cands = best if isinstance(best, list) else ([best] if best is not None else [])
+    runs = [("shipped", None, dataclasses.replace(camp, name="shipped"))]
+    for c in cands:
+        runs.append(("tuned", c, candidate_campaign(dataclasses.replace(study, campaign=camp), c.params,
+                                                    f"best_c{c.number:04d}")))
     stats: dict[str, Any] = {}
-    for key, c in runs:
+    confirmed: dict[str, Any] = {}
+    ranked = []
+    for key, cand, c in runs:
         rep = run_campaign(c, out / kind, executor, progress=None, figures=False, max_hours=None)
         if rep.interrupted:
             raise KeyboardInterrupt
-        stats[key] = _stats_of(study, rep.rows)
-        stats[key]["folder"] = str(Path(kind) / c.name)
+        st = _stats_of(study, rep.rows)
+        st["folder"] = str(Path(kind) / c.name)
+        if cand is None:
+            stats[key] = st
+            continue
+        feasible = all(v <= 0 for v in constraint_values(study, rep.rows))
+        value = objective_values(study, rep.rows, camp.n_trials)[0]
+        sign = 1.0 if study.directions[0] == "minimize" else -1.0
+        st.update(number=cand.number, feasible=feasible, value=value)
+        confirmed[str(cand.number)] = st
+        ranked.append((not feasible, sign * value, len(ranked), st))
+    if ranked:
+        pick = min(ranked, key=lambda r: r[:3])[3] if any(not r[0] for r in ranked) else ranked[0][3]
+        stats["tuned"] = pick
+        if isinstance(best, list):
+            stats["chosen"] = pick["number"]
+            stats["confirmed"] = confirmed
     return stats
 
 
@@ -964,17 +1015,22 @@ def run_study(study: Study, out_root: str | Path = "studies", executor: Any = No
         best = best_candidate(study, cands)
         after: dict[str, dict[str, Any] | None] = {"envelope": None, "holdout": None}
         hold_s = 0.0
+        tuned = best  # with confirm > 1: the best of the confirmed candidates on the envelope
         for kind, camp_after in (("envelope", study.envelope if envelope else None),
                                  ("holdout", study.holdout if holdout else None)):
             if camp_after is None or len(cands) < n_wanted:
                 continue
             t0 = time.perf_counter()
-            after[kind] = held = run_after(study, camp_after, kind, best, out, executor)
+            confirming = kind == "envelope" and study.confirm > 1
+            which = top_candidates(study, cands, study.confirm) if confirming else tuned
+            after[kind] = held = run_after(study, camp_after, kind, which, out, executor)
+            if confirming and "chosen" in held:
+                tuned = next(c for c in cands if c.number == held["chosen"])
             hold_s += time.perf_counter() - t0
             if progress is not None:
                 progress.write(("held out: " if kind == "holdout" else "envelope: ") + "; ".join(
                     f"{k} {v['passed']}/{v['trials']} passed, p95 peak {v['contact.peak_force_truth']['p95']}"
-                    for k, v in held.items()) + "\n")
+                    for k, v in held.items() if k in ("shipped", "tuned")) + "\n")
         wall = time.perf_counter() - t_start
         camp_wall = sum(walls) + (base["wall_s"] if base else 0.0) + hold_s
         timing = {"wall_s": wall, "campaigns_wall_s": camp_wall, "evaluated": evaluated,
@@ -982,7 +1038,8 @@ def run_study(study: Study, out_root: str | Path = "studies", executor: Any = No
                   "study_overhead_share": (wall - camp_wall) / camp_wall if camp_wall > 0 else None,
                   "candidates_per_hour": evaluated / wall * 3600.0 if evaluated and wall > 0 else None,
                   "workers": getattr(executor, "workers", None), "executor": getattr(executor, "name", None)}
-        report = StudyReport(out, cands, base, best, evaluated, resumed, timing, after["holdout"], after["envelope"])
+        report = StudyReport(out, cands, base, best, evaluated, resumed, timing, after["holdout"], after["envelope"],
+                             tuned if tuned is not best else None)
         write_records(study, report)
         return report
     finally:
@@ -1031,4 +1088,5 @@ def write_records(study: Study, report: StudyReport) -> None:
         "shipped": report.shipped,
         "best": dataclasses.asdict(report.best) if report.best else None,
         "resumed": report.resumed, "timing": report.timing, "holdout": report.holdout, "envelope": report.envelope,
+        "tuned": report.tuned.number if report.tuned else None,
     })
