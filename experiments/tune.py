@@ -43,37 +43,32 @@ def _stats_cells(s: dict[str, Any]) -> list[str]:
             _f(pk.get("max"), ".1f"), _f(ts.get("median"), ".2f")]
 
 
-def _params(params: dict[str, Any], study: Any = None) -> str:
+def _params(params: dict[str, Any], study: Any) -> str:
     """``key = value, …``; a tied parameter (``key: [a, b]``) as ``a = b = value``."""
-    labels = {p.key: p.label for p in study.search} if study is not None else {}
+    labels = {p.key: p.label for p in study.search}
     return ", ".join(f"{labels.get(k, k)} = {v:.4g}" if isinstance(v, float)
                      else f"{labels.get(k, k)} = {v}" for k, v in params.items())
 
 
 def _shipped_values(study) -> dict[str, Any]:
-    """The searched keys' values in the (first) base scenario, as shipped."""
+    """The searched keys' values in the (first) base scenario as shipped, resolved by the scenario schema (a
+    key the file leaves out shows its default)."""
     from dockbench.sim.campaign.runner import _read_base
     from dockbench.sim.overrides import parse_path
     from dockbench.sim.scenario import scenario_from_dict
 
     t = study.campaign.trials()[0]
-    data = t.scenario_data(_read_base(t.base))
-    resolved = scenario_from_dict(data, file=str(t.base))  # a key the file leaves out: the schema's default
+    resolved = scenario_from_dict(t.scenario_data(_read_base(t.base)), file=str(t.base))
     out = {}
     for p in study.search:
         values = []
         for key in p.keys:
-            node: Any = data
+            node: Any = resolved
             try:
                 for part in parse_path(key, where="search"):
-                    node = node[part]
-            except (KeyError, IndexError, TypeError):
-                node = resolved
-                try:
-                    for part in parse_path(key, where="search"):
-                        node = node[part] if isinstance(part, int) else getattr(node, part)
-                except (AttributeError, IndexError, TypeError):
-                    node = "(default)"
+                    node = node[part] if isinstance(part, int) else getattr(node, part)
+            except (AttributeError, IndexError, TypeError):
+                node = "(default)"
             values.append(node)
         # tied keys shipped with different values show each (a = b = 1000 / 800)
         out[p.key] = values[0] if all(v == values[0] for v in values) else " / ".join(map(str, values))

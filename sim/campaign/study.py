@@ -831,9 +831,18 @@ def best_candidate(study: Study, cands: list[Candidate]) -> Candidate | None:
     ok = [c for c in cands if c.feasible and c.values]
     if not ok:
         return None
-    front = pareto_front(study, ok)
-    sign = [1.0 if d == "minimize" else -1.0 for d in study.directions]
-    return min(front, key=lambda c: (tuple(s * v for s, v in zip(sign, c.values, strict=True)), c.number))
+    return min(pareto_front(study, ok), key=_rank_key(study))
+
+
+def _signs(study: Study) -> list[float]:
+    """+1 for a minimised value, −1 for a maximised one: a signed value is better when lower."""
+    return [1.0 if d == "minimize" else -1.0 for d in study.directions]
+
+
+def _rank_key(study: Study) -> Callable[[Candidate], tuple[Any, ...]]:
+    """The order of candidates by value: the signed values, then the lower number on a tie."""
+    sign = _signs(study)
+    return lambda c: (tuple(s * v for s, v in zip(sign, c.values, strict=True)), c.number)
 
 
 def pareto_front(study: Study, cands: list[Candidate]) -> list[Candidate]:
@@ -848,15 +857,9 @@ def pareto_front(study: Study, cands: list[Candidate]) -> list[Candidate]:
 
 
 def top_candidates(study: Study, cands: list[Candidate], n: int) -> list[Candidate]:
-    """The ``n`` best feasible complete candidates, best first (the order of :func:`best_candidate`)."""
-    ok = [c for c in cands if c.feasible and c.values]
-    sign = [1.0 if d == "minimize" else -1.0 for d in study.directions]
-    ok.sort(key=lambda c: (tuple(s * v for s, v in zip(sign, c.values, strict=True)), c.number))
-    best = best_candidate(study, cands)
-    if best is not None and ok and ok[0] is not best:  # pareto: the front's pick first
-        ok.remove(best)
-        ok.insert(0, best)
-    return ok[:n]
+    """The ``n`` best feasible complete candidates of a single-valued study, best first (the first is
+    :func:`best_candidate`'s: a single value's Pareto front is its minima, ordered the same way)."""
+    return sorted((c for c in cands if c.feasible and c.values), key=_rank_key(study))[:n]
 
 
 def run_after(study: Study, camp: Campaign, kind: str, best: Candidate | list[Candidate] | None, out: Path,
@@ -890,10 +893,9 @@ def run_after(study: Study, camp: Campaign, kind: str, best: Candidate | list[Ca
             continue
         feasible = all(v <= 0 for v in constraint_values(study, rep.rows))
         value = objective_values(study, rep.rows, camp.n_trials)[0]
-        sign = 1.0 if study.directions[0] == "minimize" else -1.0
         st.update(number=cand.number, feasible=feasible, value=value)
         confirmed[str(cand.number)] = st
-        ranked.append((not feasible, sign * value, len(ranked), st))
+        ranked.append((not feasible, _signs(study)[0] * value, len(ranked), st))
     if ranked:
         pick = min(ranked, key=lambda r: r[:3])[3] if any(not r[0] for r in ranked) else ranked[0][3]
         stats["tuned"] = pick
