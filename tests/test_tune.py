@@ -139,6 +139,11 @@ def test_pareto_front_and_best():
     ({"envelope": {"axes": [], "grid": 3}}, "envelope", "optionally samples, seed, repeats"),
     ({"holdout": {"samples": 3}}, "holdout", "expected {axes: [...]}"),
     ({"budget": 3}, None, "unknown top-level key 'budget'"),
+    ({"start": [{"controller.d": 50}]}, "start[0].controller.d", "not a searched key; allowed: controller.k"),
+    ({"start": [{"controller.k": 50}]}, "start[0].controller.k", "allowed: 100.0 to 1500.0"),
+    ({"start": [{"controller.k": "stiff"}]}, "start[0].controller.k", "expected a number"),
+    ({"start": {"controller.k": 500}}, "start", "expected a list of mappings"),
+    ({"start": [{"controller.k": 500 + i} for i in range(4)]}, "start", "4 start candidates but a budget of 3"),
     ({"campaign": {"base": "nope.yaml"}}, "campaign.base", "scenario file not found"),
 ])
 def test_bad_study_files_give_one_line_errors(tmp_path, over, key, text):
@@ -295,6 +300,31 @@ def test_resume_after_a_kill_loses_nothing_and_repeats_nothing(tmp_path):
     again = _trial_records(b_out / study.name / "candidates" / "c0001")
     assert len(again) == 2 and first[0] in again  # the recorded trial kept, not run again
     # determinism: the interrupted study proposed and scored exactly what the uninterrupted one did
+    assert [c.params for c in b.candidates] == [c.params for c in a.candidates]
+    assert [c.values for c in b.candidates] == [c.values for c in a.candidates]
+
+
+def test_start_candidates_are_evaluated_first_and_once_across_a_resume(tmp_path):
+    """``start``: the listed values are the first candidates (a tied key given by its second name; keys left
+    out sampled); a study stopped after the first and resumed evaluates the second start candidate next and
+    ends with what an uninterrupted run gives — no start candidate enqueued twice."""
+    search = [{"key": ["controller.k", "controller.k_rot"], "low": 100, "high": 400, "log": True},
+              {"key": "planner.v_max", "low": 0.1, "high": 0.3}]
+    start = [{"controller.k_rot": 250.0, "planner.v_max": 0.2}, {"controller.k": 300}]
+    study = _study(tmp_path, search=search, start=start, candidates=3)
+    assert study.start == ({"controller.k": 250.0, "planner.v_max": 0.2}, {"controller.k": 300.0})
+    a = st.run_study(study, tmp_path / "a", progress=None, executor=_inline(), shipped=False)
+    assert a.candidates[0].params == {"controller.k": 250.0, "planner.v_max": 0.2}
+    assert a.candidates[1].params["controller.k"] == 300.0 and 0.1 <= a.candidates[1].params["planner.v_max"] <= 0.3
+    assert 100 <= a.candidates[2].params["controller.k"] <= 400
+    meta = next((a.out_dir / a.candidates[0].folder / "trials").glob("*/*/meta.json"))
+    ctrl = json.loads(meta.read_text())["scenario"]["controller"]
+    assert ctrl["k"] == ctrl["k_rot"] == 250.0  # both tied keys took the start value
+    b_out = tmp_path / "b"
+    first = st.run_study(study, b_out, progress=None, executor=_inline(), shipped=False, stop_after=1)
+    assert first.evaluated == 1
+    b = st.run_study(study, b_out, progress=None, executor=_inline(), shipped=False)
+    assert b.evaluated == 2 and [c.number for c in b.candidates] == [0, 1, 2]
     assert [c.params for c in b.candidates] == [c.params for c in a.candidates]
     assert [c.values for c in b.candidates] == [c.values for c in a.candidates]
 

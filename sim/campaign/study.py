@@ -24,6 +24,8 @@ the candidates and keeps the study in a SQLite file in the study folder.
     prune: true                            # stop a candidate's campaign once a constraint cannot hold
     candidates: 12                         # the budget
     sampler: {type: tpe, seed: 0, startup: 4}
+    start:                                 # optional: candidates evaluated first (e.g. the shipped gains or a
+      - {controller.k: 1000, controller.d: 700}   #   previous study's best); keys left out are sampled
 
 Study folder ``<out>/<name>/``: ``study.yaml`` (a copy), ``study.db`` (Optuna's RDB storage: SQLite; open it
 with ``optuna-dashboard sqlite:///study.db``), ``shipped/`` (the campaign with the scenario's own values),
@@ -68,7 +70,7 @@ from dockbench.sim.campaign.stats import quantiles, wilson_interval
 from dockbench.sim.errors import DockbenchError, ScenarioError
 
 TOP_KEYS = ("name", "label", "description", "campaign", "search", "objectives", "mode", "constraints", "prune",
-            "candidates", "sampler", "holdout", "envelope", "confirm")
+            "candidates", "sampler", "holdout", "envelope", "confirm", "start")
 PARAM_TYPES = ("float", "int", "categorical")
 #: statistics of a candidate's campaign: success (every gate passed) and quantiles of a metric over its trials
 SUCCESS_STATS = ("success_rate", "success_wilson_low")
@@ -165,6 +167,9 @@ class Study:
     envelope: Campaign | None = None
     #: how many of the best feasible candidates run on the envelope; the tuned values are the best of them there
     confirm: int = 1
+    #: candidates evaluated first, before the sampler proposes any (search key → value; keys left out are
+    #: sampled): Optuna's enqueued trials, in order
+    start: tuple[dict[str, Any], ...] = ()
 
     @property
     def directions(self) -> list[str]:
@@ -183,6 +188,8 @@ class Study:
             "sampler": self.sampler,
             "trials": [(t.trial_id, str(t.base), t.set_layers, t.overrides) for t in camp.trials()],
         }
+        if self.start:  # a study without one keeps the fingerprint it had before the key existed
+            data["start"] = list(self.start)
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -476,10 +483,51 @@ def study_from_dict(data: Any, file: Path) -> Study:
     if confirm > 1 and len(objectives) > 1 and mode == "pareto":
         raise _err("confirm ranks candidates by one value: a lexicographic or single objective, not pareto", file,
                    "confirm")
+    start = _start(data.get("start"), search, file)
+    if len(start) > candidates:
+        raise _err(f"{len(start)} start candidates but a budget of {candidates} candidates", file, "start")
     study = Study(name, label, description, file, camp, search, objectives, mode, constraints, prune, candidates,
-                  sampler, holdout, envelope, confirm)
+                  sampler, holdout, envelope, confirm, start)
     validate_search(study)
     return study
+
+
+def _start(raw: Any, search: tuple[SearchParam, ...], file: Path) -> tuple[dict[str, Any], ...]:
+    """``start``: a list of mappings from searched keys (each parameter's first key) to values inside its
+    bounds or choices; the candidates the study evaluates first."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(x, dict) and x for x in raw):
+        raise _err("expected a list of mappings {searched key: value}", file, "start")
+    from dockbench.sim.overrides import format_path, parse_path
+
+    by_key = {k: p for p in search for k in p.keys}  # a tied parameter by any of its keys
+    out = []
+    for i, item in enumerate(raw):
+        params: dict[str, Any] = {}
+        for k, v in item.items():
+            where = f"start[{i}].{k}"
+            try:
+                p = by_key.get(format_path(parse_path(str(k), where=where)))
+            except ScenarioError:
+                p = None
+            if p is None:
+                raise _err(f"not a searched key; allowed: {', '.join(q.key for q in search)}", file, where)
+            if p.key in params:
+                raise _err(f"{p.label} given twice", file, where)
+            params[p.key] = v
+            if p.kind == "categorical":
+                if v not in p.choices:
+                    raise _err(f"got {v!r}; allowed: {', '.join(map(repr, p.choices))}", file, where)
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or (p.kind == "int" and v != int(v)):
+                raise _err(f"expected {'an integer' if p.kind == 'int' else 'a number'}, got {v!r}", file, where)
+            if not p.low <= v <= p.high:
+                raise _err(f"got {v!r}; allowed: {p.low} to {p.high} (the search bounds)", file, where)
+        kinds = {p.key: p.kind for p in search}
+        out.append({k: int(v) if kinds[k] == "int" else float(v) if kinds[k] == "float" else v
+                    for k, v in params.items()})
+    return tuple(out)
 
 
 #: the keys of ``holdout`` and ``envelope``: the study's campaign with these instead of its own
@@ -957,6 +1005,10 @@ def run_study(study: Study, out_root: str | Path = "studies", executor: Any = No
                                      directions=study.directions, load_if_exists=True)
         stored = ostudy.user_attrs.get("fingerprint")
         if stored is None:
+            # a new study: its start candidates are the first ones asked (before the fingerprint is stored no
+            # candidate was asked, so the trials already there are start candidates a killed driver enqueued)
+            for params in study.start[len(ostudy.get_trials(deepcopy=False)):]:
+                ostudy.enqueue_trial(params, skip_if_exists=False)
             ostudy.set_user_attr("fingerprint", finger)
             ostudy.set_user_attr("file", str(study.file))
         elif stored != finger:
