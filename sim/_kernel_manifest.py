@@ -43,6 +43,7 @@ KERNELS = {
     "sim._wrench_kernel": ("sim/_wrench_kernel.c", ("sim/wrench.py",)),
     "sim._dynamics_kernel": ("sim/_dynamics_kernel.c", ("sim/dynamics.py",)),
     "sim._floating_kernel": ("sim/_floating_kernel.c", ("sim/floating.py",)),
+    "sim._culling_kernel": ("sim/_culling_kernel.c", ("sim/culling.py",)),
     "telemetry._row_kernel": ("telemetry/_row_kernel.c", ("telemetry/rows.py",)),
 }
 

@@ -31,12 +31,14 @@ covers it). The bound is never above the true distance; it equals it when a face
 beside a wall, above the deck) or an edge the capsule crosses (the chamfer's lower edge beside a peg in the
 bore), and is lower for a capsule parallel to an edge past it (only the face axes are left).
 
-**The reach.** From the tool's spatial velocity (ω, v) at its capsule centre, relative to the boxes' body
-(itself moving on a floating or moving mount): every capsule point moves at most ‖v‖ + ‖ω‖ (l + r), a box
-point of the body at most ‖v_B‖ + ‖ω_B‖ ρ_B (ρ_B the farthest box corner from the body origin). Over the
-control period T_c the relative displacement is bounded by
+**The reach.** From the tool's spatial velocity (ω, v) at its geom's origin, relative to the boxes' body
+(itself moving on a floating or moving mount): every capsule point moves at most ‖v‖ + ‖ω‖ ρ_T
+(ρ_T = ‖c‖ + l + r, c the capsule's centre in the geom frame), a box point of the body at most
+‖v_B‖ + ‖ω_B‖ ρ_B (v_B at the body's origin, ρ_B the farthest box corner from it). Both velocities come from
+MuJoCo's ``cvel`` moved to the point (:func:`spatial_speed`). Over the control period T_c the relative
+displacement is bounded by
 
-    δ = κ (‖v‖ + ‖ω‖ (l + r) + ‖v_B‖ + ‖ω_B‖ ρ_B) T_c + δ₀,   κ = 3, δ₀ = 20 µm
+    δ = κ (‖v‖ + ‖ω‖ ρ_T + ‖v_B‖ + ‖ω_B‖ ρ_B) T_c + δ₀,   κ = 3, δ₀ = 20 µm
 
 — κ allows the speed to triple within a period, δ₀ a start from rest. The geometry is the state at the last
 substep's collision pass (MuJoCo's ``geom_xpos`` after ``mj_step``), so the period's substeps see states up to
@@ -96,15 +98,43 @@ def box_distance_bound(p: np.ndarray, w: np.ndarray, H: np.ndarray, Hk: np.ndarr
     return np.maximum(face, edge) - radius
 
 
+def spatial_speed(cvel: np.ndarray, subtree_com: np.ndarray, body: int, root: int, point: np.ndarray
+                  ) -> tuple[float, float]:
+    """(‖v‖, ‖ω‖) [m/s, rad/s] of body ``body``'s motion at the world point ``point``: MuJoCo's ``cvel`` row
+    [ω; v_c] is the body's spatial velocity with v_c at its tree root's subtree centre of mass c, so the
+    point moves at v = v_c − (p − c) × ω (what ``mj_objectVelocity`` returns in world axes), on Python
+    floats in the compiled kernel's order."""
+    w0, w1, w2, v0, v1, v2 = (float(x) for x in cvel[body])
+    c = subtree_com[root]
+    d0, d1, d2 = float(point[0]) - float(c[0]), float(point[1]) - float(c[1]), float(point[2]) - float(c[2])
+    v0 = v0 - (d1 * w2 - d2 * w1)
+    v1 = v1 - (d2 * w0 - d0 * w2)
+    v2 = v2 - (d0 * w1 - d1 * w0)
+    return math.sqrt(v0 * v0 + v1 * v1 + v2 * v2), math.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
+
+
+def _rows_times(cols: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarray) -> np.ndarray:
+    """Σⱼ colsⱼ xⱼ, summed in the order j = 0, 1, 2 (a matrix–vector product written out, so that the compiled
+    kernel's loop gives the same floats: a BLAS product may sum in another order or fuse)."""
+    return cols[0] * x[0] + cols[1] * x[1] + cols[2] * x[2]
+
+
 class BoxCulling:
     """Per control period, the boxes ``boxes`` of body ``body`` out of the tool geom's reach are left out of
     collision detection (module docstring). ``model`` must be the run's own copy: its ``geom_contype`` /
     ``geom_conaffinity`` of those boxes are rewritten.
 
+    Compiled kernel: when ``sim._culling_kernel`` is built and current (sim/kernels.py, ``DOCKBENCH_KERNELS``)
+    :meth:`update` is one call that computes what the Python path below computes, float for float (the
+    capsule's ends, the speeds from ``cvel``, the reach, the test for a full pass and every box's bound g in
+    the same operation order, compiled without fused multiply-add; tests/test_culling.py); the contact flags,
+    the check of culled boxes against MuJoCo's exact distance and the counters stay here.
+
     Attributes:
         misses: culled boxes found in contact at a period's end (0 = the run is the unculled one).
         max_reach_use: the largest (actual displacement over a period) / (its reach δ).
         periods, active_sum: periods updated and the sum of boxes left in (mean = active_sum / periods).
+        kernel: ``"compiled"`` or ``"python"``, the path :meth:`update` runs.
     """
 
     def __init__(self, model: mujoco.MjModel, data: mujoco.MjData, tool_geom: int, boxes: np.ndarray,
@@ -126,6 +156,7 @@ class BoxCulling:
             mujoco.mju_quat2Mat(R, model.geom_quat[b])
             E[i] = R.reshape(3, 3).T  # rows: the box's axes in the body frame
         self.E2 = E.reshape(-1, 3)  # (3n, 3): one product gives a point or direction in every box's axes
+        self._E2cols = tuple(np.ascontiguousarray(self.E2[:, j]) for j in range(3))
         self.EC = np.einsum("nij,nj->ni", E, self.C)  # each box's centre in its own axes
         self.H = model.geom_size[self.boxes].copy()
         self.Hk, self.Hm = self.H[:, _PERM_K], self.H[:, _PERM_M]
@@ -133,7 +164,8 @@ class BoxCulling:
         self.rho_body = float(corners.max())
         self.body_static = int(model.body_weldid[body]) == 0
         self.c_geom, self.u_geom, self.l, self.r = bounding_capsule(model, self.tool)
-        self.rho_tool = self.l + self.r
+        # no point of the capsule is farther than this from the geom's origin, where its velocity is taken
+        self.rho_tool = float(np.linalg.norm(self.c_geom)) + self.l + self.r
         self.margin = float(max(model.geom_margin[self.tool] + model.geom_margin[b] for b in self.boxes))
         self.margin += float(max(model.geom_gap[self.tool] + model.geom_gap[b] for b in self.boxes))
         self.contype = model.geom_contype[self.boxes].copy()
@@ -149,28 +181,35 @@ class BoxCulling:
         self._ends_full = np.zeros((2, 3))  # … at the last full update
         self._slack = -math.inf  # min over the culled boxes of (g − margin) at the last full update
         self._reach = 0.0
-        self._vel = np.zeros(6)
         self._Rb = np.eye(3)
         self._xb = np.empty(3)
         if self.body_static:  # the boxes' body does not move: its pose once
             self._Rb[:] = data.xmat[body].reshape(3, 3)
             self._xb[:] = data.xpos[body]
         self._lu = np.stack((-self.l * self.u_geom, self.l * self.u_geom)) + self.c_geom  # ends, geom frame
+        self.tool_body = int(model.geom_bodyid[self.tool])
+        self._roots = (int(model.body_rootid[self.tool_body]), int(model.body_rootid[self.body]))
+        self._n_active = len(self.boxes)
+        self.g = np.zeros(len(self.boxes))  # every box's bound at the last full pass [m]
+        self._bind_kernel()
 
     def _capsule_ends(self) -> np.ndarray:
-        """The bounding capsule's two end points (2, 3) in the boxes' body frame, from the current poses."""
+        """The bounding capsule's two end points (2, 3) in the boxes' body frame, from the current poses:
+        x_W = R_geom x_geom + p_geom, then x_B = R_Bᵀ (x_W − p_B), each product written out (:func:`_rows_times`)."""
         d = self.d
         if not self.body_static:
             self._Rb[:] = d.xmat[self.body].reshape(3, 3)
             self._xb[:] = d.xpos[self.body]
-        world = self._lu @ d.geom_xmat[self.tool].reshape(3, 3).T + d.geom_xpos[self.tool]
-        return (world - self._xb) @ self._Rb
+        R = d.geom_xmat[self.tool].reshape(3, 3)
+        lu = self._lu
+        world = _rows_times((lu[:, 0:1], lu[:, 1:2], lu[:, 2:3]), (R[:, 0], R[:, 1], R[:, 2])) + d.geom_xpos[self.tool]
+        rel = world - self._xb
+        return _rows_times((rel[:, 0:1], rel[:, 1:2], rel[:, 2:3]), (self._Rb[0], self._Rb[1], self._Rb[2]))
 
-    def _speed(self, obj: int, kind: int) -> tuple[float, float]:
-        """(‖v‖, ‖ω‖) of a geom or body [m/s, rad/s], world frame, at its own origin."""
-        mujoco.mj_objectVelocity(self.m, self.d, kind, obj, self._vel, 0)
-        w, v = self._vel[:3], self._vel[3:]
-        return math.sqrt(float(v @ v)), math.sqrt(float(w @ w))
+    @staticmethod
+    def _largest_norm(x: np.ndarray) -> float:
+        """max over the rows of x (2, 3) of their Euclidean norms, the squares summed in column order."""
+        return math.sqrt(float((x[:, 0] * x[:, 0] + x[:, 1] * x[:, 1] + x[:, 2] * x[:, 2]).max()))
 
     def update(self) -> None:
         """Before a control period: bound the period just run, then the boxes left in for the next.
@@ -178,40 +217,61 @@ class BoxCulling:
         The full pass (every box's bound g) runs when the boxes culled at the last one may have come within
         reach: their distances are still ≥ g − (how far the capsule's ends moved since), so they stay out
         while that moved distance + this period's reach is below their smallest g − margin (``_slack``)."""
-        ends = self._ends = self._capsule_ends()
-        if self._ends_prev is not None and self._reach > 0.0:
-            step = ends - self._ends_prev
-            moved = math.sqrt(float((step * step).sum(axis=1).max()))
-            self.max_reach_use = max(self.max_reach_use, moved / self._reach)
-        self._ends_prev = ends
-        v, w = self._speed(self.tool, mujoco.mjtObj.mjOBJ_GEOM)
-        speed = v + w * self.rho_tool
-        if not self.body_static:
-            vb, wb = self._speed(self.body, mujoco.mjtObj.mjOBJ_BODY)
-            speed += vb + wb * self.rho_body
-        reach = self._reach = REACH_SPEED_FACTOR * speed * self.T_c + REACH_FLOOR
-        moved = ends - self._ends_full
-        if math.sqrt(float((moved * moved).sum(axis=1).max())) + reach >= self._slack:
-            self._full(ends, reach)
+        if self._kernel is not None:
+            self._update_compiled()
+        else:
+            self._update_python()
         self.periods += 1
         self.active_sum += self._n_active
+
+    def _update_python(self) -> None:
+        """:meth:`update` on the Python path (the reference)."""
+        d = self.d
+        ends = self._ends = self._capsule_ends()
+        if self._ends_prev is not None and self._reach > 0.0:
+            self.max_reach_use = max(self.max_reach_use, self._largest_norm(ends - self._ends_prev) / self._reach)
+        self._ends_prev = ends
+        v, w = spatial_speed(d.cvel, d.subtree_com, self.tool_body, self._roots[0], d.geom_xpos[self.tool])
+        speed = v + w * self.rho_tool
+        if not self.body_static:
+            vb, wb = spatial_speed(d.cvel, d.subtree_com, self.body, self._roots[1], d.xpos[self.body])
+            speed = speed + vb + wb * self.rho_body
+        reach = self._reach = REACH_SPEED_FACTOR * speed * self.T_c + REACH_FLOOR
+        if self._largest_norm(ends - self._ends_full) + reach >= self._slack:
+            self._full(ends, reach)
+
+    def _bounds(self, ends: np.ndarray) -> np.ndarray:
+        """Every box's bound g [m] for the capsule with these end points (body frame): its centre and axis in
+        each box's axes (P = E c − E C, W = E u), then :func:`box_distance_bound`."""
+        c = 0.5 * (ends[0] + ends[1])
+        if self.l > 0.0:
+            u = (ends[1] - ends[0]) / (2.0 * self.l)
+        else:  # a sphere-like tool: the capsule's axis from the geom's frame
+            u = self._Rb.T @ (self.d.geom_xmat[self.tool].reshape(3, 3) @ self.u_geom)
+        P = _rows_times(self._E2cols, c).reshape(-1, 3) - self.EC  # the capsule's centre in each box's axes
+        W = _rows_times(self._E2cols, u).reshape(-1, 3)  # its axis in each box's axes
+        return box_distance_bound(P, W, self.H, self.Hk, self.Hm, self.l, self.r)
 
     def _full(self, ends: np.ndarray, reach: float) -> None:
         """Every box's bound g; boxes with g > margin + reach out, the rest in; culled ones found in contact
         counted as misses (MuJoCo's exact distance)."""
-        c = 0.5 * (ends[0] + ends[1])
-        u = (ends[1] - ends[0]) / (2.0 * self.l) if self.l > 0.0 else self._Rb.T @ (
-            self.d.geom_xmat[self.tool].reshape(3, 3) @ self.u_geom)
-        P = (self.E2 @ c).reshape(-1, 3) - self.EC  # the capsule's centre in each box's axes
-        W = (self.E2 @ u).reshape(-1, 3)  # its axis in each box's axes
-        g = box_distance_bound(P, W, self.H, self.Hk, self.Hm, self.l, self.r)
-        culled = ~self.active
-        if culled.any():  # culled until now: in contact at the state just reached?
-            for j in np.flatnonzero(culled & (g <= self.margin)):
-                dist = mujoco.mj_geomDistance(self.m, self.d, self.tool, int(self.boxes[j]), 0.01, None)
-                if dist < self.margin:
-                    self.misses += 1
-        active = g <= self.margin + reach
+        g = self.g = self._bounds(ends)
+        self._check_culled(~self.active & (g <= self.margin))
+        self._set_active(g <= self.margin + reach)
+        self._slack = float(g[~self.active].min()) - self.margin if self._n_active < len(g) else math.inf
+        self._ends_full = ends
+        self.full_updates += 1
+
+    def _check_culled(self, near: np.ndarray) -> None:
+        """The boxes culled until now whose bound reached the margin: in contact at the state just reached?"""
+        for j in np.flatnonzero(near):
+            dist = mujoco.mj_geomDistance(self.m, self.d, self.tool, int(self.boxes[j]), 0.01, None)
+            if dist < self.margin:
+                self.misses += 1
+
+    def _set_active(self, active: np.ndarray) -> None:
+        """Boxes in (True) and out of collision detection from the next substep on: the flags of those that
+        changed rewritten; ``active`` replaced (a new array) only when the set changed."""
         changed = active != self.active
         if changed.any():
             idx = self.boxes[changed]
@@ -220,9 +280,56 @@ class BoxCulling:
             self.m.geom_conaffinity[idx] = np.where(on, self.conaffinity[changed], 0)
             self.active = active
         self._n_active = int(np.count_nonzero(active))
-        self._slack = float(g[~active].min()) - self.margin if self._n_active < len(g) else math.inf
-        self._ends_full = ends
-        self.full_updates += 1
+
+    # ------------------------------------------------------------------ the compiled path
+    def _bind_kernel(self) -> None:
+        """Bind ``sim._culling_kernel`` (when built, current and allowed; a tool with a bounding capsule of
+        length 0 keeps the Python path) to this run's MjData rows and the culling's own arrays."""
+        from dockbench.sim import kernels
+
+        self._kernel = None
+        self.kernel = "python"
+        kmod = kernels.load("sim._culling_kernel")
+        if kmod is None or not self.l > 0.0:
+            return
+        d = self.d
+        #: the kernel's state: [ends (6), ends at the last full pass (6), previous ends (6), has previous,
+        #: slack, reach, max_reach_use, boxes in] (sim/_culling_kernel.c)
+        self._kstate = np.zeros(23)
+        self._kstate[19] = self._slack
+        self._kactive = self.active.astype(float)  # the kernel's box set (1.0 = in), g ≤ margin + reach
+        self._kernel = kmod.CullingKernel(
+            geom_xpos=d.geom_xpos, geom_xmat=d.geom_xmat, xpos=d.xpos, xmat=d.xmat, cvel=d.cvel,
+            subtree_com=d.subtree_com, E2=self.E2, EC=self.EC, H=self.H, lu=self._lu, g=self.g,
+            active=self._kactive, state=self._kstate, tool_geom=self.tool, tool_body=self.tool_body,
+            tool_root=self._roots[0], body=self.body, body_root=self._roots[1], body_static=self.body_static,
+            control_period=self.T_c, half_length=self.l, radius=self.r, rho_tool=self.rho_tool,
+            rho_body=self.rho_body, margin=self.margin, reach_speed_factor=REACH_SPEED_FACTOR,
+            reach_floor=REACH_FLOOR,
+        )
+        self.kernel = "compiled"
+
+    def _update_compiled(self) -> None:
+        """:meth:`update` with the kernel: it moves the ends and the reach on and, on a full pass, fills g, its
+        box set, the count and the slack; it says when the set changed (the flags are rewritten here, as on the
+        Python path) and when a box out until now came within the margin (checked here)."""
+        done = self._kernel.step()
+        if done:
+            if done & 4:
+                self._check_culled(~self.active & (self.g <= self.margin))
+            if done & 2:
+                self._set_active(self._kactive > 0.5)
+            self._n_active = int(self._kstate[22])
+            self.full_updates += 1
+
+    @property
+    def max_reach_use(self) -> float:
+        """The largest (actual displacement over a period) / (its reach δ) so far."""
+        return float(self._kstate[21]) if self._kernel is not None else self._max_reach_use
+
+    @max_reach_use.setter
+    def max_reach_use(self, value: float) -> None:
+        self._max_reach_use = value
 
     def stats(self) -> dict[str, Any]:
         """What ``meta.json`` records (module docstring)."""

@@ -5,7 +5,10 @@ matrix; in Python almost all of its cost is interpreter and binding overhead (do
 A *kernel* is one component's per-step arithmetic written in C: the Khatib and SE(3) control laws and
 the HQP's closed-form step (``controllers/_khatib_kernel.c``, ``controllers/_se3_kernel.c``,
 ``controllers/_hqp_kernel.c``), the F/T pipeline
-(``sim/_wrench_kernel.c``), the snapshot's kinematic part (``sim/_dynamics_kernel.c``) and the telemetry row
+(``sim/_wrench_kernel.c``), the snapshot's kinematic part (``sim/_dynamics_kernel.c``), the contact culling's
+per-period update (``sim/_culling_kernel.c``: its reference is ``BoxCulling._update_python``, compared float for
+float by tests/test_culling.py rather than by the guard, since its outputs choose which boxes MuJoCo tests and
+change no physics) and the telemetry row
 copy (``telemetry/_row_kernel.c``: no arithmetic, the reference's float64 copies in one call, so the guard has
 nothing to compare: tests/test_rows.py checks the bytes); the binding
 helpers they share are in ``sim/_kernel_util.h``, the shared float code (rotation log, feedforward, the one

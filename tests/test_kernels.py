@@ -34,6 +34,7 @@ KERNEL_MODULES = (
     "sim._wrench_kernel",
     "sim._dynamics_kernel",
     "sim._floating_kernel",
+    "sim._culling_kernel",
     "telemetry._row_kernel",
 )
 khatib_built = pytest.mark.skipif(

@@ -74,3 +74,46 @@ def test_the_bound_is_exact_for_a_capsule_beside_a_face_and_across_an_edge() -> 
         exact = mujoco.mj_geomDistance(m, d, 1, 0, 1.0, None)
         assert abs(exact - 0.001) < 1e-9
         assert abs(_bound(m, d) - exact) < 1e-12
+
+
+def test_the_reach_speed_is_mujocos_velocity_at_the_point_and_bounds_every_capsule_point() -> None:
+    """Eq. (4)'s speeds: ``spatial_speed`` (MuJoCo's ``cvel`` moved to a point, v(p) = v_c − (p − c) × ω) equals
+    ``mj_objectVelocity`` at a geom's origin and at a body's origin (mjOBJ_XBODY) to round-off (1e-12 m/s on speeds
+    of order 1: a few products of numbers ≤ 10), and ‖v‖ + ‖ω‖ ρ_T bounds the speed of every point of the
+    capsule, ρ_T = ‖c‖ + l + r measured from the geom's origin (random points in it, random velocities)."""
+    from dockbench.sim.culling import bounding_capsule, spatial_speed
+
+    xml = """<mujoco><worldbody><body pos="0.1 0.2 0.3"><freejoint/>
+      <geom type="box" size=".1 .1 .1" pos="0.3 0 0"/>
+      <body pos="0 0.1 0"><joint type="hinge" axis="0 1 0"/><joint type="slide"/>
+        <geom type="capsule" size=".01 .05" pos="0 0.02 0.2" quat="0.9 0.3 0.1 0"/></body></body>
+    </worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(3)
+    cap = 1
+    c, u, half, r = bounding_capsule(m, cap)
+    rho = float(np.linalg.norm(c)) + half + r
+    for _ in range(200):
+        d.qpos[3:7] = rng.normal(size=4)
+        d.qpos[3:7] /= np.linalg.norm(d.qpos[3:7])
+        d.qpos[7:] = rng.normal(size=m.nq - 7)
+        d.qvel[:] = rng.normal(0.0, 2.0, m.nv)
+        mujoco.mj_forward(m, d)
+        b = int(m.geom_bodyid[cap])
+        for kind, obj, point, body in ((mujoco.mjtObj.mjOBJ_GEOM, cap, d.geom_xpos[cap], b),
+                                       (mujoco.mjtObj.mjOBJ_XBODY, 1, d.xpos[1], 1)):
+            ref = np.zeros(6)
+            mujoco.mj_objectVelocity(m, d, kind, obj, ref, 0)
+            v, w = spatial_speed(d.cvel, d.subtree_com, body, int(m.body_rootid[body]), point)
+            assert abs(v - np.linalg.norm(ref[3:])) < 1e-12 and abs(w - np.linalg.norm(ref[:3])) < 1e-12
+        v, w = spatial_speed(d.cvel, d.subtree_com, b, int(m.body_rootid[b]), d.geom_xpos[cap])
+        R = d.geom_xmat[cap].reshape(3, 3)
+        ref = np.zeros(6)
+        for _ in range(5):  # a point of the capsule: on its segment, then up to r away
+            s = rng.uniform(-half, half)
+            off = rng.normal(size=3)
+            pt = d.geom_xpos[cap] + R @ (c + s * u + r * rng.uniform() * off / np.linalg.norm(off))
+            mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_GEOM, cap, ref, 0)
+            vp = ref[3:] + np.cross(ref[:3], pt - d.geom_xpos[cap])
+            assert np.linalg.norm(vp) <= v + w * rho + 1e-12
