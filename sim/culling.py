@@ -62,6 +62,9 @@ import numpy as np
 REACH_SPEED_FACTOR = 3.0
 #: reach floor δ₀ [m]: the reach of a tool at rest
 REACH_FLOOR = 2e-5
+#: the compiled kernel's state slots and step() result bits (the enums of sim/_culling_kernel.c)
+_K_SLACK, _K_MRU, _K_ACTIVE, _K_N = 19, 21, 22, 23
+_K_CHANGED, _K_CHECK = 2, 4
 _PERM_K = np.array([1, 2, 0])
 _PERM_M = np.array([2, 0, 1])
 
@@ -295,8 +298,8 @@ class BoxCulling:
         d = self.d
         #: the kernel's state: [ends (6), ends at the last full pass (6), previous ends (6), has previous,
         #: slack, reach, max_reach_use, boxes in] (sim/_culling_kernel.c)
-        self._kstate = np.zeros(23)
-        self._kstate[19] = self._slack
+        self._kstate = np.zeros(_K_N)
+        self._kstate[_K_SLACK] = self._slack
         self._kactive = self.active.astype(float)  # the kernel's box set (1.0 = in), g ≤ margin + reach
         self._kernel = kmod.CullingKernel(
             geom_xpos=d.geom_xpos, geom_xmat=d.geom_xmat, xpos=d.xpos, xmat=d.xmat, cvel=d.cvel,
@@ -315,17 +318,17 @@ class BoxCulling:
         Python path) and when a box out until now came within the margin (checked here)."""
         done = self._kernel.step()
         if done:
-            if done & 4:
+            if done & _K_CHECK:
                 self._check_culled(~self.active & (self.g <= self.margin))
-            if done & 2:
+            if done & _K_CHANGED:
                 self._set_active(self._kactive > 0.5)
-            self._n_active = int(self._kstate[22])
+            self._n_active = int(self._kstate[_K_ACTIVE])
             self.full_updates += 1
 
     @property
     def max_reach_use(self) -> float:
         """The largest (actual displacement over a period) / (its reach δ) so far."""
-        return float(self._kstate[21]) if self._kernel is not None else self._max_reach_use
+        return float(self._kstate[_K_MRU]) if self._kernel is not None else self._max_reach_use
 
     @max_reach_use.setter
     def max_reach_use(self, value: float) -> None:

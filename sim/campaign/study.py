@@ -524,8 +524,7 @@ def _start(raw: Any, search: tuple[SearchParam, ...], file: Path) -> tuple[dict[
                 raise _err(f"expected {'an integer' if p.kind == 'int' else 'a number'}, got {v!r}", file, where)
             if not p.low <= v <= p.high:
                 raise _err(f"got {v!r}; allowed: {p.low} to {p.high} (the search bounds)", file, where)
-        kinds = {p.key: p.kind for p in search}
-        out.append({k: int(v) if kinds[k] == "int" else float(v) if kinds[k] == "float" else v
+        out.append({k: int(v) if by_key[k].kind == "int" else float(v) if by_key[k].kind == "float" else v
                     for k, v in params.items()})
     return tuple(out)
 
