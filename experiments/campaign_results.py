@@ -110,7 +110,7 @@ def section(folder: Path, compare_axes: tuple[str, ...] = ()) -> str:
                 cell += f" / {_display(m, max(v for v in vals if v is not None))[1]}"
             cells.append(cell)
         gates = Counter(g for r in rs for g in filter(None, r["failed_gates"].split(";")))
-        status = Counter(r["status"] for r in rs if r["status"] not in ("completed",))
+        status = Counter(r["status"] for r in rs if r["status"] not in ("completed", "seated"))
         top = ", ".join(f"{g} ({c})" for g, c in gates.most_common(3))
         if status:
             top += ("; " if top else "") + ", ".join(f"{s}: {c}" for s, c in status.items())

@@ -84,7 +84,7 @@ def violin_figure(folder: str, out: str) -> None:
     data: dict[str, dict[str, list[float]]] = {}
     for f in sorted(Path(folder, "trials").glob("*/*/summary.json")):
         s = json.loads(f.read_text())
-        if s.get("status") not in ("completed", "unstable"):
+        if s.get("status") not in ("completed", "seated", "unstable"):
             continue
         var = s["trial"]["params"].get("variant", s["trial"]["cell"])
         row = data.setdefault(var, {})

@@ -23,6 +23,7 @@ the profiler are wrappers around the whole step: the guard runs a *checked* comp
 
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from dockbench.planners.base import Reference
 from dockbench.sim import interrupts, kernels
 from dockbench.sim.lie import mat2quat_batch
 from dockbench.sim.wrench import PEAK_CHANNELS, SubstepContact
+from dockbench.telemetry.gates import SEAT_TOLERANCE
 from dockbench.telemetry.log import CHUNK_ROWS, Telemetry, TelemetryWriteError
 from dockbench.telemetry.rows import RowWriter
 
@@ -54,6 +56,8 @@ class Status(str, Enum):
     COMPLETED = "completed"
     #: ran to its end but flagged by telemetry.gates.detect_instability (set after the loop; verdict FAIL)
     UNSTABLE = "unstable"
+    #: ended early by ``sim.end_after_seated``: the tool tip stayed seated that long (a complete run)
+    SEATED = "seated"
     #: the state or the torque became NaN/Inf, or a numerical failure in the step
     DIVERGED = "diverged"
     #: Ctrl-C / SIGTERM, or a step observer ended the run (e.g. the viewer was closed)
@@ -505,6 +509,41 @@ class Cycle:
 
         return record_watched
 
+    def _ended_when_seated(self, record: Callable[[int, float], bool], snap: Any) -> Callable[[int, float], bool]:
+        """``record`` followed by the seat rule of ``sim.end_after_seated`` (h [s]): the step's tip position p
+        (the row's ``ee_pos``) is seated when |s − d| ≤ :data:`~telemetry.gates.SEAT_TOLERANCE`, with
+        d = −z_Dᵀ(p − o_D) its depth below the target's mouth (z_D, o_D: the target frame's axis and origin,
+        world) and s the seat depth — the test :func:`telemetry.metrics.time_to_seat` applies to every sample.
+        Once N = ⌈h / T_c⌉ steps have followed the first step of an unbroken seated run, the run ends after
+        this step's row (status ``seated``): its last sample is at t_seat + N T_c, with t_seat what
+        ``docking.time_to_seat`` then reports. :func:`sim.loop.build` has checked that the target is a fixed
+        mating target with a seat depth."""
+        setup = self.setup
+        target = setup.asm.target
+        hold, T_c = float(setup.scenario.sim.end_after_seated), self.T_c
+        seat, tol = float(target.depth_total), SEAT_TOLERANCE
+        z_D = target.T_world_target[:3, 2].copy()
+        o_D = target.T_world_target[:3, 3].copy()
+        need = max(1, math.ceil(hold / T_c - 1e-9))
+        p = snap.T_world_ee[:3, 3]  # a view: the snapshot is updated in place every step
+        first = [-1]  # the first step of the current seated run, -1 while not seated
+
+        def record_seated(i: int, t: float) -> bool:
+            if record(i, t):
+                return True
+            if abs(seat + float(z_D @ (p - o_D))) > tol:
+                first[0] = -1
+            elif first[0] < 0:
+                first[0] = i
+            elif i - first[0] >= need:
+                self.stopped = (Status.SEATED, (
+                    f"the tip stayed seated (within {1e3 * tol:g} mm of the seat depth) from "
+                    f"t = {first[0] * T_c:.4f} s to t = {t:.4f} s: ended by sim.end_after_seated = {hold:g} s"))
+                return True
+            return False
+
+        return record_seated
+
     def _plant(self) -> Callable[[int, float], bool]:
         """The plant: ``plant(i, t) -> diverged``: the k = T_c / timestep MuJoCo substeps of one control
         period (looped inside MuJoCo, or one at a time reading the contact after each when k > 1:
@@ -578,6 +617,8 @@ class Cycle:
         setup.controller.reset(snap, self.ref)
         if self.watch is not None:
             self.record = self._watched(self.record)
+        if setup.scenario.sim.end_after_seated is not None:
+            self.record = self._ended_when_seated(self.record, snap)
         shaped = self.shape_reference is not None
         every = self.guard.every
         if every <= 0 or "compiled" not in kernel_paths(setup).values():

@@ -55,9 +55,9 @@ from dockbench.sim.orbit import OrbitTelemetry, TargetTracking
 from dockbench.sim.scenario import MAX_DURATION, Scenario, SimConfig, folder_name
 from dockbench.sim.uncertainty import UncertaintyRuntime, belief_transform, make_runtime
 from dockbench.sim.wrench import WrenchPipeline
-from dockbench.telemetry.gates import detect_instability, evaluate_gates
+from dockbench.telemetry.gates import detect_instability, evaluate_gates, run_is_complete
 from dockbench.telemetry.log import CHUNK_ROWS, Telemetry, TelemetryWriteError, atomic_write_text
-from dockbench.telemetry.metrics import compute_metrics
+from dockbench.telemetry.metrics import MATING_TARGETS, compute_metrics, is_mating_target
 from dockbench.telemetry.run import RunFolder, write_json, write_scene
 
 
@@ -66,10 +66,10 @@ class RunResult:
     """Outcome of one run.
 
     Attributes:
-        status: ``completed`` | ``unstable`` (ran to its end but flagged by
-            :func:`telemetry.gates.detect_instability`; verdict FAIL) | ``diverged`` | ``interrupted`` |
-            ``aborted`` (telemetry could not be written) | ``error`` (an exception in the loop or the
-            metrics).
+        status: ``completed`` | ``seated`` (ended early by ``sim.end_after_seated``; complete) | ``unstable``
+            (ran to its end but flagged by :func:`telemetry.gates.detect_instability`; verdict FAIL) |
+            ``diverged`` | ``interrupted`` | ``aborted`` (telemetry could not be written) | ``error`` (an
+            exception in the loop or the metrics).
         verdict: PASS / FAIL / INCOMPLETE.
         metrics: computed metrics.
         gates: per-gate results (dicts).
@@ -227,10 +227,32 @@ def build(scenario: Scenario, assembly: Assembly | None = None) -> Setup:
     if runtime is not None:
         runtime.bind_dynamics(dyn)  # e.g. the hand keeps the lumped inertia at its current pose
     culling = asm.target.contact_culling(asm.model, data, scenario.sim.control_period) if culls else None
+    _check_end_after_seated(scenario, asm, file)
     return Setup(
         scenario, asm, data, q0, planner, controller, plant, dyn, wp, T_goal, T_start, axis, duration, runtime,
         orbit=_orbit_telemetry(scenario, asm, data), uncertainty=unc, culling=culling,
     )
+
+
+def _check_end_after_seated(scenario: Scenario, asm: Assembly, file: str) -> None:
+    """``sim.end_after_seated`` needs what its seat test reads (sim.cycle.Cycle._ended_when_seated): a mating
+    target with a seat depth, whose frame the metrics take as fixed (not a moving target)."""
+    if scenario.sim.end_after_seated is None:
+        return
+    key = "sim.end_after_seated"
+    target = asm.target
+    if target is None or not is_mating_target(scenario.target.type if scenario.target else None):
+        raise ScenarioError(
+            f"ends the run when the tip is seated in a mating target; this scenario has "
+            f"{'no target' if target is None else f'target.type {scenario.target.type!r}, which has no seat'} "
+            f"(remove the key, or use one of the mating targets: {', '.join(MATING_TARGETS)})", file=file, key=key)
+    if target.depth_total is None:
+        raise ScenarioError(f"target.type {scenario.target.type!r} has no seat depth to test", file=file, key=key)
+    mount = _mount(scenario)
+    if mount is not None and mount.moving:
+        raise ScenarioError(
+            "the seat test takes the target frame as fixed; this target moves (target.mount with a moving "
+            "body): remove the key or the mount", file=file, key=key)
 
 
 def _mount(scenario: Scenario) -> Any:
@@ -826,8 +848,8 @@ def _finish_run(setup: Setup, folder: RunFolder | None, outcome: Outcome) -> Run
             channels = tel.channels()
             metrics = compute_metrics(channels, meta) if len(channels.get("t", ())) > 0 else {}
             planned = setup.planner.duration
-            complete = status == "completed" and (tel.n - 1) * scenario.sim.control_period >= planned - 1e-9
-            instability = detect_instability(channels, meta) if status == "completed" else None
+            complete = run_is_complete(status, (tel.n - 1) * scenario.sim.control_period, planned)
+            instability = detect_instability(channels, meta) if status in ("completed", "seated") else None
             if instability is not None:  # ran to its end, but not under control: status unstable, verdict FAIL
                 status, message = "unstable", instability.message
                 meta["status"] = status

@@ -137,7 +137,10 @@ def check_metric_name(name: str) -> None:
 
 def run_is_complete(status: str, t_last: float, planner_duration: float, tol: float = 1e-9) -> bool:
     """A run is complete when it ran to its end (``completed``, or ``unstable``: simulated to the end but
-    flagged by :func:`detect_instability`) and its last sample is at or after the planner's end."""
+    flagged by :func:`detect_instability`) and its last sample is at or after the planner's end, or when
+    ``sim.end_after_seated`` ended it (``seated``: the tip held the seat, whenever the plan would have ended)."""
+    if status == "seated":
+        return True
     return status in ("completed", "unstable") and t_last >= planner_duration - tol
 
 
