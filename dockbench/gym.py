@@ -188,6 +188,11 @@ class DockingEnv(gymnasium.Env):
         sc = scenario if isinstance(scenario, Scenario) else load_scenario(_resolve(scenario))
         if overrides is not None:
             sc = sc.replace(overrides)
+        if sc.sim.end_after_seated is not None:  # the episode's own seat rule ends it (reward.seat_hold, a bonus)
+            raise ValueError(
+                f"{sc.source_file or sc.name}: sim.end_after_seated ends a run, not an episode; an episode ends "
+                "when seated by the reward's seat_hold (DockingEnv(reward={'seat_hold': ...})): remove the key "
+                "(e.g. overrides={'sim.end_after_seated': None})")
         if action_mode == "setpoint" and getattr(sc.controller.config, "force_setpoint", False) is False:
             raise ValueError(f"action_mode setpoint needs a law with a force set-point (khatib, hqp), "
                              f"not {sc.controller.type!r}")

@@ -248,6 +248,12 @@ def _check_end_after_seated(scenario: Scenario, asm: Assembly, file: str) -> Non
             f"(remove the key, or use one of the mating targets: {', '.join(MATING_TARGETS)})", file=file, key=key)
     if target.depth_total is None:
         raise ScenarioError(f"target.type {scenario.target.type!r} has no seat depth to test", file=file, key=key)
+    hold = scenario.sim.end_after_seated
+    for k, gate in enumerate(scenario.gates):
+        if gate.window is not None and gate.window > hold:
+            raise ScenarioError(
+                f"{hold:g} s is shorter than gates[{k}]'s window ({gate.window:g} s, {gate.metric}): that gate "
+                f"would average samples from before the seat; use at least {gate.window:g} s", file=file, key=key)
     mount = _mount(scenario)
     if mount is not None and mount.moving:
         raise ScenarioError(

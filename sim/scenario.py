@@ -154,12 +154,12 @@ class SimConfig:
     )
     settle_time: float = param(1.5, unit="s", ge=0.0, le=3600.0, doc="time simulated after the planner ends")
     end_after_seated: float | None = param(
-        None, unit="s", gt=0.0, le=MAX_DURATION,
+        None, unit="s", ge=1.0, le=MAX_DURATION,
         doc="end the run once the tool tip has stayed seated this long: within 1 mm of the target's seat depth "
         "at every control step, the docking.time_to_seat criterion (status seated, a complete run; a fixed "
-        "mating target only). An episode limit for campaigns whose trials would otherwise spend most of their "
-        "duration in a seated hold; >= 1 s keeps the metrics' 1 s final window seated. null = run the whole "
-        "duration (docs/scenarios.md, sim)",
+        "mating target only). For campaigns whose trials would otherwise spend most of their duration in a "
+        "seated hold. At least the metrics' final window (1 s, and every gate's window), so that the "
+        "window's values are of seated samples; null = run the whole duration",
     )
     gravity: tuple[float, float, float] = param(
         (0.0, 0.0, 0.0), unit="m/s²", length=3, ge=-100.0, le=100.0, doc="gravity (both models)"

@@ -324,3 +324,12 @@ def test_robosuite_compare_dockbench_worker(capsys):
     assert len(r["cpus"]) == 1 and r["cpus"][0] > 0.0  # the child's CPU time of the same episode
     assert abs(r["sim_s"] - 0.06) <= 1e-12 and r["timestep"] == 0.001 and r["control_period"] == 0.001
     assert "import robosuite" in mod.ROBOSUITE_WORKER and "SIMULATION_TIMESTEP" in mod.ROBOSUITE_WORKER
+
+
+def test_a_scenario_that_ends_runs_when_seated_is_refused_with_the_reward_key_to_use():
+    """sim.end_after_seated would end the cycle under the episode (a stop the environment scores as a failure);
+    the episode's seat rule is the reward's seat_hold."""
+    with pytest.raises(ValueError, match="seat_hold"):
+        _env(overrides={"sim.end_after_seated": 2.0})
+    env = _env(overrides={"sim.end_after_seated": None})
+    assert env.base_scenario.sim.end_after_seated is None
