@@ -479,3 +479,19 @@ def test_results_page_carries_the_envelope_section() -> None:
         assert f"| {v.name} | {keyed.n_trials // len(keyed.variants)} |" in section
     for a in keyed.grid_axes:
         assert f"Success rate by `{a.name}`" in section
+
+
+def test_trials_that_end_when_seated_are_complete_successes(tmp_path) -> None:
+    """``sim.end_after_seated`` in a campaign's ``set``: the trials end with status ``seated`` (a complete run)
+    before their duration, and the table and the summary count them as the passes they are."""
+    path = _campaign(tmp_path, name="seated", samples=1, repeats=1,
+                     set={**FAST, "sim.settle_time": 3.0, "sim.end_after_seated": 1.0})
+    rep = run_campaign(load_campaign(path), tmp_path / "out", InlineExecutor(), progress=None, figures=False)
+    rows = _table(rep)
+    assert len(rows) == 2 and {r["status"] for r in rows} == {"seated"} and {r["verdict"] for r in rows} == {"PASS"}
+    for r in rows:
+        meta = json.loads((rep.out_dir / r["path"] / "meta.json").read_text())
+        assert float(r["sim_s"]) < meta["duration"]  # ended before the planner + settle time
+        assert float(r["sim_s"]) >= float(r["docking.time_to_seat"]) + 1.0
+    s = json.loads((rep.out_dir / "summary.json").read_text())
+    assert s["passed"] == s["trials"] == 2
