@@ -526,12 +526,14 @@ class Cycle:
         o_D = target.T_world_target[:3, 3].copy()
         need = max(1, math.ceil(hold / T_c - 1e-9))
         p = snap.T_world_ee[:3, 3]  # a view: the snapshot is updated in place every step
+        d = np.empty(3)  # p − o_D, written in place (no array per step)
         first = [-1]  # the first step of the current seated run, -1 while not seated
 
         def record_seated(i: int, t: float) -> bool:
             if record(i, t):
                 return True
-            if abs(seat + float(z_D @ (p - o_D))) > tol:
+            np.subtract(p, o_D, out=d)
+            if abs(seat + float(z_D @ d)) > tol:
                 first[0] = -1
             elif first[0] < 0:
                 first[0] = i

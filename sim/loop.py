@@ -241,7 +241,7 @@ def _check_end_after_seated(scenario: Scenario, asm: Assembly, file: str) -> Non
         return
     key = "sim.end_after_seated"
     target = asm.target
-    if target is None or not is_mating_target(scenario.target.type if scenario.target else None):
+    if target is None or not is_mating_target(scenario.target.type):  # asm.target exists iff scenario.target does
         raise ScenarioError(
             f"ends the run when the tip is seated in a mating target; this scenario has "
             f"{'no target' if target is None else f'target.type {scenario.target.type!r}, which has no seat'} "
