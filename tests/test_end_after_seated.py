@@ -24,17 +24,19 @@ def _docking(name: str, **sim) -> dict:
     return d
 
 
-@pytest.mark.parametrize(
-    "name", ["iiwa14_docking", "gravity/fr3_docking_se3_gravity", "orbit/iiwa14_orbit_fixed_target"]
-)
-def test_the_early_end_is_the_full_runs_prefix_and_stops_hold_after_the_seat(name: str) -> None:
-    """Fixed base and floating base, gravity off and on, Khatib and SE(3): the run that ends by the seat rule
+@pytest.mark.parametrize("name, sim", [
+    ("iiwa14_docking", {}), ("iiwa14_docking", {"integrator": "rk4"}), ("gravity/fr3_docking_se3_gravity", {}),
+    ("orbit/iiwa14_orbit_fixed_target", {}), ("iiwa14_docking_hqp", {"integrator": "euler"}),
+])
+def test_the_early_end_is_the_full_runs_prefix_and_stops_hold_after_the_seat(name: str, sim: dict) -> None:
+    """Fixed base and floating base, gravity off and on, Khatib, HQP and SE(3), the implicitfast, RK4 and Euler
+    integrators: the run that ends by the seat rule
     records exactly the first rows of the run that does not (the rule only reads the state), its last sample
     lies h after ``docking.time_to_seat`` (N = h / T_c steps, here exact), its peak force is the full run's
     and its seat gate passes."""
     hold = 1.0
-    full = run(scenario_from_dict(_docking(name)), out_root=None)
-    early = run(scenario_from_dict(_docking(name, end_after_seated=hold)), out_root=None)
+    full = run(scenario_from_dict(_docking(name, **sim)), out_root=None)
+    early = run(scenario_from_dict(_docking(name, **sim, end_after_seated=hold)), out_root=None)
     assert full.status == "completed" and early.status == "seated", (full.status, early.message)
     n = len(early.telemetry["t"])
     assert n < len(full.telemetry["t"])
