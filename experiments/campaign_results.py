@@ -25,6 +25,7 @@ from pathlib import Path
 
 from dockbench.experiments.compare import emit_section
 from dockbench.sim.errors import DockbenchError
+from dockbench.telemetry.gates import ENDED_STATUSES
 
 from dockbench.cli import ArgumentParser
 
@@ -110,7 +111,7 @@ def section(folder: Path, compare_axes: tuple[str, ...] = ()) -> str:
                 cell += f" / {_display(m, max(v for v in vals if v is not None))[1]}"
             cells.append(cell)
         gates = Counter(g for r in rs for g in filter(None, r["failed_gates"].split(";")))
-        status = Counter(r["status"] for r in rs if r["status"] not in ("completed", "seated"))
+        status = Counter(r["status"] for r in rs if r["status"] not in ENDED_STATUSES)
         top = ", ".join(f"{g} ({c})" for g, c in gates.most_common(3))
         if status:
             top += ("; " if top else "") + ", ".join(f"{s}: {c}" for s, c in status.items())

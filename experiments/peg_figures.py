@@ -31,6 +31,8 @@ import math
 import sys
 from pathlib import Path
 
+from dockbench.telemetry.gates import SIMULATED_STATUSES
+
 from dockbench.cli import ArgumentParser
 
 CONTACT_ON = 0.5
@@ -84,7 +86,7 @@ def violin_figure(folder: str, out: str) -> None:
     data: dict[str, dict[str, list[float]]] = {}
     for f in sorted(Path(folder, "trials").glob("*/*/summary.json")):
         s = json.loads(f.read_text())
-        if s.get("status") not in ("completed", "seated", "unstable"):
+        if s.get("status") not in SIMULATED_STATUSES:
             continue
         var = s["trial"]["params"].get("variant", s["trial"]["cell"])
         row = data.setdefault(var, {})

@@ -55,7 +55,7 @@ from dockbench.sim.orbit import OrbitTelemetry, TargetTracking
 from dockbench.sim.scenario import MAX_DURATION, Scenario, SimConfig, folder_name
 from dockbench.sim.uncertainty import UncertaintyRuntime, belief_transform, make_runtime
 from dockbench.sim.wrench import WrenchPipeline
-from dockbench.telemetry.gates import detect_instability, evaluate_gates, run_is_complete
+from dockbench.telemetry.gates import ENDED_STATUSES, detect_instability, evaluate_gates, run_is_complete
 from dockbench.telemetry.log import CHUNK_ROWS, Telemetry, TelemetryWriteError, atomic_write_text
 from dockbench.telemetry.metrics import MATING_TARGETS, compute_metrics, is_mating_target
 from dockbench.telemetry.run import RunFolder, write_json, write_scene
@@ -855,7 +855,7 @@ def _finish_run(setup: Setup, folder: RunFolder | None, outcome: Outcome) -> Run
             metrics = compute_metrics(channels, meta) if len(channels.get("t", ())) > 0 else {}
             planned = setup.planner.duration
             complete = run_is_complete(status, (tel.n - 1) * scenario.sim.control_period, planned)
-            instability = detect_instability(channels, meta) if status in ("completed", "seated") else None
+            instability = detect_instability(channels, meta) if status in ENDED_STATUSES else None
             if instability is not None:  # ran to its end, but not under control: status unstable, verdict FAIL
                 status, message = "unstable", instability.message
                 meta["status"] = status

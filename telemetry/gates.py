@@ -135,13 +135,21 @@ def check_metric_name(name: str) -> None:
         raise ScenarioError(f"unknown metric {name!r}; known: {', '.join(sorted(METRICS))}", key="metric")
 
 
+ENDED_STATUSES = ("completed", "seated")
+"""The statuses of a run the loop ended as planned: at the plan's end (``completed``) or by ``sim.end_after_seated``
+(``seated``). ``unstable`` is given after the loop to such a run that :func:`detect_instability` flags."""
+
+SIMULATED_STATUSES = ENDED_STATUSES + ("unstable",)
+"""The statuses of a run simulated to its end, under control or not (its metrics describe the whole run)."""
+
+
 def run_is_complete(status: str, t_last: float, planner_duration: float, tol: float = 1e-9) -> bool:
     """A run is complete when it ran to its end (``completed``, or ``unstable``: simulated to the end but
     flagged by :func:`detect_instability`) and its last sample is at or after the planner's end, or when
     ``sim.end_after_seated`` ended it (``seated``: the tip held the seat, whenever the plan would have ended)."""
     if status == "seated":
         return True
-    return status in ("completed", "unstable") and t_last >= planner_duration - tol
+    return status in SIMULATED_STATUSES and t_last >= planner_duration - tol
 
 
 @dataclass(frozen=True)
