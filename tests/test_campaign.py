@@ -495,3 +495,6 @@ def test_trials_that_end_when_seated_are_complete_successes(tmp_path) -> None:
         assert float(r["sim_s"]) >= float(r["docking.time_to_seat"]) + 1.0
     s = json.loads((rep.out_dir / "summary.json").read_text())
     assert s["passed"] == s["trials"] == 2
+    # a resumed campaign (after a kill, say) keeps them: a seated trial is finished, not "interrupted"
+    again = run_campaign(load_campaign(path), tmp_path / "out", InlineExecutor(), progress=None, figures=False)
+    assert (again.ran, again.skipped) == (0, 2) and _table(again) == rows
