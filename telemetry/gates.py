@@ -140,7 +140,7 @@ ENDED_STATUSES = ("completed", "seated")
 (``seated``). ``unstable`` is given after the loop to such a run that :func:`detect_instability` flags."""
 
 SIMULATED_STATUSES = ENDED_STATUSES + ("unstable",)
-"""The statuses of a run simulated to its end, under control or not (its metrics describe the whole run)."""
+"""The statuses of a run simulated to its end (the plan's, or the seat rule's), under control or not."""
 
 
 def run_is_complete(status: str, t_last: float, planner_duration: float, tol: float = 1e-9) -> bool:
