@@ -168,9 +168,9 @@ def se3_log(T: np.ndarray) -> np.ndarray:
 
 def se3_inv(T: np.ndarray) -> np.ndarray:
     """T⁻¹ = [[Rᵀ, −Rᵀ p], [0, 1]]."""
-    Ti = np.eye(4)
-    Ti[:3, :3] = T[:3, :3].T
+    Ti = T.T.copy()  # [[Rᵀ, 0], [pᵀ, 1]]
     Ti[:3, 3] = -(T[:3, :3].T @ T[:3, 3])
+    Ti[3, :3] = 0.0
     return Ti
 
 
@@ -201,17 +201,26 @@ def Ad_inv(T: np.ndarray) -> np.ndarray:
     return A
 
 
+def _ad_basis() -> np.ndarray:
+    """(6, 6, 6) B with ad(ξ) = B ξ: Bᵢⱼₖ = ∂ ad(ξ)ᵢⱼ / ∂ξₖ ∈ {−1, 0, 1} (ad is linear in ξ)."""
+    B = np.zeros((6, 6, 6))
+    for i, j, k, s in ((0, 1, 5, -1), (0, 2, 4, 1), (1, 0, 5, 1), (1, 2, 3, -1), (2, 0, 4, -1), (2, 1, 3, 1),  # ω^
+                       (0, 4, 2, -1), (0, 5, 1, 1), (1, 3, 2, 1), (1, 5, 0, -1), (2, 3, 1, -1), (2, 4, 0, 1)):  # v^
+        B[i, j, k] = s
+        if j < 3:  # ω^ again in the lower-right block
+            B[i + 3, j + 3, k] = s
+    return B
+
+
+#: ad's coefficient tensor (:func:`_ad_basis`)
+_AD_BASIS = _ad_basis()
+
+
 def ad(xi: np.ndarray) -> np.ndarray:
-    """Lie bracket matrix (6, 6) of a twist ξ = [v; ω]: [[ω^, v^], [0, ω^]] (written out: one array call)."""
-    x, y, z, a, b, c = np.asarray(xi, dtype=float).tolist()  # v = (x, y, z), ω = (a, b, c)
-    return np.array((
-        (0.0, -c, b, 0.0, -z, y),
-        (c, 0.0, -a, z, 0.0, -x),
-        (-b, a, 0.0, -y, x, 0.0),
-        (0.0, 0.0, 0.0, 0.0, -c, b),
-        (0.0, 0.0, 0.0, c, 0.0, -a),
-        (0.0, 0.0, 0.0, -b, a, 0.0),
-    ))
+    """Lie bracket matrix (6, 6) of a twist ξ = [v; ω]: [[ω^, v^], [0, ω^]]. Evaluated as the linear map
+    ad(ξ) = B ξ (one numpy call): each entry is one ±ξₖ plus products with exact zeros, so for a finite ξ
+    the floats are those of the entries written out."""
+    return _AD_BASIS @ np.asarray(xi, dtype=float)
 
 
 # ------------------------------------------------------------------------------------------ coefficients

@@ -311,6 +311,22 @@ def test_ad_matches_pinocchio_and_bracket():
     np.testing.assert_allclose(lie.ad(xi) @ eta, lie.se3_vee(X @ Y - Y @ X), atol=TOL_ROUNDTRIP, rtol=0)
 
 
+def test_ad_and_se3_inv_give_the_entries_written_out_bit_for_bit():
+    """ad(ξ) = B ξ (a product with a ±1/0 tensor) has each entry's ±ξₖ exactly, and se3_inv's copy of Tᵀ
+    holds [[Rᵀ, −Rᵀp], [0, 1]] with −Rᵀp the same product as before: equal, not close, for finite inputs."""
+    rng = np.random.default_rng(SEED + 12)
+    for _ in range(200):
+        x, y, z, a, b, c = xi = rng.normal(size=6) * 10.0 ** rng.uniform(-8, 3)
+        want = np.array(((0.0, -c, b, 0.0, -z, y), (c, 0.0, -a, z, 0.0, -x), (-b, a, 0.0, -y, x, 0.0),
+                         (0.0, 0.0, 0.0, 0.0, -c, b), (0.0, 0.0, 0.0, c, 0.0, -a), (0.0, 0.0, 0.0, -b, a, 0.0)))
+        assert np.array_equal(lie.ad(xi), want)
+        T = _random_pose(rng)
+        Ti = np.eye(4)
+        Ti[:3, :3] = T[:3, :3].T
+        Ti[:3, 3] = -(T[:3, :3].T @ T[:3, 3])
+        assert np.array_equal(lie.se3_inv(T), Ti)
+
+
 def test_group_axioms():
     rng = np.random.default_rng(SEED + 11)
     for _ in range(10):
