@@ -304,6 +304,29 @@ def test_resume_after_a_kill_loses_nothing_and_repeats_nothing(tmp_path):
     assert [c.values for c in b.candidates] == [c.values for c in a.candidates]
 
 
+def test_the_same_study_in_process_and_on_ray_gives_the_same_candidates_and_values(tmp_path):
+    """Determinism whichever executor runs the campaigns (issue 33 item 4): the same study file in this process
+    and on a local Ray instance with 2 workers proposes the same candidates and scores them with the same values,
+    float for float, the same candidates pruned (the sampler's seed is a function of the study seed and the
+    candidate number; a candidate's score is a function of its campaign's rows, which Ray's workers compute
+    from the same scenario files)."""
+    pytest.importorskip("ray")
+    from dockbench.sim.campaign.executors import make_executor
+
+    study = _study(tmp_path)
+    a = st.run_study(study, tmp_path / "a", progress=None, executor=_inline(), shipped=False)
+    ray_ex = make_executor("ray", jobs=2)
+    try:
+        b = st.run_study(study, tmp_path / "b", progress=None, executor=ray_ex, shipped=False)
+    finally:
+        ray_ex.close()
+    assert b.timing["executor"] == "ray" and a.timing["executor"] == "inline"
+    assert len(a.candidates) == len(b.candidates) == 3
+    assert [c.params for c in b.candidates] == [c.params for c in a.candidates]
+    assert [c.state for c in b.candidates] == [c.state for c in a.candidates]
+    assert [c.values for c in b.candidates] == [c.values for c in a.candidates]
+
+
 def test_start_candidates_are_evaluated_first_and_once_across_a_resume(tmp_path):
     """``start``: the listed values are the first candidates (a tied key given by its second name; keys left
     out sampled); a study stopped after the first and resumed evaluates the second start candidate next and
