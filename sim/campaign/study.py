@@ -796,7 +796,7 @@ def evaluate(study: Study, number: int, params: dict[str, Any], out: Path, execu
              progress: TextIO | None) -> Candidate:
     """Run (or resume) candidate ``number``'s campaign in ``<out>/candidates/c<number>`` and score it: pruned
     (when the study prunes) once a constraint can no longer hold."""
-    from dockbench.sim.campaign.runner import run_campaign
+    from dockbench.sim.campaign.runner import mixed_paths_warning, run_campaign
 
     name = f"c{number:04d}"
     camp = candidate_campaign(study, params, name)
@@ -828,6 +828,9 @@ def evaluate(study: Study, number: int, params: dict[str, Any], out: Path, execu
     cand = Candidate(number, dict(params), state, values, cons, feasible and not pruned, stats,
                      str(Path("candidates") / name), wall)
     if progress is not None:
+        mixed = mixed_paths_warning(report.summary.get("code_paths", {}))
+        if mixed:
+            progress.write(f"candidate {number}: {mixed}\n")
         ci = stats["wilson95"]
         pk = stats["contact.peak_force_truth"]["p95"]
         progress.write(f"candidate {number}: {state.lower()}  {stats['passed']}/{stats['trials']} passed"
