@@ -306,10 +306,10 @@ def test_resume_after_a_kill_loses_nothing_and_repeats_nothing(tmp_path):
 
 def test_the_same_study_in_process_and_on_ray_gives_the_same_candidates_and_values(tmp_path):
     """Determinism whichever executor runs the campaigns (issue 33 item 4): the same study file in this process
-    and on a local Ray instance with 2 workers proposes the same candidates and scores them with the same values,
-    float for float, the same candidates pruned (the sampler's seed is a function of the study seed and the
-    candidate number; a candidate's score is a function of its campaign's rows, which Ray's workers compute
-    from the same scenario files)."""
+    and on a local Ray instance with 2 workers proposes the same candidates and scores them with the same states
+    and values, float for float (the sampler's seed is a function of the study seed and the candidate number; a
+    candidate's score is a function of its campaign's rows, which Ray's workers compute from the same scenario
+    files)."""
     pytest.importorskip("ray")
     from dockbench.sim.campaign.executors import make_executor
 
