@@ -8,6 +8,7 @@ import csv
 import dataclasses
 import io
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -501,19 +502,19 @@ def test_trials_that_end_when_seated_are_complete_successes(tmp_path) -> None:
 
 
 def test_each_trial_records_its_code_path_and_a_mixed_campaign_says_so(tmp_path) -> None:
-    """results.csv's ``python_paths`` names the components that ran their Python reference ('' = every kernel
-    compiled), summary.json counts the trials by code path, and a campaign whose trials ran different paths (here:
-    one trial run with the Python references forced, the other resumed with the kernels) says so on its
-    progress stream with what to do."""
+    """results.csv's ``kernels`` says which code path a trial ran (sim.kernels.describe of its meta: ``compiled``,
+    ``python`` or the mix; empty only for a trial that did not run), summary.json counts the trials by it, and a
+    campaign whose trials ran different paths (here: one trial run with the Python references forced, the other
+    resumed with the kernels) says so on its progress stream with what to do."""
     from dockbench.sim import kernels
-    from dockbench.sim.campaign.runner import code_paths, mixed_paths_warning, python_paths
+    from dockbench.sim.campaign.runner import kernel_counts, mixed_paths_warning, trial_kernels
 
-    assert python_paths({"kernels": {"dynamics": "compiled", "controller": "python", "wrench": "compiled"}}) \
-        == "controller"
-    assert python_paths({"kernels": {"dynamics": "compiled", "controller": "compiled"}}) == ""
-    assert python_paths({}) is None and python_paths(None) is None
-    assert code_paths([{"python_paths": ""}, {"python_paths": "controller;wrench"}, {"python_paths": None}, {}]) \
-        == {"compiled": 1, "python: controller;wrench": 1}
+    assert trial_kernels({"kernels": {"dynamics": "compiled", "controller": "python", "wrench": "compiled"}}) \
+        == "controller python, dynamics compiled, wrench compiled"
+    assert trial_kernels({"kernels": {"dynamics": "compiled", "controller": "compiled"}}) == "compiled"
+    assert trial_kernels({}) is None and trial_kernels(None) is None
+    assert kernel_counts([{"kernels": "compiled"}, {"kernels": "python"}, {"kernels": None}, {}]) \
+        == {"compiled": 1, "python": 1}
     assert mixed_paths_warning({"compiled": 3}) == ""
     if any(kernels.load(m) is None for m in ("controllers._khatib_kernel", "sim._dynamics_kernel",
                                              "sim._wrench_kernel")):
@@ -522,13 +523,11 @@ def test_each_trial_records_its_code_path_and_a_mixed_campaign_says_so(tmp_path)
                      axes=[{"key": "controller.k", "values": [200, 400], "name": "k"}])
     with kernels.forced("python"):
         first = run_campaign(load_campaign(path), tmp_path / "out", InlineExecutor(), progress=None, figures=False)
-    assert [r["python_paths"] for r in _table(first)] == ["controller;dynamics;wrench"] * 2
-    assert first.summary["code_paths"] == {"python: controller;dynamics;wrench": 2}
-    import shutil
-
+    assert [r["kernels"] for r in _table(first)] == ["python"] * 2
+    assert first.summary["kernels"] == {"python": 2}
     shutil.rmtree(first.out_dir / _table(first)[1]["path"])  # the second trial runs again, with the kernels
     out = io.StringIO()
     again = run_campaign(load_campaign(path), tmp_path / "out", InlineExecutor(), progress=out, figures=False)
-    assert [r["python_paths"] for r in _table(again)] == ["controller;dynamics;wrench", ""]
-    assert again.summary["code_paths"] == {"compiled": 1, "python: controller;dynamics;wrench": 1}
-    assert "the trials ran different code paths (1 compiled, 1 python: controller;dynamics;wrench" in out.getvalue()
+    assert [r["kernels"] for r in _table(again)] == ["python", "compiled"]
+    assert again.summary["kernels"] == {"compiled": 1, "python": 1}
+    assert "the trials ran different code paths (1 compiled; 1 python; " in out.getvalue()

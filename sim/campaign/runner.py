@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,35 +194,29 @@ def _cell_error(exc: ScenarioError, trial: Trial, campaign: Campaign) -> Scenari
     return ScenarioError(exc.detail + where, file=exc.file, key=exc.key)
 
 
-def python_paths(meta: dict[str, Any] | None) -> str | None:
-    """The hot-path components of a trial that ran their Python reference instead of a compiled kernel, from its
-    meta's ``kernels`` (sim.cycle.kernel_paths: at the run's end, so a kernel the guard dropped counts), sorted and
-    ';'-joined: ``""`` when every component ran compiled, None when the trial recorded none (it did not run)."""
-    kernels = (meta or {}).get("kernels")
-    if not isinstance(kernels, dict):
-        return None
-    return ";".join(sorted(k for k, v in kernels.items() if v != "compiled"))
+def trial_kernels(meta: dict[str, Any] | None) -> str | None:
+    """Which code path a trial's hot-path components ran, from its meta's ``kernels`` (sim.cycle.kernel_paths, at
+    the run's end: a kernel the guard dropped counts as Python) in :func:`sim.kernels.describe`'s words:
+    ``compiled``, ``python`` or the mix; None when the trial recorded none (it did not run)."""
+    from dockbench.sim.kernels import describe
+
+    paths = (meta or {}).get("kernels")
+    return describe(paths) if isinstance(paths, dict) and paths else None
 
 
-def code_paths(rows: list[dict[str, Any]]) -> dict[str, int]:
-    """Trials by the code path they ran (:func:`python_paths`): ``compiled``, ``python: <components>``; trials
-    that recorded none (did not run, or recorded before this column existed) are left out."""
-    out: dict[str, int] = {}
-    for r in rows:
-        p = r.get("python_paths")
-        if p is None:
-            continue
-        key = "compiled" if p == "" else f"python: {p}"
-        out[key] = out.get(key, 0) + 1
-    return dict(sorted(out.items()))
+def kernel_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Trials by :func:`trial_kernels`; trials that recorded none (did not run, or were recorded before the
+    column existed) are left out."""
+    return dict(sorted(Counter(r["kernels"] for r in rows if r.get("kernels") is not None).items()))
 
 
-def mixed_paths_warning(paths: dict[str, int]) -> str:
-    """A one-line warning when a campaign's trials ran different code paths (``""`` when they did not)."""
-    if len(paths) < 2:
+def mixed_paths_warning(counts: dict[str, int]) -> str:
+    """A one-line warning when a campaign's trials ran different code paths (``counts``: :func:`kernel_counts`;
+    ``""`` when they all ran one)."""
+    if len(counts) < 2:
         return ""
-    listed = ", ".join(f"{n} {k}" for k, n in paths.items())
-    return (f"the trials ran different code paths ({listed}; results.csv's python_paths column says which): a "
+    listed = "; ".join(f"{n} {k}" for k, n in counts.items())
+    return (f"the trials ran different code paths ({listed}; results.csv's kernels column says which): a "
             "kernel was missing or stale when some trials started (e.g. a source file edited while the campaign "
             "ran) or the guard dropped it; the paths agree to round-off, which contact can amplify. For one code "
             "path: rebuild the kernels (pip install -e .), delete those trials' folders and rerun to resume")
@@ -241,7 +236,7 @@ def _row(trial: Trial, res: TrialResult, campaign: Campaign, path: str, telemetr
     overhead = None if loop_s is None or trial_s is None else trial_s - loop_s - t.get("encode_s", 0.0)
     row.update(sim_s=t.get("sim_s"), path=path, telemetry=telemetry, rt_factor=t.get("rt_factor"), loop_s=loop_s,
                trial_s=trial_s, overhead_s=overhead, encode_s=t.get("encode_s"), worker=res.worker,
-               python_paths=python_paths(res.meta))
+               kernels=trial_kernels(res.meta))
     return row
 
 
@@ -266,7 +261,7 @@ def results_csv(rows: list[dict[str, Any]], campaign: Campaign) -> str:
     metric_cols = [m for m in METRICS if m in seen] + sorted(seen - set(METRICS))
     head = ["trial", "cell", *campaign.columns(), "sample", "repeat", "seed", "status", "verdict", "failed_gates"]
     tail = ["sim_s", "message", "path", "telemetry", "rt_factor", "loop_s", "trial_s", "overhead_s", "worker",
-            "python_paths"]
+            "kernels"]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(head + metric_cols + tail)
@@ -733,7 +728,7 @@ def _run_locked(campaign: Campaign, out: Path, executor: Any, progress: TextIO |
                        interrupted)
     summary["damaged"] = damaged
     summary["estimate"] = est
-    mixed = mixed_paths_warning(summary["code_paths"])
+    mixed = mixed_paths_warning(summary["kernels"])
     if mixed:
         say(f"{out}: {mixed}")
     summary["timing"]["worker_restarts"] = getattr(executor, "restarts", 0)
@@ -838,7 +833,7 @@ def _summary(campaign: Campaign, rows: list[dict[str, Any]], trials: list[Trial]
         "success_rate": passed / len(rows) if rows else None,
         "wilson95": list(ci) if ci else None,
         "statuses": {s: sum(r["status"] == s for r in rows) for s in sorted({r["status"] for r in rows})},
-        "code_paths": code_paths(rows),
+        "kernels": kernel_counts(rows),
         "timing": {
             "executor": getattr(executor, "name", None),
             "workers": workers,

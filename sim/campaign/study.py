@@ -828,7 +828,7 @@ def evaluate(study: Study, number: int, params: dict[str, Any], out: Path, execu
     cand = Candidate(number, dict(params), state, values, cons, feasible and not pruned, stats,
                      str(Path("candidates") / name), wall)
     if progress is not None:
-        mixed = mixed_paths_warning(report.summary.get("code_paths", {}))
+        mixed = mixed_paths_warning(report.summary.get("kernels", {}))
         if mixed:
             progress.write(f"candidate {number}: {mixed}\n")
         ci = stats["wilson95"]
